@@ -1,0 +1,110 @@
+// DenseKvCache storage and the fp16 dense attention kernel (Highway) with its scalar twin.
+#include "kv/dense_kv_cache.h"
+
+#include <cmath>
+#include <vector>
+
+#include "util/fp16.h"  // F16ToF32
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kv/dense_kv_cache.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+HWY_BEFORE_NAMESPACE();
+namespace chorus {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+void AttendImpl(const float* q, const uint16_t* k, const uint16_t* v, size_t stride, size_t n_ctx,
+                size_t head_dim, float* scores, float* out) {
+  const hn::ScalableTag<float> df;
+  const hn::Rebind<hwy::float16_t, decltype(df)> dh;
+  const size_t N = hn::Lanes(df);
+  const bool vec = head_dim % N == 0;
+  float m = -INFINITY;
+  for (size_t j = 0; j < n_ctx; ++j) {
+    const uint16_t* kj = k + j * stride;
+    float s;
+    if (vec) {
+      auto acc = hn::Zero(df);
+      for (size_t i = 0; i < head_dim; i += N) {
+        const auto kv = hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(kj + i)));
+        acc = hn::MulAdd(hn::LoadU(df, q + i), kv, acc);
+      }
+      s = hn::GetLane(hn::SumOfLanes(df, acc));
+    } else {
+      s = 0;
+      for (size_t i = 0; i < head_dim; ++i) s += q[i] * F16ToF32(kj[i]);
+    }
+    scores[j] = s;
+    m = s > m ? s : m;
+  }
+  float sum = 0;
+  for (size_t j = 0; j < n_ctx; ++j) {
+    scores[j] = std::exp(scores[j] - m);
+    sum += scores[j];
+  }
+  const float inv = 1.0f / sum;
+  for (size_t i = 0; i < head_dim; ++i) out[i] = 0;
+  for (size_t j = 0; j < n_ctx; ++j) {
+    const float p = scores[j] * inv;
+    const uint16_t* vj = v + j * stride;
+    if (vec) {
+      const auto vp = hn::Set(df, p);
+      for (size_t i = 0; i < head_dim; i += N) {
+        const auto vv = hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(vj + i)));
+        hn::StoreU(hn::MulAdd(vp, vv, hn::LoadU(df, out + i)), df, out + i);
+      }
+    } else {
+      for (size_t i = 0; i < head_dim; ++i) out[i] += p * F16ToF32(vj[i]);
+    }
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace chorus
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace chorus {
+HWY_EXPORT(AttendImpl);
+
+DenseKvCache::DenseKvCache(size_t n_layer, size_t capacity, size_t kv_dim)
+    : n_layer_(n_layer), capacity_(capacity), kv_dim_(kv_dim) {
+  k_.reserve(n_layer);
+  v_.reserve(n_layer);
+  for (size_t l = 0; l < n_layer; ++l) {
+    k_.emplace_back(capacity * kv_dim);
+    v_.emplace_back(capacity * kv_dim);
+  }
+}
+
+size_t DenseKvCache::bytes() const { return 2 * n_layer_ * capacity_ * kv_dim_ * sizeof(uint16_t); }
+
+void AttendDenseHead(const float* q, const uint16_t* k, const uint16_t* v, size_t stride,
+                     size_t n_ctx, size_t head_dim, float* scores, float* out) {
+  HWY_DYNAMIC_DISPATCH(AttendImpl)(q, k, v, stride, n_ctx, head_dim, scores, out);
+}
+
+void AttendDenseHeadRef(const float* q, const uint16_t* k, const uint16_t* v, size_t stride,
+                        size_t n_ctx, size_t head_dim, float* out) {
+  std::vector<double> s(n_ctx);
+  double m = -INFINITY;
+  for (size_t j = 0; j < n_ctx; ++j) {
+    double acc = 0;
+    for (size_t i = 0; i < head_dim; ++i) acc += static_cast<double>(q[i]) * F16ToF32(k[j * stride + i]);
+    s[j] = acc;
+    m = std::max(m, acc);
+  }
+  double sum = 0;
+  for (auto& x : s) sum += (x = std::exp(x - m));
+  for (size_t i = 0; i < head_dim; ++i) {
+    double acc = 0;
+    for (size_t j = 0; j < n_ctx; ++j) acc += s[j] * F16ToF32(v[j * stride + i]);
+    out[i] = static_cast<float>(acc / sum);
+  }
+}
+
+}  // namespace chorus
+#endif  // HWY_ONCE

@@ -1,0 +1,131 @@
+// ForwardPass: embeddings → L × [RMSNorm, QKV, RoPE, causal GQA attention, out, RMSNorm, SwiGLU MLP]
+// → final norm → logits. Matmuls read the quantized weights directly (ops/matmul).
+#include "model/forward.h"
+
+#include <cmath>
+#include <vector>
+
+#include "ops/elementwise.h"  // RmsNorm, RopeApply, SwiGlu
+#include "util/fp16.h"        // F32ToF16
+
+namespace chorus {
+
+ForwardPass::ForwardPass(const Model& model, size_t max_batch)
+    : model_(model), c_(model.config()), max_batch_(max_batch < 1 ? 1 : max_batch) {
+  const size_t b = max_batch_;
+  x_.Resize(b * c_.n_embd);
+  xn_.Resize(b * c_.n_embd);
+  q_.Resize(b * c_.q_dim());
+  k_.Resize(b * c_.kv_dim());
+  v_.Resize(b * c_.kv_dim());
+  attn_.Resize(b * c_.q_dim());
+  gate_.Resize(b * c_.n_ff);
+  up_.Resize(b * c_.n_ff);
+  proj_.Resize(b * c_.n_embd);
+  rope_.Resize(b * c_.rope_dim);
+}
+
+DenseKvCache ForwardPass::MakeCache(size_t capacity) const {
+  return DenseKvCache(c_.n_layer, capacity, c_.kv_dim());
+}
+
+Status ForwardPass::Run(std::span<const int32_t> tokens, DenseKvCache& kv, ThreadPool& pool,
+                        LogitsFor which, float* logits) {
+  if (tokens.empty()) return Status::Error("forward pass needs at least one token");
+  for (size_t i = 0; i < tokens.size(); ++i)
+    if (tokens[i] < 0 || static_cast<size_t>(tokens[i]) >= c_.n_vocab)
+      return Status::Error("token id {} at index {} is outside the vocabulary [0, {})", tokens[i], i, c_.n_vocab);
+  if (kv.size() + tokens.size() > kv.capacity())
+    return Status::Error("context overflow: {} cached + {} new tokens exceed the context of {} tokens",
+                         kv.size(), tokens.size(), kv.capacity());
+  if (kv.n_layer() != c_.n_layer || kv.kv_dim() != c_.kv_dim())
+    return Status::Error("KV cache shape does not match the model");
+  for (size_t done = 0; done < tokens.size(); done += max_batch_) {
+    const size_t n = std::min(max_batch_, tokens.size() - done);
+    const bool last_piece = done + n == tokens.size();
+    float* out = nullptr;
+    if (which == LogitsFor::kAll) out = logits + done * c_.n_vocab;
+    else if (last_piece) out = logits;
+    RunBatch(tokens.subspan(done, n), kv, pool, which, out);
+  }
+  return Status::Ok();
+}
+
+void ForwardPass::RunBatch(std::span<const int32_t> tokens, DenseKvCache& kv, ThreadPool& pool,
+                           LogitsFor which, float* logits) {
+  const size_t n = tokens.size(), d = c_.n_embd, pos0 = kv.size();
+  const ModelWeights& w = model_.weights();
+  for (size_t t = 0; t < n; ++t) {
+    DequantizeRow(w.token_embd.type, w.token_embd.data + tokens[t] * w.token_embd.row_bytes,
+                  x_.data() + t * d, d);
+    RopeTable(static_cast<int64_t>(pos0 + t), c_.rope_dim, c_.rope_base, rope_.data() + t * c_.rope_dim);
+  }
+  auto norm_rows = [&](const float* weight) {
+    pool.ParallelFor(n, 1, [&](size_t b, size_t e) {
+      for (size_t t = b; t < e; ++t) RmsNorm(x_.data() + t * d, weight, d, c_.rms_eps, xn_.data() + t * d);
+    });
+  };
+  for (size_t l = 0; l < c_.n_layer; ++l) {
+    const LayerWeights& L = w.layers[l];
+    norm_rows(L.attn_norm);
+    MatMul(L.wq, xn_.data(), n, q_.data(), pool);
+    MatMul(L.wk, xn_.data(), n, k_.data(), pool);
+    MatMul(L.wv, xn_.data(), n, v_.data(), pool);
+    Attention(l, n, pos0, kv, pool);
+    MatMul(L.wo, attn_.data(), n, proj_.data(), pool);
+    Add(proj_.data(), n * d, x_.data());
+    norm_rows(L.ffn_norm);
+    MatMul(L.w_gate, xn_.data(), n, gate_.data(), pool);
+    MatMul(L.w_up, xn_.data(), n, up_.data(), pool);
+    pool.ParallelFor(n, 1, [&](size_t b, size_t e) {
+      for (size_t t = b; t < e; ++t)
+        SwiGlu(gate_.data() + t * c_.n_ff, up_.data() + t * c_.n_ff, c_.n_ff, gate_.data() + t * c_.n_ff);
+    });
+    MatMul(L.w_down, gate_.data(), n, proj_.data(), pool);
+    Add(proj_.data(), n * d, x_.data());
+  }
+  kv.Advance(n);
+  if (!logits) return;
+  const size_t first = which == LogitsFor::kAll ? 0 : n - 1;
+  const size_t rows = n - first;
+  for (size_t t = first; t < n; ++t)
+    RmsNorm(x_.data() + t * d, w.output_norm, d, c_.rms_eps, xn_.data() + (t - first) * d);
+  MatMul(w.output, xn_.data(), rows, logits, pool);
+}
+
+void ForwardPass::Attention(size_t layer, size_t n, size_t pos0, DenseKvCache& kv, ThreadPool& pool) {
+  const size_t hd = c_.head_dim, q_dim = c_.q_dim(), kv_dim = c_.kv_dim();
+  const size_t group = c_.n_head / c_.n_head_kv;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  // RoPE on q and k, then store k, v (fp16) at their positions.
+  pool.ParallelFor(n, 1, [&](size_t b, size_t e) {
+    for (size_t t = b; t < e; ++t) {
+      const float* cs = rope_.data() + t * c_.rope_dim;
+      for (size_t h = 0; h < c_.n_head; ++h) {
+        float* qh = q_.data() + t * q_dim + h * hd;
+        RopeApply(qh, c_.rope_dim, cs);
+        Scale(qh, hd, scale);
+      }
+      for (size_t h = 0; h < c_.n_head_kv; ++h) RopeApply(k_.data() + t * kv_dim + h * hd, c_.rope_dim, cs);
+      uint16_t* kd = kv.K(layer, pos0 + t);
+      uint16_t* vd = kv.V(layer, pos0 + t);
+      for (size_t i = 0; i < kv_dim; ++i) {
+        kd[i] = F32ToF16(k_[t * kv_dim + i]);
+        vd[i] = F32ToF16(v_[t * kv_dim + i]);
+      }
+    }
+  });
+  // Causal attention per (token, head): token t sees positions [0, pos0 + t].
+  const size_t units = n * c_.n_head;
+  const size_t ctx_max = pos0 + n;
+  pool.Run([&](int ti, int nt) {
+    std::vector<float> scores(ctx_max);
+    for (size_t u = ti; u < units; u += nt) {
+      const size_t t = u / c_.n_head, h = u % c_.n_head, hk = h / group;
+      AttendDenseHead(q_.data() + t * q_dim + h * hd, kv.K(layer, 0) + hk * hd, kv.V(layer, 0) + hk * hd,
+                      kv_dim, pos0 + t + 1, hd, scores.data(), attn_.data() + t * q_dim + h * hd);
+    }
+  });
+}
+
+}  // namespace chorus

@@ -1,0 +1,52 @@
+// ForwardPass: runs the llama-family transformer over a batch of tokens of one sequence, appending
+// their K/V to the cache, and returns logits. Owns the activation scratch, sized once for max_batch.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "kv/dense_kv_cache.h"  // DenseKvCache
+#include "model/model.h"        // Model
+#include "util/aligned_buffer.h"
+#include "util/status.h"
+#include "util/thread_pool.h"
+
+namespace chorus {
+
+enum class LogitsFor { kLast, kAll };
+
+class ForwardPass {
+ public:
+  // max_batch: tokens per internal micro-batch (longer inputs are processed in pieces).
+  ForwardPass(const Model& model, size_t max_batch = 512);
+
+  // Appends `tokens` at positions [kv.size(), kv.size() + n) and writes logits:
+  // kLast → (n_vocab) of the last token; kAll → (n, n_vocab).
+  // Errors: empty input, token id out of range, cache capacity exceeded (nothing is written then).
+  Status Run(std::span<const int32_t> tokens, DenseKvCache& kv, ThreadPool& pool, LogitsFor which,
+             float* logits);
+
+  // A cache sized for this model.
+  DenseKvCache MakeCache(size_t capacity) const;
+
+ private:
+  void RunBatch(std::span<const int32_t> tokens, DenseKvCache& kv, ThreadPool& pool,
+                LogitsFor which, float* logits);
+  void Attention(size_t layer, size_t n, size_t pos0, DenseKvCache& kv, ThreadPool& pool);
+
+  const Model& model_;
+  const ModelConfig& c_;
+  size_t max_batch_;
+  AlignedBuffer<float> x_;       // (max_batch, n_embd) residual stream
+  AlignedBuffer<float> xn_;      // (max_batch, n_embd) normed input
+  AlignedBuffer<float> q_;       // (max_batch, q_dim)
+  AlignedBuffer<float> k_;       // (max_batch, kv_dim)
+  AlignedBuffer<float> v_;       // (max_batch, kv_dim)
+  AlignedBuffer<float> attn_;    // (max_batch, q_dim)
+  AlignedBuffer<float> gate_;    // (max_batch, n_ff)
+  AlignedBuffer<float> up_;      // (max_batch, n_ff)
+  AlignedBuffer<float> proj_;    // (max_batch, n_embd)
+  AlignedBuffer<float> rope_;    // (max_batch, rope_dim) cos/sin pairs per token
+};
+
+}  // namespace chorus

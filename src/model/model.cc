@@ -1,0 +1,118 @@
+// Model loading: open the GGUF, read the config, bind and shape-check every tensor, build the tokenizer.
+#include "model/model.h"
+
+#include <fmt/format.h>
+
+#include "gguf/gguf.h"              // GgufFile, GgufTensor
+#include "model/tokenizer_gguf.h"   // TokenizerDataFromGguf
+
+namespace chorus {
+namespace {
+
+std::string DimsString(const std::vector<uint64_t>& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+class Binder {
+ public:
+  explicit Binder(const GgufFile& f) : f_(f) {}
+
+  Result<WeightView> Matrix(const std::string& name, size_t rows, size_t cols) {
+    const GgufTensor* t = f_.FindTensor(name);
+    if (!t) return Status::Error("missing tensor '{}'", name);
+    if (t->dims.size() != 2 || t->dims[0] != cols || t->dims[1] != rows)
+      return Status::Error("tensor '{}' has shape {}, expected [{}, {}]", name, DimsString(t->dims), cols, rows);
+    const auto* traits = GgmlTraitsPtr(t->type);
+    if (!traits || !traits->supported)
+      return Status::Error("tensor '{}' has type {} which chorus cannot compute with", name,
+                           traits ? traits->name : "unknown");
+    auto row_bytes = GgmlRowBytes(t->type, cols);
+    if (!row_bytes) return Status::Error("tensor '{}': row of {} is not whole blocks", name, cols);
+    return WeightView{.type = t->type, .data = t->data, .rows = rows, .cols = cols, .row_bytes = *row_bytes};
+  }
+
+  Result<const float*> Vector(const std::string& name, size_t n) {
+    const GgufTensor* t = f_.FindTensor(name);
+    if (!t) return Status::Error("missing tensor '{}'", name);
+    if (t->type != GgmlType::kF32) return Status::Error("tensor '{}' must be F32 (norm weights)", name);
+    if (t->n_elements != n) return Status::Error("tensor '{}' has {} elements, expected {}", name, t->n_elements, n);
+    if (reinterpret_cast<uintptr_t>(t->data) % alignof(float) != 0)
+      return Status::Error("tensor '{}' is not 4-byte aligned in the file", name);
+    return reinterpret_cast<const float*>(t->data);
+  }
+
+ private:
+  const GgufFile& f_;
+};
+
+Result<ModelWeights> BindWeights(const GgufFile& f, ModelConfig& c) {
+  Binder b(f);
+  ModelWeights w;
+  const GgufTensor* embd = f.FindTensor("token_embd.weight");
+  if (!embd || embd->dims.size() != 2 || embd->dims[0] != c.n_embd)
+    return Status::Error("missing or mis-shaped tensor 'token_embd.weight' (need [{}, n_vocab])", c.n_embd);
+  c.n_vocab = embd->dims[1];
+  CHORUS_ASSIGN_OR_RETURN(w.token_embd, b.Matrix("token_embd.weight", c.n_vocab, c.n_embd));
+  CHORUS_ASSIGN_OR_RETURN(w.output_norm, b.Vector("output_norm.weight", c.n_embd));
+  if (f.FindTensor("output.weight")) {
+    CHORUS_ASSIGN_OR_RETURN(w.output, b.Matrix("output.weight", c.n_vocab, c.n_embd));
+  } else {
+    w.output = w.token_embd;
+    w.tied_output = true;
+  }
+  for (size_t l = 0; l < c.n_layer; ++l) {
+    const std::string p = fmt::format("blk.{}.", l);
+    LayerWeights L;
+    CHORUS_ASSIGN_OR_RETURN(L.attn_norm, b.Vector(p + "attn_norm.weight", c.n_embd));
+    CHORUS_ASSIGN_OR_RETURN(L.wq, b.Matrix(p + "attn_q.weight", c.q_dim(), c.n_embd));
+    CHORUS_ASSIGN_OR_RETURN(L.wk, b.Matrix(p + "attn_k.weight", c.kv_dim(), c.n_embd));
+    CHORUS_ASSIGN_OR_RETURN(L.wv, b.Matrix(p + "attn_v.weight", c.kv_dim(), c.n_embd));
+    CHORUS_ASSIGN_OR_RETURN(L.wo, b.Matrix(p + "attn_output.weight", c.n_embd, c.q_dim()));
+    CHORUS_ASSIGN_OR_RETURN(L.ffn_norm, b.Vector(p + "ffn_norm.weight", c.n_embd));
+    CHORUS_ASSIGN_OR_RETURN(L.w_gate, b.Matrix(p + "ffn_gate.weight", c.n_ff, c.n_embd));
+    CHORUS_ASSIGN_OR_RETURN(L.w_up, b.Matrix(p + "ffn_up.weight", c.n_ff, c.n_embd));
+    CHORUS_ASSIGN_OR_RETURN(L.w_down, b.Matrix(p + "ffn_down.weight", c.n_embd, c.n_ff));
+    w.layers.push_back(L);
+  }
+  return w;
+}
+
+}  // namespace
+
+Model::~Model() = default;
+
+Result<std::unique_ptr<Model>> Model::Load(const std::string& path) {
+  auto file = GgufFile::Open(path);
+  if (!file.ok()) return file.status().Context(fmt::format("cannot load model '{}'", path));
+  std::unique_ptr<Model> m(new Model());
+  m->file_ = std::move(file).value();
+  auto config = ReadModelConfig(*m->file_);
+  if (!config.ok()) return config.status().Context(fmt::format("model '{}'", path));
+  m->config_ = std::move(config).value();
+  auto weights = BindWeights(*m->file_, m->config_);
+  if (!weights.ok()) return weights.status().Context(fmt::format("model '{}'", path));
+  m->weights_ = std::move(weights).value();
+  auto tok_data = TokenizerDataFromGguf(*m->file_);
+  if (!tok_data.ok()) return tok_data.status().Context(fmt::format("tokenizer of '{}'", path));
+  auto tok = Tokenizer::Create(tok_data.value());
+  if (!tok.ok()) return tok.status().Context(fmt::format("tokenizer of '{}'", path));
+  m->tokenizer_ = std::make_unique<Tokenizer>(std::move(tok).value());
+  if (m->tokenizer_->n_vocab() != m->config_.n_vocab)
+    return Status::Error("model '{}': tokenizer has {} tokens but token_embd has {} rows", path,
+                         m->tokenizer_->n_vocab(), m->config_.n_vocab);
+  return m;
+}
+
+std::optional<std::string_view> Model::chat_template() const {
+  return file_->GetString("tokenizer.chat_template");
+}
+
+size_t Model::weight_bytes() const {
+  size_t total = 0;
+  for (const auto& t : file_->tensors()) total += t.n_bytes;
+  return total;
+}
+
+}  // namespace chorus

@@ -1,0 +1,61 @@
+// Model: an opened GGUF file (mmap), its validated config, weight views into the mapping, and the
+// tokenizer. Invariant: weights are never copied or dequantized — views point into the mapping.
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/model_config.h"  // ModelConfig
+#include "model/tokenizer.h"     // Tokenizer
+#include "ops/matmul.h"          // WeightView
+#include "util/status.h"         // Result
+
+namespace chorus {
+
+class GgufFile;
+
+struct LayerWeights {
+  const float* attn_norm;  // (n_embd)
+  WeightView wq;           // (q_dim, n_embd)
+  WeightView wk;           // (kv_dim, n_embd)
+  WeightView wv;           // (kv_dim, n_embd)
+  WeightView wo;           // (n_embd, q_dim)
+  const float* ffn_norm;   // (n_embd)
+  WeightView w_gate;       // (n_ff, n_embd)
+  WeightView w_up;         // (n_ff, n_embd)
+  WeightView w_down;       // (n_embd, n_ff)
+};
+
+struct ModelWeights {
+  WeightView token_embd;     // (n_vocab, n_embd)
+  const float* output_norm;  // (n_embd)
+  WeightView output;         // (n_vocab, n_embd); token_embd when tied
+  bool tied_output = false;
+  std::vector<LayerWeights> layers;  // (n_layer)
+};
+
+class Model {
+ public:
+  static Result<std::unique_ptr<Model>> Load(const std::string& path);
+  ~Model();
+
+  const ModelConfig& config() const { return config_; }
+  const ModelWeights& weights() const { return weights_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  const GgufFile& gguf() const { return *file_; }
+  // tokenizer.chat_template, if the file has one.
+  std::optional<std::string_view> chat_template() const;
+  // Bytes of all weight tensors in the file (mapped, not copied).
+  size_t weight_bytes() const;
+
+ private:
+  Model() = default;
+  std::unique_ptr<GgufFile> file_;
+  ModelConfig config_;
+  ModelWeights weights_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+};
+
+}  // namespace chorus

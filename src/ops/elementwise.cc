@@ -1,0 +1,134 @@
+// Elementwise math (Highway-vectorized where it matters) and scalar reference twins.
+#include "ops/elementwise.h"
+
+#include <cmath>
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/elementwise.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+HWY_BEFORE_NAMESPACE();
+namespace chorus {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+float DotImpl(const float* a, const float* b, size_t n) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  auto s0 = hn::Zero(d), s1 = hn::Zero(d);
+  size_t i = 0;
+  for (; i + 2 * N <= n; i += 2 * N) {
+    s0 = hn::MulAdd(hn::LoadU(d, a + i), hn::LoadU(d, b + i), s0);
+    s1 = hn::MulAdd(hn::LoadU(d, a + i + N), hn::LoadU(d, b + i + N), s1);
+  }
+  for (; i + N <= n; i += N) s0 = hn::MulAdd(hn::LoadU(d, a + i), hn::LoadU(d, b + i), s0);
+  float s = hn::GetLane(hn::SumOfLanes(d, hn::Add(s0, s1)));
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+void AxpyImpl(float a, const float* x, size_t n, float* y) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  const auto va = hn::Set(d, a);
+  size_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(hn::MulAdd(va, hn::LoadU(d, x + i), hn::LoadU(d, y + i)), d, y + i);
+  for (; i < n; ++i) y[i] += a * x[i];
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace chorus
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace chorus {
+HWY_EXPORT(DotImpl);
+HWY_EXPORT(AxpyImpl);
+
+float Dot(const float* a, const float* b, size_t n) { return HWY_DYNAMIC_DISPATCH(DotImpl)(a, b, n); }
+void Axpy(float a, const float* x, size_t n, float* y) { HWY_DYNAMIC_DISPATCH(AxpyImpl)(a, x, n, y); }
+
+void Scale(float* x, size_t n, float a) {
+  for (size_t i = 0; i < n; ++i) x[i] *= a;
+}
+void Add(const float* x, size_t n, float* y) {
+  for (size_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+void RmsNorm(const float* x, const float* w, size_t n, float eps, float* out) {
+  const float ss = Dot(x, x, n);
+  const float inv = 1.0f / std::sqrt(ss / static_cast<float>(n) + eps);
+  for (size_t i = 0; i < n; ++i) out[i] = x[i] * inv * w[i];
+}
+
+void RmsNormRef(const float* x, const float* w, size_t n, float eps, float* out) {
+  double ss = 0;
+  for (size_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
+  const double inv = 1.0 / std::sqrt(ss / static_cast<double>(n) + eps);
+  for (size_t i = 0; i < n; ++i) out[i] = static_cast<float>(x[i] * inv * w[i]);
+}
+
+void RopeTable(int64_t pos, size_t rope_dim, float base, float* cos_sin) {
+  for (size_t i = 0; i < rope_dim / 2; ++i) {
+    const double theta = static_cast<double>(pos) *
+                         std::pow(static_cast<double>(base), -2.0 * static_cast<double>(i) / rope_dim);
+    cos_sin[2 * i] = static_cast<float>(std::cos(theta));
+    cos_sin[2 * i + 1] = static_cast<float>(std::sin(theta));
+  }
+}
+
+void RopeApply(float* head, size_t rope_dim, const float* cos_sin) {
+  for (size_t i = 0; i < rope_dim / 2; ++i) {
+    const float c = cos_sin[2 * i], s = cos_sin[2 * i + 1];
+    const float x0 = head[2 * i], x1 = head[2 * i + 1];
+    head[2 * i] = x0 * c - x1 * s;
+    head[2 * i + 1] = x0 * s + x1 * c;
+  }
+}
+
+void RopeApplyRef(float* head, size_t rope_dim, int64_t pos, float base) {
+  for (size_t i = 0; i < rope_dim / 2; ++i) {
+    const double theta = pos * std::pow(static_cast<double>(base), -2.0 * i / rope_dim);
+    const double x0 = head[2 * i], x1 = head[2 * i + 1];
+    head[2 * i] = static_cast<float>(x0 * std::cos(theta) - x1 * std::sin(theta));
+    head[2 * i + 1] = static_cast<float>(x0 * std::sin(theta) + x1 * std::cos(theta));
+  }
+}
+
+void Softmax(float* x, size_t n) {
+  float m = x[0];
+  for (size_t i = 1; i < n; ++i) m = std::max(m, x[i]);
+  float sum = 0;
+  for (size_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - m);
+    sum += x[i];
+  }
+  const float inv = 1.0f / sum;
+  for (size_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+double LogSumExp(const float* x, size_t n) {
+  float m = x[0];
+  for (size_t i = 1; i < n; ++i) m = std::max(m, x[i]);
+  double sum = 0;
+  for (size_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(x[i]) - m);
+  return m + std::log(sum);
+}
+
+void SwiGlu(const float* gate, const float* up, size_t n, float* out) {
+  for (size_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void SwiGluRef(const float* gate, const float* up, size_t n, float* out) {
+  for (size_t i = 0; i < n; ++i) {
+    const double g = gate[i];
+    out[i] = static_cast<float>(g / (1.0 + std::exp(-g)) * up[i]);
+  }
+}
+
+}  // namespace chorus
+#endif  // HWY_ONCE

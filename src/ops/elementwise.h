@@ -1,0 +1,37 @@
+// Elementwise and per-row CPU math for the forward pass: RMSNorm, RoPE, softmax, SwiGLU, dot/axpy.
+// Each fast function has a scalar *Ref twin that tests compare against.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace chorus {
+
+// out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i];  x, w, out: (n)
+void RmsNorm(const float* x, const float* w, size_t n, float eps, float* out);
+void RmsNormRef(const float* x, const float* w, size_t n, float eps, float* out);
+
+// Rotary tables for one position: cos_sin: (rope_dim/2, 2) = {cos θ_i, sin θ_i}, θ_i = pos·base^(-2i/rope_dim).
+void RopeTable(int64_t pos, size_t rope_dim, float base, float* cos_sin);
+// "Normal" (GGML NORM / llama GGUF) rotation of adjacent pairs (x[2i], x[2i+1]) of one head, in place;
+// head: (head_dim), only the first rope_dim coordinates rotate.
+void RopeApply(float* head, size_t rope_dim, const float* cos_sin);
+void RopeApplyRef(float* head, size_t rope_dim, int64_t pos, float base);
+
+// In place: x = softmax(x); returns nothing; x: (n), n >= 1.
+void Softmax(float* x, size_t n);
+// log(sum(exp(x))) computed stably; x: (n).
+double LogSumExp(const float* x, size_t n);
+
+// out[i] = silu(gate[i]) * up[i];  (n)
+void SwiGlu(const float* gate, const float* up, size_t n, float* out);
+void SwiGluRef(const float* gate, const float* up, size_t n, float* out);
+
+float Dot(const float* a, const float* b, size_t n);
+// y += a * x
+void Axpy(float a, const float* x, size_t n, float* y);
+// x *= a
+void Scale(float* x, size_t n, float a);
+// y += x
+void Add(const float* x, size_t n, float* y);
+
+}  // namespace chorus

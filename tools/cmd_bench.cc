@@ -1,0 +1,165 @@
+// `chorus bench`: prompt-processing and generation tokens/s for several thread counts, beside
+// llama.cpp (llama-cpp-python, scripts/ref/llama_bench.py) on the same model and threads, as ratios.
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+#include "model/forward.h"
+#include "model/sampler.h"  // ArgMax
+#include "tools/common.h"
+#include "util/timer.h"
+
+namespace chorus::cli {
+namespace {
+
+struct BenchArgs {
+  std::string model;
+  std::vector<int> threads{1, 2};
+  int pp = 512, tg = 128, reps = 3;
+  bool no_peer = false, json = false;
+  std::string python = "python3";
+};
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+struct Speeds {
+  double pp = 0, tg = 0;
+};
+
+Result<Speeds> MeasureOurs(const Model& model, int threads, const BenchArgs& a) {
+  const ModelConfig& c = model.config();
+  ThreadPool pool(threads);
+  ForwardPass fwd(model, 512);
+  DenseKvCache kv = fwd.MakeCache(std::max(a.pp, a.tg) + 1);
+  std::vector<float> logits(c.n_vocab);
+  std::vector<int32_t> prompt(a.pp);
+  uint64_t state = 12345;
+  for (auto& t : prompt) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    t = static_cast<int32_t>((state >> 33) % c.n_vocab);
+  }
+  std::vector<double> pp_rates, tg_rates;
+  for (int r = 0; r <= a.reps; ++r) {  // r == 0 is the warm-up
+    kv.Clear();
+    Timer t;
+    CHORUS_RETURN_IF_ERROR(fwd.Run(prompt, kv, pool, LogitsFor::kLast, logits.data()));
+    if (r > 0) pp_rates.push_back(a.pp / t.Seconds());
+    kv.Clear();
+    int32_t tok = prompt[0];
+    t.Reset();
+    for (int i = 0; i < a.tg; ++i) {
+      const int32_t one[1] = {tok};
+      CHORUS_RETURN_IF_ERROR(fwd.Run(one, kv, pool, LogitsFor::kLast, logits.data()));
+      tok = ArgMax(logits.data(), c.n_vocab);
+    }
+    if (r > 0) tg_rates.push_back(a.tg / t.Seconds());
+  }
+  return Speeds{Median(pp_rates), Median(tg_rates)};
+}
+
+// Runs the llama.cpp peer and returns its JSON, or an error saying why it could not run.
+Result<nlohmann::json> MeasurePeer(const BenchArgs& a) {
+  std::ostringstream cmd;
+  cmd << a.python << " scripts/ref/llama_bench.py --model '" << a.model << "' --threads ";
+  for (size_t i = 0; i < a.threads.size(); ++i) cmd << (i ? "," : "") << a.threads[i];
+  cmd << " --pp " << a.pp << " --tg " << a.tg << " --reps " << a.reps << " --json";
+  FILE* p = popen(cmd.str().c_str(), "r");
+  if (!p) return Status::Error("cannot start the llama.cpp peer: {}", cmd.str());
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int rc = pclose(p);
+  if (rc != 0)
+    return Status::Error("the llama.cpp peer failed (exit {}); is llama-cpp-python installed? "
+                         "(scripts/setup.sh --with-peer). Command: {}", rc, cmd.str());
+  try {
+    return nlohmann::json::parse(out.substr(out.find('{')));
+  } catch (const std::exception& e) {
+    return Status::Error("cannot parse the peer's output: {}", e.what());
+  }
+}
+
+int RunBench(const BenchArgs& a) {
+  auto model_r = LoadModel(a.model);
+  if (!model_r.ok()) return Fail(model_r.status());
+  const Model& model = *model_r.value();
+  nlohmann::json report = {{"model", a.model}, {"pp_tokens", a.pp}, {"tg_tokens", a.tg}, {"reps", a.reps}};
+  std::map<int, Speeds> ours;
+  for (int t : a.threads) {
+    std::fprintf(stderr, "chorus: %d thread(s) ...\n", t);
+    auto s = MeasureOurs(model, t, a);
+    if (!s.ok()) return Fail(s.status());
+    ours[t] = s.value();
+    report["chorus"][std::to_string(t)] = {{"pp", s->pp}, {"tg", s->tg}};
+  }
+  report["rss_bytes"] = ResidentBytes();
+  report["model_file_weight_bytes"] = model.weight_bytes();
+  nlohmann::json peer;
+  std::string peer_error;
+  if (!a.no_peer) {
+    std::fprintf(stderr, "llama.cpp peer ...\n");
+    auto p = MeasurePeer(a);
+    if (p.ok()) {
+      peer = p.value();
+      report["llama_cpp"] = peer;
+    } else {
+      peer_error = p.status().message();
+      report["llama_cpp_error"] = peer_error;
+    }
+  }
+  auto peer_rate = [&](int t, const char* key) -> double {
+    const std::string ts = std::to_string(t);
+    if (peer.is_null() || !peer.contains("threads") || !peer["threads"].contains(ts)) return 0;
+    return peer["threads"][ts].value(key, 0.0);
+  };
+  for (int t : a.threads) {
+    const std::string ts = std::to_string(t);
+    const double ppp = peer_rate(t, "pp"), ptg = peer_rate(t, "tg");
+    if (ppp > 0) report["ratio"][ts] = {{"pp", ours[t].pp / ppp}, {"tg", ours[t].tg / ptg}};
+  }
+  if (a.json) {
+    PrintJson(report);
+    return 0;
+  }
+  std::printf("%-8s %-8s %14s %14s %8s\n", "threads", "test", "chorus tok/s", "llama.cpp", "ratio");
+  for (int t : a.threads) {
+    for (int k = 0; k < 2; ++k) {
+      const double mine = k == 0 ? ours[t].pp : ours[t].tg;
+      const double theirs = peer_rate(t, k == 0 ? "pp" : "tg");
+      const std::string name = (k == 0 ? "pp" : "tg") + std::to_string(k == 0 ? a.pp : a.tg);
+      if (theirs > 0)
+        std::printf("%-8d %-8s %14.1f %14.1f %7.2fx\n", t, name.c_str(), mine, theirs, mine / theirs);
+      else
+        std::printf("%-8d %-8s %14.1f %14s %8s\n", t, name.c_str(), mine, "-", "-");
+    }
+  }
+  std::printf("chorus RSS %.1f MiB (weights in file: %.1f MiB, mmap'ed, not copied)\n",
+              ResidentBytes() / 1048576.0, model.weight_bytes() / 1048576.0);
+  if (!peer_error.empty()) std::printf("peer not run: %s\n", peer_error.c_str());
+  return 0;
+}
+
+}  // namespace
+
+RunFn AddBench(CLI::App& app) {
+  auto a = std::make_shared<BenchArgs>();
+  CLI::App* cmd = app.add_subcommand("bench", "Prompt processing and generation tokens/s, beside llama.cpp "
+                                              "(llama-cpp-python) on the same model and threads.");
+  cmd->add_option("-m,--model", a->model, "GGUF model file")->required();
+  cmd->add_option("-t,--threads", a->threads, "thread counts to measure")->delimiter(',')
+      ->check(CLI::Range(1, 256))->capture_default_str();
+  cmd->add_option("--pp", a->pp, "prompt tokens")->check(CLI::Range(1, 8192))->capture_default_str();
+  cmd->add_option("--tg", a->tg, "generated tokens")->check(CLI::Range(1, 8192))->capture_default_str();
+  cmd->add_option("--reps", a->reps, "measured repetitions (median; one warm-up first)")
+      ->check(CLI::Range(1, 100))->capture_default_str();
+  cmd->add_flag("--no-peer", a->no_peer, "skip llama.cpp");
+  cmd->add_option("--python", a->python, "python with llama-cpp-python")->capture_default_str();
+  cmd->add_flag("--json", a->json, "print one JSON object");
+  return [a] { return RunBench(*a); };
+}
+
+}  // namespace chorus::cli

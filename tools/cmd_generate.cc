@@ -1,0 +1,135 @@
+// `chorus generate`: stream a continuation of a prompt (optionally chat-formatted) and report speed.
+#include <random>
+
+#include "model/chat_template.h"  // ApplyChatTemplate
+#include "model/forward.h"        // ForwardPass
+#include "model/sampler.h"        // Sampler
+#include "tools/common.h"
+#include "util/timer.h"
+
+namespace chorus::cli {
+namespace {
+
+struct GenerateArgs {
+  std::string model, prompt, prompt_file, system;
+  int n_predict = 64;
+  int threads = DefaultThreads();
+  int ctx = 0;
+  bool chat = false, json = false;
+  SamplingOptions sampling{.temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .seed = 0};
+  int64_t seed = -1;
+};
+
+int RunGenerate(const GenerateArgs& a) {
+  SamplingOptions so = a.sampling;
+  so.seed = a.seed >= 0 ? static_cast<uint64_t>(a.seed) : std::random_device{}();
+  if (Status s = ValidateSampling(so); !s.ok()) return Fail(s);
+  std::string prompt = a.prompt;
+  if (!a.prompt_file.empty()) {
+    auto text = ReadFile(a.prompt_file);
+    if (!text.ok()) return Fail(text.status());
+    prompt = text.value();
+  }
+  auto model_r = LoadModel(a.model);
+  if (!model_r.ok()) return Fail(model_r.status());
+  const Model& model = *model_r.value();
+  const ModelConfig& c = model.config();
+  const Tokenizer& tok = model.tokenizer();
+  const size_t n_ctx = a.ctx > 0 ? static_cast<size_t>(a.ctx) : std::min<size_t>(c.n_ctx_train, 4096);
+  if (n_ctx > c.n_ctx_train)
+    return Fail(Status::Error("-c {} exceeds the model's training context of {} tokens", n_ctx, c.n_ctx_train));
+
+  if (a.chat) {
+    auto tmpl = model.chat_template();
+    if (!tmpl) return Fail(Status::Error("--chat: the model has no tokenizer.chat_template"));
+    std::vector<ChatMessage> msgs;
+    if (!a.system.empty()) msgs.push_back({"system", a.system});
+    msgs.push_back({"user", prompt});
+    auto formatted = ApplyChatTemplate(*tmpl, msgs, /*add_generation_prompt=*/true);
+    if (!formatted.ok()) return Fail(formatted.status());
+    prompt = formatted.value();
+  }
+  std::vector<int32_t> tokens = tok.Encode(prompt, /*add_special=*/true, /*parse_special=*/a.chat);
+  if (tokens.empty()) return Fail(Status::Error("the prompt is empty (give -p TEXT or -f FILE)"));
+  if (tokens.size() >= n_ctx)
+    return Fail(Status::Error("the prompt has {} tokens but the context holds {} (raise -c, up to {})",
+                              tokens.size(), n_ctx, c.n_ctx_train));
+
+  ThreadPool pool(a.threads);
+  ForwardPass fwd(model);
+  DenseKvCache kv = fwd.MakeCache(n_ctx);
+  std::vector<float> logits(c.n_vocab);
+  Sampler sampler(so);
+
+  Timer t_prefill;
+  if (Status s = fwd.Run(tokens, kv, pool, LogitsFor::kLast, logits.data()); !s.ok()) return Fail(s);
+  const double prefill_s = t_prefill.Seconds();
+
+  std::string text;
+  std::vector<int32_t> out_ids;
+  std::string stop_reason = "length";
+  Timer t_decode;
+  for (int i = 0; i < a.n_predict; ++i) {
+    const int32_t next = sampler.Sample(logits.data(), c.n_vocab);
+    if (tok.IsEndOfGeneration(next)) {
+      stop_reason = "end of generation";
+      break;
+    }
+    out_ids.push_back(next);
+    const std::string piece = tok.TokenToPiece(next);
+    text += piece;
+    if (!a.json) {
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+      std::fflush(stdout);
+    }
+    if (i + 1 == a.n_predict) break;
+    if (kv.size() >= n_ctx) {
+      stop_reason = "context full";
+      break;
+    }
+    const int32_t one[1] = {next};
+    if (Status s = fwd.Run(one, kv, pool, LogitsFor::kLast, logits.data()); !s.ok()) return Fail(s);
+  }
+  const double decode_s = t_decode.Seconds();
+  const double n_dec = out_ids.size() > 1 ? out_ids.size() - 1 : 0;  // forward passes after the prefill
+  const double prefill_tps = tokens.size() / prefill_s;
+  const double decode_tps = n_dec > 0 ? n_dec / decode_s : 0.0;
+  if (a.json) {
+    PrintJson({{"text", text}, {"prompt_tokens", tokens.size()}, {"generated_tokens", out_ids.size()},
+               {"stop", stop_reason}, {"prefill_tokens_per_s", prefill_tps},
+               {"decode_tokens_per_s", decode_tps}, {"threads", a.threads}, {"seed", so.seed},
+               {"kv_bytes", kv.bytes()}, {"rss_bytes", ResidentBytes()}});
+  } else {
+    std::printf("\n");
+    std::fprintf(stderr,
+                 "\n[%zu prompt tokens: %.1f tok/s prefill | %zu generated: %.1f tok/s decode | %d threads | "
+                 "stop: %s | seed %llu | KV %.1f MiB | RSS %.1f MiB]\n",
+                 tokens.size(), prefill_tps, out_ids.size(), decode_tps, a.threads, stop_reason.c_str(),
+                 static_cast<unsigned long long>(so.seed), kv.bytes() / 1048576.0, ResidentBytes() / 1048576.0);
+  }
+  return 0;
+}
+
+}  // namespace
+
+RunFn AddGenerate(CLI::App& app) {
+  auto a = std::make_shared<GenerateArgs>();
+  CLI::App* cmd = app.add_subcommand("generate", "Continue a prompt, streaming tokens; prints tokens/s at the end.");
+  cmd->add_option("-m,--model", a->model, "GGUF model file")->required();
+  auto* p = cmd->add_option("-p,--prompt", a->prompt, "prompt text");
+  cmd->add_option("-f,--file", a->prompt_file, "read the prompt from a file")->excludes(p);
+  cmd->add_option("-n,--n-predict", a->n_predict, "tokens to generate")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  cmd->add_flag("--chat", a->chat, "wrap the prompt in the model's chat template (a user turn)");
+  cmd->add_option("--system", a->system, "system message for --chat");
+  cmd->add_option("--temp", a->sampling.temperature, "temperature; 0 = greedy")->capture_default_str();
+  cmd->add_option("--top-k", a->sampling.top_k, "keep the k most likely tokens; 0 = all")->capture_default_str();
+  cmd->add_option("--top-p", a->sampling.top_p, "nucleus sampling mass in (0,1]")->capture_default_str();
+  cmd->add_option("--seed", a->seed, "random seed (default: random; printed at the end)");
+  cmd->add_option("-t,--threads", a->threads, "threads")->check(CLI::Range(1, 256))->capture_default_str();
+  cmd->add_option("-c,--ctx", a->ctx, "context size in tokens (default: min(training context, 4096))")
+      ->check(CLI::Range(1, 1 << 24));
+  cmd->add_flag("--json", a->json, "print one JSON object (text and numbers) instead of streaming");
+  return [a] { return RunGenerate(*a); };
+}
+
+}  // namespace chorus::cli

@@ -1,0 +1,44 @@
+// Shared command-line helpers.
+#include "tools/common.h"
+
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+namespace chorus::cli {
+
+int Fail(const Status& s) {
+  std::fprintf(stderr, "error: %s\n", s.message().c_str());
+  return 1;
+}
+
+Result<std::unique_ptr<Model>> LoadModel(const std::string& path) {
+  if (path.empty()) return Status::Error("no model given (use -m MODEL.gguf; scripts/fetch_model.sh fetches one)");
+  return Model::Load(path);
+}
+
+Result<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::Error("cannot read file '{}'", path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+int DefaultThreads() {
+  unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : static_cast<int>(n);
+}
+
+size_t ResidentBytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  }
+  return 0;
+}
+
+void PrintJson(const nlohmann::json& j) { std::printf("%s\n", j.dump().c_str()); }
+
+}  // namespace chorus::cli

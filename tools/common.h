@@ -1,0 +1,39 @@
+// Shared pieces of the chorus command line: subcommand registration, model loading, reporting.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "model/model.h"   // Model
+#include "util/status.h"
+
+namespace chorus::cli {
+
+// Each subcommand registers itself on the app and returns the function that runs it.
+using RunFn = std::function<int()>;
+RunFn AddGenerate(CLI::App& app);
+RunFn AddInspect(CLI::App& app);
+RunFn AddEval(CLI::App& app);
+RunFn AddBench(CLI::App& app);
+
+// Prints "error: <message>" on one line to stderr and returns exit code 1.
+int Fail(const Status& s);
+
+// Loads a model or returns an error naming the path and problem.
+Result<std::unique_ptr<Model>> LoadModel(const std::string& path);
+
+// Reads a whole text file (error names the path).
+Result<std::string> ReadFile(const std::string& path);
+
+// Default thread count: the machine's cores (at least 1).
+int DefaultThreads();
+
+// Current resident set size of this process in bytes (from /proc/self/status), 0 if unknown.
+size_t ResidentBytes();
+
+void PrintJson(const nlohmann::json& j);
+
+}  // namespace chorus::cli

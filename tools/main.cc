@@ -1,0 +1,35 @@
+// The chorus command line: dispatches to subcommands; every error is one line and a non-zero exit.
+#include <exception>
+
+#include "tools/common.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"chorus — a multi-agent LLM inference engine with a shared, compressed KV cache.\n"
+               "Run `chorus COMMAND --help` for the options of each command."};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "chorus 0.1");
+  using namespace chorus::cli;
+  RunFn gen = AddGenerate(app), ins = AddInspect(app), ev = AddEval(app), be = AddBench(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "error: %s (see `chorus --help`)\n", e.what());
+    return 2;
+  }
+  try {
+    if (app.got_subcommand("generate")) return gen();
+    if (app.got_subcommand("inspect")) return ins();
+    if (app.got_subcommand("eval")) return ev();
+    if (app.got_subcommand("bench")) return be();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 1;
+}
