@@ -1,0 +1,58 @@
+// MatMul entry points: argument checks, the scalar reference, embedding rows, per-thread scratch.
+#include "ops/matmul.h"
+
+#include <vector>
+
+#include "ops/matmul_internal.h"  // MatMulDispatch, Scratch
+#include "util/check.h"           // CHORUS_CHECK
+
+namespace chorus {
+namespace ops_internal {
+Scratch& ActScratch() {
+  thread_local Scratch s;
+  return s;
+}
+Scratch& TileScratch() {
+  thread_local Scratch s;
+  return s;
+}
+}  // namespace ops_internal
+
+namespace {
+void CheckView(const WeightView& w) {
+  CHORUS_CHECK(IsMatMulType(w.type));
+  CHORUS_CHECK(w.data != nullptr || w.rows == 0);
+  const std::optional<size_t> rb = GgmlRowBytes(w.type, w.cols);
+  CHORUS_CHECK(rb.has_value() && w.row_bytes >= *rb);
+}
+}  // namespace
+
+void MatMul(const WeightView& w, const float* x, size_t n_tok, float* y, ThreadPool& pool) {
+  CheckView(w);
+  if (n_tok == 0 || w.rows == 0) return;
+  ops_internal::MatMulDispatch(w, x, n_tok, y, pool);
+}
+
+void MatMulRef(const WeightView& w, const float* x, size_t n_tok, float* y) {
+  CheckView(w);
+  std::vector<float> row(w.cols);
+  for (size_t r = 0; r < w.rows; ++r) {
+    DequantizeRow(w.type, w.data + r * w.row_bytes, row.data(), w.cols);
+    for (size_t t = 0; t < n_tok; ++t) {
+      double s = 0.0;
+      const float* xt = x + t * w.cols;
+      for (size_t c = 0; c < w.cols; ++c) s += static_cast<double>(row[c]) * xt[c];
+      y[t * w.rows + r] = static_cast<float>(s);
+    }
+  }
+}
+
+void EmbeddingRow(const WeightView& w, size_t row, float* dst) {
+  CheckView(w);
+  CHORUS_CHECK(row < w.rows);
+  DequantizeRow(w.type, w.data + row * w.row_bytes, dst, w.cols);
+}
+
+const char* MatMulPath() { return ops_internal::MatMulTargetName(); }
+
+}  // namespace chorus

@@ -1,0 +1,37 @@
+// Quantized weight × activation products: y = x · Wᵀ straight from GGML blocks (no dequantized copy).
+// Invariant: MatMul equals MatMulRef within the activation-quantization bound (docs/FORMATS.md).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "gguf/ggml_types.h"  // GgmlType
+#include "ops/dequant.h"      // DequantizeRow
+#include "util/thread_pool.h"  // ThreadPool
+
+namespace chorus {
+
+// A (rows, cols) weight matrix in GGUF layout, non-owning (e.g. an mmap'ed tensor):
+// row r starts at data + r * row_bytes; cols (= ne0) is contiguous and blocked along.
+struct WeightView {
+  GgmlType type = GgmlType::kF32;
+  const uint8_t* data = nullptr;  // (rows, row_bytes)
+  size_t rows = 0;                // outputs (ne1)
+  size_t cols = 0;                // inputs (ne0), a multiple of the type's block size
+  size_t row_bytes = 0;           // bytes of one row, GgmlRowBytes(type, cols) for a dense tensor
+};
+
+// y[t, r] = sum_c w[r, c] * x[t, c];  x: (n_tok, cols) f32 row-major, y: (n_tok, rows) f32 row-major.
+// Quantized types quantize x per 32 columns to int8 on the way (scratch is thread-local and reused);
+// float types (F32, F16, BF16) compute in f32. Rows are split over the pool's threads.
+void MatMul(const WeightView& w, const float* x, size_t n_tok, float* y, ThreadPool& pool);
+
+// Scalar reference: dequantize one row (DequantizeRow), dot in double with the unquantized x.
+void MatMulRef(const WeightView& w, const float* x, size_t n_tok, float* y);
+
+// Embedding lookup: dst (cols) = row `row` of w, dequantized.
+void EmbeddingRow(const WeightView& w, size_t row, float* dst);
+
+// The instruction path MatMul uses on this machine, e.g. "AVX3_DL+VNNI" (for logs and benchmarks).
+const char* MatMulPath();
+
+}  // namespace chorus

@@ -1,0 +1,162 @@
+// AVX3_DL activation quantization: x (n_tok, cols) f32 → int8 per 32 columns, in the layouts the
+// VNNI kernels read. Invariant: |x - dx * q| ≤ dx / 2 per element with dx = max|x_block| / 127.
+#if defined(CHORUS_OPS_VNNI_ACT_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef CHORUS_OPS_VNNI_ACT_INL_H_
+#undef CHORUS_OPS_VNNI_ACT_INL_H_
+#else
+#define CHORUS_OPS_VNNI_ACT_INL_H_
+#endif
+
+#include <cstring>
+
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+#if HWY_TARGET == HWY_AVX3_DL
+#pragma GCC target("avx512vnni")
+#include <immintrin.h>
+
+namespace chorus {
+namespace HWY_NAMESPACE {
+
+inline size_t Align64(size_t n) { return (n + 63) & ~size_t{63}; }
+
+// One block of 32: q (32 int8, round to nearest even), returns dx; sums of the two 16-halves.
+HWY_INLINE float Quant32(const float* x, int8_t* q, int* sum0, int* sum1) {
+  const __m512 a = _mm512_loadu_ps(x), b = _mm512_loadu_ps(x + 16);
+  const float mx = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
+  const float id = mx > 0.0f ? 127.0f / mx : 0.0f;
+  const __m512 vid = _mm512_set1_ps(id);
+  const __m512i qa = _mm512_cvtps_epi32(_mm512_mul_ps(a, vid));
+  const __m512i qb = _mm512_cvtps_epi32(_mm512_mul_ps(b, vid));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(q), _mm512_cvtsepi32_epi8(qa));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16), _mm512_cvtsepi32_epi8(qb));
+  *sum0 = _mm512_reduce_add_epi32(qa);
+  *sum1 = _mm512_reduce_add_epi32(qb);
+  return mx / 127.0f;
+}
+
+// ---- GEMM tile layout: kT tokens interleaved so one pointer feeds every token of the tile.
+//   q  [cols/4][kT] int32 (4 consecutive int8 of one token)
+//   dx [cols/32][kT] f32, s [cols/sub][kT] f32 with s = dx * sum(q over the sub-block)
+struct TileLayout {
+  size_t dx_off, s_off, bytes;
+};
+inline TileLayout TileLayoutOf(size_t cols, int sub, size_t kt) {
+  TileLayout l;
+  l.dx_off = Align64(cols * kt);
+  l.s_off = l.dx_off + Align64(cols / 32 * kt * sizeof(float));
+  l.bytes = l.s_off + Align64(cols / sub * kt * sizeof(float));
+  return l;
+}
+
+// Tokens [t0, t0 + kt) of x into one tile at `tile`.
+inline void QuantizeTile(const float* x, size_t cols, size_t t0, size_t kt, int sub, uint8_t* tile) {
+  const TileLayout l = TileLayoutOf(cols, sub, kt);
+  auto* q32 = reinterpret_cast<int32_t*>(tile);
+  auto* dx = reinterpret_cast<float*>(tile + l.dx_off);
+  auto* s = reinterpret_cast<float*>(tile + l.s_off);
+  alignas(64) int8_t q[32];
+  for (size_t t = 0; t < kt; ++t) {
+    const float* xt = x + (t0 + t) * cols;
+    for (size_t b = 0; b < cols / 32; ++b) {
+      int s0, s1;
+      const float d = Quant32(xt + 32 * b, q, &s0, &s1);
+      dx[b * kt + t] = d;
+      if (sub == 32) {
+        s[b * kt + t] = d * static_cast<float>(s0 + s1);
+      } else {
+        s[2 * b * kt + t] = d * static_cast<float>(s0);
+        s[(2 * b + 1) * kt + t] = d * static_cast<float>(s1);
+      }
+      for (int g = 0; g < 8; ++g) std::memcpy(&q32[(8 * b + g) * kt + t], q + 4 * g, 4);
+    }
+  }
+}
+
+// ---- Decode layout for Q4_0 / Q4_1 ("split4"), per token, blocks padded to a multiple of 4:
+//   q   per group of 4 blocks: [first 16 of blocks 0..3 | last 16 of blocks 0..3] (128 int8)
+//   dxe [nb4 * 4] f32: dx of block b repeated 4 times (one per dpbusd lane of that block)
+//   s4  [nb4 * 4] f32: dx * sum(q) / 4 repeated 4 times (the 4 lanes sum to the block's sum)
+struct Split4Layout {
+  size_t dxe_off, s4_off, stride;
+};
+inline Split4Layout Split4LayoutOf(size_t cols) {
+  const size_t nb4 = (cols / 32 + 3) / 4 * 4;
+  Split4Layout l;
+  l.dxe_off = Align64(nb4 * 32);
+  l.s4_off = l.dxe_off + nb4 * 4 * sizeof(float);
+  l.stride = l.s4_off + nb4 * 4 * sizeof(float);
+  return l;
+}
+
+inline void QuantizeSplit4(const float* x, size_t cols, size_t n_tok, uint8_t* out) {
+  const Split4Layout l = Split4LayoutOf(cols);
+  const size_t nb = cols / 32, nb4 = (nb + 3) / 4 * 4;
+  for (size_t t = 0; t < n_tok; ++t) {
+    uint8_t* base = out + t * l.stride;
+    auto* q = reinterpret_cast<int8_t*>(base);
+    auto* dxe = reinterpret_cast<float*>(base + l.dxe_off);
+    auto* s4 = reinterpret_cast<float*>(base + l.s4_off);
+    alignas(64) int8_t blk[32];
+    for (size_t b = 0; b < nb4; ++b) {
+      float d = 0.0f, sum = 0.0f;
+      if (b < nb) {
+        int s0, s1;
+        d = Quant32(x + t * cols + 32 * b, blk, &s0, &s1);
+        sum = d * static_cast<float>(s0 + s1);
+      } else {
+        std::memset(blk, 0, sizeof(blk));
+      }
+      int8_t* grp = q + (b / 4) * 128 + (b % 4) * 16;
+      std::memcpy(grp, blk, 16);
+      std::memcpy(grp + 64, blk + 16, 16);
+      for (int i = 0; i < 4; ++i) {
+        dxe[4 * b + i] = d;
+        s4[4 * b + i] = sum * 0.25f;
+      }
+    }
+  }
+}
+
+// ---- Decode layout for Q8_0 ("biased2"), per token, blocks padded to a multiple of 2:
+//   q   [nb2 * 32] u8 = int8 code + 128 (dpbusd's unsigned operand)
+//   dxe [nb2 * 8] f32: dx of block b repeated 8 times
+struct Biased2Layout {
+  size_t dxe_off, stride;
+};
+inline Biased2Layout Biased2LayoutOf(size_t cols) {
+  const size_t nb2 = (cols / 32 + 1) / 2 * 2;
+  Biased2Layout l;
+  l.dxe_off = Align64(nb2 * 32);
+  l.stride = l.dxe_off + nb2 * 8 * sizeof(float);
+  return l;
+}
+
+inline void QuantizeBiased2(const float* x, size_t cols, size_t n_tok, uint8_t* out) {
+  const Biased2Layout l = Biased2LayoutOf(cols);
+  const size_t nb = cols / 32, nb2 = (nb + 1) / 2 * 2;
+  for (size_t t = 0; t < n_tok; ++t) {
+    uint8_t* base = out + t * l.stride;
+    auto* dxe = reinterpret_cast<float*>(base + l.dxe_off);
+    alignas(64) int8_t blk[32];
+    for (size_t b = 0; b < nb2; ++b) {
+      float d = 0.0f;
+      if (b < nb) {
+        int s0, s1;
+        d = Quant32(x + t * cols + 32 * b, blk, &s0, &s1);
+      } else {
+        std::memset(blk, 0, sizeof(blk));
+      }
+      for (int i = 0; i < 32; ++i) base[32 * b + i] = static_cast<uint8_t>(blk[i] ^ 0x80);
+      for (int i = 0; i < 8; ++i) dxe[8 * b + i] = d;
+    }
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace chorus
+#endif  // HWY_TARGET == HWY_AVX3_DL
+HWY_AFTER_NAMESPACE();
+
+#endif  // include guard toggle

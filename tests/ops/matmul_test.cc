@@ -1,0 +1,144 @@
+// MatMul vs MatMulRef for every weight type, token counts, odd shapes and thread counts, within
+// the derived bound of matmul_bound.h; results do not depend on the thread count.
+#include "ops/matmul.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "matmul_bound.h"      // OutputBound
+#include "quant_test_util.h"   // RandomRow, kAllTypes
+
+namespace chorus {
+namespace {
+
+struct Matrix {
+  std::vector<uint8_t> bytes;
+  WeightView view;
+};
+
+Matrix RandomMatrix(GgmlType type, size_t rows, size_t cols, std::mt19937& rng, size_t row_pad = 0) {
+  const auto& tr = GgmlTraitsOf(type);
+  const size_t packed = cols / tr.block_elems * tr.block_bytes, row_bytes = packed + row_pad;
+  Matrix m;
+  m.bytes.resize(rows * row_bytes);
+  for (size_t r = 0; r < rows; ++r) {
+    const std::vector<uint8_t> row = test::RandomRow(type, cols / tr.block_elems, rng);
+    std::copy(row.begin(), row.end(), m.bytes.begin() + r * row_bytes);
+  }
+  m.view = WeightView{.type = type, .data = m.bytes.data(), .rows = rows, .cols = cols, .row_bytes = row_bytes};
+  return m;
+}
+
+// Activations like a normed hidden state: mostly unit scale, a few outliers per row.
+std::vector<float> RandomActs(size_t n_tok, size_t cols, std::mt19937& rng) {
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_int_distribution<size_t> pick(0, cols - 1);
+  std::vector<float> x(n_tok * cols);
+  for (auto& v : x) v = nd(rng);
+  for (size_t t = 0; t < n_tok; ++t)
+    for (int k = 0; k < 3; ++k) x[t * cols + pick(rng)] *= 20.0f;
+  return x;
+}
+
+void ExpectWithinBound(const WeightView& w, const std::vector<float>& x, size_t n_tok,
+                       const std::vector<float>& got, const std::vector<float>& want, const char* what) {
+  for (size_t t = 0; t < n_tok; ++t) {
+    for (size_t r = 0; r < w.rows; ++r) {
+      const double bound = test::OutputBound(w.type, w.data + r * w.row_bytes, x.data() + t * w.cols, w.cols);
+      const double err = std::fabs(static_cast<double>(got[t * w.rows + r]) - want[t * w.rows + r]);
+      ASSERT_LE(err, bound) << what << " " << GgmlTraitsOf(w.type).name << " rows=" << w.rows
+                            << " cols=" << w.cols << " n_tok=" << n_tok << " t=" << t << " r=" << r
+                            << " got=" << got[t * w.rows + r] << " want=" << want[t * w.rows + r];
+    }
+  }
+}
+
+std::vector<size_t> ColsFor(GgmlType type) {
+  switch (GgmlTraitsOf(type).block_elems) {
+    case 1: return {37, 64, 576};            // float types: any length, vector tails
+    case 32: return {32, 96, 160, 576};      // 1..18 blocks: every tail of the 2- and 4-block steps
+    default: return {256, 768};
+  }
+}
+
+TEST(MatMulTest, MatchesReferenceEveryTypeShapeTokenCountAndThreads) {
+  std::mt19937 rng(42);
+  ThreadPool pools[3] = {ThreadPool(1), ThreadPool(2), ThreadPool(3)};
+  for (GgmlType type : test::kAllTypes) {
+    for (size_t cols : ColsFor(type)) {
+      for (size_t rows : {1, 7, 33, 67}) {
+        const Matrix m = RandomMatrix(type, rows, cols, rng);
+        for (size_t n_tok : {1, 3, 8, 17, 64}) {
+          if (rows * cols * n_tok > 600000 && n_tok > 8) continue;  // keep the reference quick
+          const std::vector<float> x = RandomActs(n_tok, cols, rng);
+          std::vector<float> want(n_tok * rows), got1(n_tok * rows, NAN);
+          MatMulRef(m.view, x.data(), n_tok, want.data());
+          MatMul(m.view, x.data(), n_tok, got1.data(), pools[0]);
+          ExpectWithinBound(m.view, x, n_tok, got1, want, "1 thread");
+          for (int p = 1; p < 3; ++p) {
+            std::vector<float> got(n_tok * rows, NAN);
+            MatMul(m.view, x.data(), n_tok, got.data(), pools[p]);
+            ASSERT_EQ(got, got1) << "thread count changed the result: " << GgmlTraitsOf(type).name
+                                 << " threads=" << p + 1 << " rows=" << rows << " cols=" << cols << " n_tok=" << n_tok;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(MatMulTest, LargeTileShapes) {
+  // Rows not a multiple of the 16-row panel, token counts around the 12-token tile.
+  std::mt19937 rng(5);
+  ThreadPool pool(2);
+  for (GgmlType type : {GgmlType::kQ4_1, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kF16}) {
+    const size_t cols = GgmlTraitsOf(type).block_elems == 32 ? 576 : 512;
+    const Matrix m = RandomMatrix(type, 45, cols, rng);
+    for (size_t n_tok : {5, 11, 12, 13, 24, 25, 40}) {
+      const std::vector<float> x = RandomActs(n_tok, cols, rng);
+      std::vector<float> want(n_tok * 45), got(n_tok * 45, NAN);
+      MatMulRef(m.view, x.data(), n_tok, want.data());
+      MatMul(m.view, x.data(), n_tok, got.data(), pool);
+      ExpectWithinBound(m.view, x, n_tok, got, want, "tiles");
+    }
+  }
+}
+
+TEST(MatMulTest, PaddedRowStride) {
+  std::mt19937 rng(9);
+  ThreadPool pool(2);
+  for (GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ8_0, GgmlType::kQ5_K, GgmlType::kBF16}) {
+    const size_t cols = GgmlTraitsOf(type).block_elems == 256 ? 256 : 96;
+    const Matrix m = RandomMatrix(type, 19, cols, rng, /*row_pad=*/6);
+    for (size_t n_tok : {1, 2, 4, 9}) {
+      const std::vector<float> x = RandomActs(n_tok, cols, rng);
+      std::vector<float> want(n_tok * 19), got(n_tok * 19, NAN);
+      MatMulRef(m.view, x.data(), n_tok, want.data());
+      MatMul(m.view, x.data(), n_tok, got.data(), pool);
+      ExpectWithinBound(m.view, x, n_tok, got, want, "padded rows");
+    }
+  }
+}
+
+TEST(MatMulTest, ZeroActivationsGiveZero) {
+  std::mt19937 rng(3);
+  ThreadPool pool(1);
+  for (GgmlType type : test::kAllTypes) {
+    const size_t cols = GgmlTraitsOf(type).block_elems == 256 ? 256 : 64;
+    const Matrix m = RandomMatrix(type, 9, cols, rng);
+    for (size_t n_tok : {1, 13}) {
+      const std::vector<float> x(n_tok * cols, 0.0f);
+      std::vector<float> got(n_tok * 9, NAN);
+      MatMul(m.view, x.data(), n_tok, got.data(), pool);
+      for (float v : got) ASSERT_EQ(v, 0.0f) << GgmlTraitsOf(type).name;
+    }
+  }
+}
+
+TEST(MatMulTest, ReportsPath) { EXPECT_NE(std::string(MatMulPath()), ""); }
+
+}  // namespace
+}  // namespace chorus
