@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string_view>
 
 namespace chorus {
@@ -23,7 +24,24 @@ enum class GgmlType : uint32_t {
   kQ5_K = 13,
   kQ6_K = 14,
   kQ8_K = 15,
+  kIQ2_XXS = 16,
+  kIQ2_XS = 17,
+  kIQ3_XXS = 18,
+  kIQ1_S = 19,
+  kIQ4_NL = 20,
+  kIQ3_S = 21,
+  kIQ2_S = 22,
+  kIQ4_XS = 23,
+  kI8 = 24,
+  kI16 = 25,
+  kI32 = 26,
+  kI64 = 27,
+  kF64 = 28,
+  kIQ1_M = 29,
   kBF16 = 30,
+  kTQ1_0 = 34,
+  kTQ2_0 = 35,
+  kMXFP4 = 39,
 };
 
 struct GgmlTypeTraits {
@@ -37,6 +55,8 @@ struct GgmlTypeTraits {
 // The traits row of a type id read from disk; nullopt for an id chorus does not know.
 std::optional<GgmlTypeTraits> GgmlTraits(uint32_t type_id);
 const GgmlTypeTraits* GgmlTraitsPtr(GgmlType t);
+// Every row of the table, in id order (tests iterate it; unsupported rows are known by name only).
+std::span<const GgmlTypeTraits> AllGgmlTypes();
 inline const GgmlTypeTraits& GgmlTraitsOf(GgmlType t) { return *GgmlTraitsPtr(t); }
 
 // Bytes of a row of n elements; nullopt if n is not a multiple of the block size.
