@@ -1,0 +1,117 @@
+// Per-target SIMD helpers of the KV kernels (Highway): unpack code groups into lanes, Lloyd-Max
+// centroid lookup, fp16/int8 row loads. Invariant: vectors hold at most 16 lanes, so a 32-code
+// group always spans whole vectors and a lane chunk never straddles two packed words.
+
+// Per-target include guard (the Highway convention for -inl.h files).
+#if defined(CHORUS_KV_KV_KERNELS_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef CHORUS_KV_KV_KERNELS_INL_H_
+#undef CHORUS_KV_KV_KERNELS_INL_H_
+#else
+#define CHORUS_KV_KV_KERNELS_INL_H_
+#endif
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include <hwy/highway.h>
+
+#include "kv/kv_format_layout.h"  // LoadLE32, Codebook, PackedGroupBytes
+
+HWY_BEFORE_NAMESPACE();
+namespace chorus {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DF = hn::CappedTag<float, 16>;  // the kernels' float vectors (≤ 16 lanes)
+using DU = hn::RebindToUnsigned<DF>;
+using DI = hn::RebindToSigned<DF>;
+using VF = hn::Vec<DF>;
+using VU = hn::Vec<DU>;
+
+// Codes i0 .. i0+N-1 (N = Lanes) of the packed 32-code group `g` as u32 lanes; i0 % N == 0.
+template <uint32_t kBits>
+HWY_INLINE VU UnpackCodes(DU du, const uint8_t* g, size_t i0) {
+  if constexpr (kBits == 4) {  // byte k: code k (low nibble), code k+16 (high nibble)
+    const hn::Rebind<uint8_t, DU> d8;
+    const VU b = hn::PromoteTo(du, hn::LoadU(d8, g + (i0 & 15)));
+    return hn::And(hn::ShiftRightSame(b, (i0 & 16) ? 4 : 0), hn::Set(du, 15u));
+  } else if constexpr (kBits == 2) {  // LE u32 word w: codes 16w.., 2 bits each
+    const VU w = hn::Set(du, kv_layout::LoadLE32(g + 4 * (i0 >> 4)));
+    const VU shift = hn::ShiftLeft<1>(hn::Iota(du, static_cast<uint32_t>(i0 & 15)));
+    return hn::And(hn::operator>>(w, shift), hn::Set(du, 3u));
+  } else {  // 3: 2-bit group of the low bits, then one LE u32 of the high bits
+    static_assert(kBits == 3, "2, 3 or 4 bits");
+    const VU lo = UnpackCodes<2>(du, g, i0);
+    const VU w = hn::Set(du, kv_layout::LoadLE32(g + 8));
+    const VU hi = hn::And(hn::operator>>(w, hn::Iota(du, static_cast<uint32_t>(i0))), hn::Set(du, 1u));
+    return hn::Or(lo, hn::ShiftLeft<2>(hi));
+  }
+}
+
+// Integer codes as floats.
+HWY_INLINE VF CodesToFloat(DF df, VU codes) {
+  return hn::ConvertTo(df, hn::BitCast(DI(), codes));
+}
+
+// The 2^kBits Lloyd-Max centroids held in registers: one table vector when it fits in a vector,
+// else consecutive chunks of N entries selected by the high index bits.
+template <uint32_t kBits>
+class CentroidTable {
+ public:
+  static constexpr size_t kSize = size_t{1} << kBits;
+  static constexpr size_t kN = hn::MaxLanes(DF());
+  static constexpr size_t kChunks = kSize > kN ? kSize / kN : 1;
+
+  HWY_INLINE CentroidTable() {
+    const DF df;
+    for (size_t k = 0; k < kChunks; ++k) t_[k] = hn::LoadU(df, kv_layout::Codebook(kBits).centroid + k * kN);
+  }
+  HWY_INLINE VF Lookup(VU codes) const {
+    const DF df;
+    const DU du;
+    if constexpr (kChunks == 1) {
+      return hn::TableLookupLanes(t_[0], hn::IndicesFromVec(df, hn::BitCast(DI(), codes)));
+    } else {
+      const auto idx = hn::IndicesFromVec(df, hn::BitCast(DI(), hn::And(codes, hn::Set(du, uint32_t{kN - 1}))));
+      VF r = hn::TableLookupLanes(t_[0], idx);
+      for (size_t k = 1; k < kChunks; ++k) {
+        const auto in_chunk = hn::RebindMask(df, hn::Eq(hn::ShiftRightSame(codes, kLog2N), hn::Set(du, uint32_t(k))));
+        r = hn::IfThenElse(in_chunk, hn::TableLookupLanes(t_[k], idx), r);
+      }
+      return r;
+    }
+  }
+
+ private:
+  static constexpr int Log2(size_t n) { return n <= 1 ? 0 : 1 + Log2(n / 2); }
+  static constexpr int kLog2N = Log2(kN);
+  VF t_[kChunks];
+};
+
+// One fp16 value converted with the target's conversion (F16C where present).
+HWY_INLINE float LoadF16One(const uint8_t* p) {
+  const hn::CappedTag<float, 1> d1;
+  const hn::Rebind<hwy::float16_t, decltype(d1)> dh1;
+  return hn::GetLane(hn::PromoteTo(d1, hn::LoadU(dh1, reinterpret_cast<const hwy::float16_t*>(p))));
+}
+
+// N fp16 values at p (unaligned) as floats.
+HWY_INLINE VF LoadF16(DF df, const uint8_t* p) {
+  const hn::Rebind<hwy::float16_t, DF> dh;
+  return hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p)));
+}
+
+// N int8 values at p as floats.
+HWY_INLINE VF LoadI8(DF df, const uint8_t* p) {
+  const hn::Rebind<int8_t, DF> d8;
+  return hn::ConvertTo(df, hn::PromoteTo(DI(), hn::LoadU(d8, reinterpret_cast<const int8_t*>(p))));
+}
+
+HWY_INLINE float ReduceSum(DF df, VF v) { return hn::GetLane(hn::SumOfLanes(df, v)); }
+
+}  // namespace HWY_NAMESPACE
+}  // namespace chorus
+HWY_AFTER_NAMESPACE();
+
+#endif  // per-target include guard
