@@ -1,5 +1,6 @@
 // AVX3_DL decode kernels (few tokens): Q4_0 / Q4_1 / Q8_0 rows read straight from GGML blocks.
 // Invariant: loads never touch bytes past the row's last block (tails use fault-free masked loads).
+// Each row leaves one 16-lane partial sum per token; 16 rows are reduced together (ReduceRows16).
 #if defined(CHORUS_OPS_VNNI_GEMV_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef CHORUS_OPS_VNNI_GEMV_INL_H_
 #undef CHORUS_OPS_VNNI_GEMV_INL_H_
@@ -23,57 +24,163 @@ HWY_INLINE __mmask64 FirstBytes(size_t n) {
   return n >= 64 ? ~__mmask64{0} : ((__mmask64{1} << n) - 1);
 }
 
-// Bytes [p, p + 64) and [p + 64, p + 128) of which only the first `valid` may be read.
-HWY_INLINE void LoadPair(const uint8_t* p, size_t valid, __m512i* a, __m512i* b) {
-  *a = valid >= 64 ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi8(FirstBytes(valid), p);
-  *b = valid > 64 ? _mm512_maskz_loadu_epi8(FirstBytes(valid - 64), p + 64) : _mm512_setzero_si512();
+// Lane i of the result = sum of all lanes of v[i] (a 4-level pairwise transpose-add: 45 uops).
+HWY_INLINE __m512 ReduceRows16(const __m512* v) {
+  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+  auto pair = [&](__m512 a, __m512 b) {
+    return _mm512_add_ps(_mm512_permutex2var_ps(a, even, b), _mm512_permutex2var_ps(a, odd, b));
+  };
+  __m512 t[8], u[4], w[2];
+  for (int i = 0; i < 8; ++i) t[i] = pair(v[2 * i], v[2 * i + 1]);
+  for (int i = 0; i < 4; ++i) u[i] = pair(t[2 * i], t[2 * i + 1]);
+  for (int i = 0; i < 2; ++i) w[i] = pair(u[2 * i], u[2 * i + 1]);
+  return pair(w[0], w[1]);
 }
 
-// Q4_0 (kBS 18) / Q4_1 (kBS 20): 4 blocks per step. x in the split4 layout, so the low nibbles of
-// the 4 blocks meet the first 16 codes of each block and the high nibbles the last 16.
+// Runs row(r, out) for rows [r0, r1) (out: kT 16-lane partials) and stores the lane sums to
+// y[t * ldy + r], 16 rows at a time.
+template <int kT, class RowFn>
+HWY_INLINE void ForRows16(size_t r0, size_t r1, float* y, size_t ldy, const RowFn& row) {
+  alignas(64) float part[kT][16][16];
+  for (size_t rb = r0; rb < r1; rb += 16) {
+    const size_t n = r1 - rb < 16 ? r1 - rb : 16;
+    for (size_t i = 0; i < n; ++i) {
+      __m512 acc[kT];
+      row(rb + i, acc);
+      for (int t = 0; t < kT; ++t) _mm512_store_ps(part[t][i], acc[t]);
+    }
+    for (size_t i = n; i < 16; ++i)
+      for (int t = 0; t < kT; ++t) _mm512_store_ps(part[t][i], _mm512_setzero_ps());
+    const __mmask16 mask = static_cast<__mmask16>((1u << n) - 1);
+    for (int t = 0; t < kT; ++t) {
+      __m512 v[16];
+      for (int i = 0; i < 16; ++i) v[i] = _mm512_load_ps(part[t][i]);
+      _mm512_mask_storeu_ps(y + t * ldy + rb, mask, ReduceRows16(v));
+    }
+  }
+}
+
+// Q4_0 (kBS 18) / Q4_1 (kBS 20), x in the split4 layout: a group of 4 blocks is one vpermt2b of
+// the group's bytes; its low nibbles meet the first 16 codes of each block, the high nibbles the
+// last 16. Super-groups of 16 blocks convert their 16 (d, m) halves at once; the 1..3 groups of a
+// row's tail convert per group.
+template <int kBS, bool kHasMin>
+struct Q4Consts {
+  static constexpr int kQsOff = kHasMin ? 4 : 2;
+  static constexpr size_t kGroup = 4 * kBS;
+  __m512i idx_q, idx_dm, idx_pair, idx_merge, low4;
+  __m512i expand[4];  // lane L → lane 4 g + L / 4
+  __mmask64 b_full;
+
+  Q4Consts() {
+    alignas(64) uint8_t q[64];
+    alignas(64) uint16_t dm[32], pair[32], merge[32];
+    for (int i = 0; i < 64; ++i) q[i] = static_cast<uint8_t>((i / 16) * kBS + kQsOff + i % 16);
+    // Per group: [d0×4 d1×4 d2×4 d3×4 | m0×4 ... m3×4] from the group's first 64 bytes.
+    for (int i = 0; i < 32; ++i)
+      dm[i] = static_cast<uint16_t>((i < 16 ? (i / 4) * kBS : ((i - 16) / 4) * kBS + 2) / 2);
+    // Two groups (a, b) → words 0..7 = d of their 8 blocks, 8..15 = m of them.
+    for (int i = 0; i < 32; ++i) {
+      const int j = i % 8, from_b = j >= 4 ? 32 : 0, word = ((j % 4) * kBS + (i >= 8 ? 2 : 0)) / 2;
+      pair[i] = static_cast<uint16_t>(i < 16 ? from_b + word : 0);
+    }
+    // Two pairs → words 0..15 = d of 16 blocks, 16..31 = m of 16 blocks.
+    for (int i = 0; i < 32; ++i) {
+      const int half = i / 16, k = i % 16;  // half 0: d, 1: m
+      merge[i] = static_cast<uint16_t>((k < 8 ? 0 : 32) + 8 * half + k % 8);
+    }
+    idx_q = _mm512_load_si512(q);
+    idx_dm = _mm512_load_si512(dm);
+    idx_pair = _mm512_load_si512(pair);
+    idx_merge = _mm512_load_si512(merge);
+    low4 = _mm512_set1_epi8(0x0F);
+    for (int g = 0; g < 4; ++g) {
+      alignas(64) int32_t e[16];
+      for (int i = 0; i < 16; ++i) e[i] = 4 * g + i / 4;
+      expand[g] = _mm512_load_si512(e);
+    }
+    b_full = FirstBytes(kGroup - 64);
+  }
+};
+
+template <int kBS, bool kHasMin, int kT>
+HWY_INLINE void Q4Row(const uint8_t* row, size_t nb, const Q4Consts<kBS, kHasMin>& c,
+                      const uint8_t* act, size_t ld_act, const Split4Layout& l, __mmask64 tail_a,
+                      __mmask64 tail_b, __m512* out) {
+  constexpr size_t kGroup = 4 * kBS;
+  __m512 facc[kT];
+#pragma GCC unroll 4
+  for (int t = 0; t < kT; ++t) facc[t] = _mm512_setzero_ps();
+  size_t b = 0;
+  for (; b + 16 <= nb; b += 16) {
+    const uint8_t* p = row + b * kBS;
+    __m512i a[4], lo[4], hi[4];
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; ++g) {
+      a[g] = _mm512_loadu_si512(p + g * kGroup);
+      const __m512i q = _mm512_permutex2var_epi8(
+          a[g], c.idx_q, _mm512_maskz_loadu_epi8(c.b_full, p + g * kGroup + 64));
+      lo[g] = _mm512_and_si512(q, c.low4);
+      hi[g] = _mm512_and_si512(_mm512_srli_epi16(q, 4), c.low4);
+    }
+    const __m512i dm = _mm512_permutex2var_epi16(_mm512_permutex2var_epi16(a[0], c.idx_pair, a[1]), c.idx_merge,
+                                                 _mm512_permutex2var_epi16(a[2], c.idx_pair, a[3]));
+    const __m512 d16 = _mm512_cvtph_ps(_mm512_castsi512_si256(dm));
+    const __m512 m16 = kHasMin ? _mm512_cvtph_ps(_mm512_extracti64x4_epi64(dm, 1))
+                               : _mm512_mul_ps(d16, _mm512_set1_ps(-8.0f));
+#pragma GCC unroll 4
+    for (int t = 0; t < kT; ++t) {
+      const uint8_t* xa = act + t * ld_act;
+      const __m512 sc16 = _mm512_mul_ps(d16, _mm512_loadu_ps(reinterpret_cast<const float*>(xa + l.dx_off) + b));
+      facc[t] = _mm512_fmadd_ps(m16, _mm512_loadu_ps(reinterpret_cast<const float*>(xa + l.s_off) + b), facc[t]);
+      const uint8_t* xq = xa + b * 32;
+#pragma GCC unroll 4
+      for (int g = 0; g < 4; ++g) {
+        __m512i acc = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[g], _mm512_load_si512(xq + g * 128));
+        acc = _mm512_dpbusd_epi32(acc, hi[g], _mm512_load_si512(xq + g * 128 + 64));
+        facc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), _mm512_permutexvar_ps(c.expand[g], sc16), facc[t]);
+      }
+    }
+  }
+  for (; b < nb; b += 4) {  // tail: groups of 4 blocks, the last one masked
+    const uint8_t* p = row + b * kBS;
+    const bool last = b + 4 >= nb;
+    const __m512i a = last ? _mm512_maskz_loadu_epi8(tail_a, p) : _mm512_loadu_si512(p);
+    const __m512i bb = _mm512_maskz_loadu_epi8(last ? tail_b : c.b_full, p + 64);
+    const __m512i q = _mm512_permutex2var_epi8(a, c.idx_q, bb);
+    const __m512i lo = _mm512_and_si512(q, c.low4);
+    const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), c.low4);
+    const __m512i dm = _mm512_permutexvar_epi16(c.idx_dm, a);
+    const __m512 dw = _mm512_cvtph_ps(_mm512_castsi512_si256(dm));
+    const __m512 mv = kHasMin ? _mm512_cvtph_ps(_mm512_extracti64x4_epi64(dm, 1))
+                              : _mm512_mul_ps(dw, _mm512_set1_ps(-8.0f));
+#pragma GCC unroll 4
+    for (int t = 0; t < kT; ++t) {
+      const uint8_t* xa = act + t * ld_act;
+      const uint8_t* xq = xa + b * 32;
+      __m512i acc = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, _mm512_load_si512(xq));
+      acc = _mm512_dpbusd_epi32(acc, hi, _mm512_load_si512(xq + 64));
+      const __m512 sc = _mm512_mul_ps(dw, _mm512_load_ps(reinterpret_cast<const float*>(xa + l.dxe_off) + 4 * b));
+      facc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), sc, facc[t]);
+      facc[t] = _mm512_fmadd_ps(mv, _mm512_load_ps(reinterpret_cast<const float*>(xa + l.s4_off) + 4 * b), facc[t]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int t = 0; t < kT; ++t) out[t] = facc[t];
+}
+
 template <int kBS, bool kHasMin, int kT>
 void Q4Rows(const uint8_t* w, size_t row_bytes, size_t nb, size_t r0, size_t r1,
             const uint8_t* act, size_t ld_act, size_t cols, float* y, size_t ldy) {
-  constexpr int kQsOff = kHasMin ? 4 : 2;
-  constexpr size_t kGroup = 4 * kBS;
-  alignas(64) uint8_t idx_q[64];
-  alignas(64) uint16_t idx_dm[32];
-  for (int i = 0; i < 64; ++i) idx_q[i] = static_cast<uint8_t>((i / 16) * kBS + kQsOff + i % 16);
-  for (int i = 0; i < 32; ++i)
-    idx_dm[i] = static_cast<uint16_t>(i < 16 ? (i / 4) * kBS / 2 : ((i - 16) / 4) * kBS / 2 + 1);
-  const __m512i vidx_q = _mm512_load_si512(idx_q), vidx_dm = _mm512_load_si512(idx_dm);
-  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  static const Q4Consts<kBS, kHasMin> c;
   const Split4Layout l = Split4LayoutOf(cols);
-  const size_t ng = (nb + 3) / 4, used = nb * kBS;
-  for (size_t r = r0; r < r1; ++r) {
-    const uint8_t* row = w + r * row_bytes;
-    __m512 facc[kT], macc[kT];
-    for (int t = 0; t < kT; ++t) facc[t] = macc[t] = _mm512_setzero_ps();
-    for (size_t g = 0; g < ng; ++g) {
-      const size_t off = g * kGroup;
-      __m512i a, b;
-      LoadPair(row + off, used - off < kGroup ? used - off : kGroup, &a, &b);
-      const __m512i q = _mm512_permutex2var_epi8(a, vidx_q, b);
-      const __m512i lo = _mm512_and_si512(q, low4);
-      const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low4);
-      const __m512i dm = _mm512_permutexvar_epi16(vidx_dm, a);
-      const __m512 dw = _mm512_cvtph_ps(_mm512_castsi512_si256(dm));
-      const __m512 mv = kHasMin ? _mm512_cvtph_ps(_mm512_extracti64x4_epi64(dm, 1))
-                                : _mm512_mul_ps(dw, _mm512_set1_ps(-8.0f));
-      for (int t = 0; t < kT; ++t) {
-        const uint8_t* xa = act + t * ld_act;
-        const uint8_t* xq = xa + g * 128;
-        const float* dxe = reinterpret_cast<const float*>(xa + l.dxe_off) + g * 16;
-        const float* s4 = reinterpret_cast<const float*>(xa + l.s4_off) + g * 16;
-        __m512i acc = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, _mm512_load_si512(xq));
-        acc = _mm512_dpbusd_epi32(acc, hi, _mm512_load_si512(xq + 64));
-        const __m512 sc = _mm512_mul_ps(dw, _mm512_load_ps(dxe));
-        facc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), sc, facc[t]);
-        macc[t] = _mm512_fmadd_ps(mv, _mm512_load_ps(s4), macc[t]);
-      }
-    }
-    for (int t = 0; t < kT; ++t) y[t * ldy + r] = _mm512_reduce_add_ps(_mm512_add_ps(facc[t], macc[t]));
-  }
+  // The last group of every row holds nb % 4 blocks (or 4): its valid bytes are row-invariant.
+  const size_t tail_bytes = (nb % 4 ? nb % 4 : 4) * kBS;
+  const __mmask64 tail_a = FirstBytes(tail_bytes), tail_b = FirstBytes(tail_bytes > 64 ? tail_bytes - 64 : 0);
+  ForRows16<kT>(r0, r1, y, ldy, [&](size_t r, __m512* out) {
+    Q4Row<kBS, kHasMin, kT>(w + r * row_bytes, nb, c, act, ld_act, l, tail_a, tail_b, out);
+  });
 }
 
 // Q8_0: 2 blocks per step; x biased by +128 (unsigned operand), the bias removed per block with
@@ -82,25 +189,31 @@ template <int kT>
 void Q8Rows(const uint8_t* w, size_t row_bytes, size_t nb, size_t r0, size_t r1,
             const uint8_t* act, size_t ld_act, size_t cols, float* y, size_t ldy) {
   constexpr size_t kBS = 34, kPair = 2 * kBS;
-  alignas(64) uint8_t idx_q[64];
-  alignas(64) uint16_t idx_d[32];
-  for (int i = 0; i < 64; ++i) idx_q[i] = static_cast<uint8_t>((i / 32) * kBS + 2 + i % 32);
-  for (int i = 0; i < 32; ++i) idx_d[i] = static_cast<uint16_t>(((i / 8) & 1) * kBS / 2);
-  const __m512i vidx_q = _mm512_load_si512(idx_q), vidx_d = _mm512_load_si512(idx_d);
+  alignas(64) uint8_t iq[64];
+  alignas(64) uint16_t id[32];
+  for (int i = 0; i < 64; ++i) iq[i] = static_cast<uint8_t>((i / 32) * kBS + 2 + i % 32);
+  for (int i = 0; i < 32; ++i) id[i] = static_cast<uint16_t>(((i / 8) & 1) * kBS / 2);
+  const __m512i idx_q = _mm512_load_si512(iq), idx_d = _mm512_load_si512(id);
   const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
   const Biased2Layout l = Biased2LayoutOf(cols);
-  const size_t np = (nb + 1) / 2, used = nb * kBS;
-  for (size_t r = r0; r < r1; ++r) {
+  const size_t np = (nb + 1) / 2;
+  const size_t tail_bytes = (nb % 2 ? 1 : 2) * kBS;
+  const __mmask64 b_full = FirstBytes(kPair - 64), tail_a = FirstBytes(tail_bytes),
+                  tail_b = FirstBytes(tail_bytes > 64 ? tail_bytes - 64 : 0);
+  ForRows16<kT>(r0, r1, y, ldy, [&](size_t r, __m512* out) {
     const uint8_t* row = w + r * row_bytes;
     __m512 facc[kT];
+#pragma GCC unroll 4
     for (int t = 0; t < kT; ++t) facc[t] = _mm512_setzero_ps();
     for (size_t p = 0; p < np; ++p) {
-      const size_t off = p * kPair;
-      __m512i a, b;
-      LoadPair(row + off, used - off < kPair ? used - off : kPair, &a, &b);
-      const __m512i q = _mm512_permutex2var_epi8(a, vidx_q, b);
-      const __m512 dw = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(vidx_d, a)));
+      const uint8_t* src = row + p * kPair;
+      const bool last = p + 1 == np;
+      const __m512i a = last ? _mm512_maskz_loadu_epi8(tail_a, src) : _mm512_loadu_si512(src);
+      const __m512i b = _mm512_maskz_loadu_epi8(last ? tail_b : b_full, src + 64);
+      const __m512i q = _mm512_permutex2var_epi8(a, idx_q, b);
+      const __m512 dw = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(idx_d, a)));
       const __m512i corr = _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, q);
+#pragma GCC unroll 4
       for (int t = 0; t < kT; ++t) {
         const uint8_t* xa = act + t * ld_act;
         const float* dxe = reinterpret_cast<const float*>(xa + l.dxe_off) + p * 16;
@@ -109,8 +222,9 @@ void Q8Rows(const uint8_t* w, size_t row_bytes, size_t nb, size_t r0, size_t r1,
         facc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), _mm512_mul_ps(dw, _mm512_load_ps(dxe)), facc[t]);
       }
     }
-    for (int t = 0; t < kT; ++t) y[t * ldy + r] = _mm512_reduce_add_ps(facc[t]);
-  }
+#pragma GCC unroll 4
+    for (int t = 0; t < kT; ++t) out[t] = facc[t];
+  });
 }
 
 }  // namespace HWY_NAMESPACE

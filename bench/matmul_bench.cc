@@ -1,0 +1,167 @@
+// MatMul micro-benchmarks on the SmolLM2-135M shapes (Q4_1 projections, Q8_0 token_embd/output):
+// n_tok 1 (decode, memory-bound) and 512 (prefill, compute-bound), 1 and 2 threads.
+// Weights are random valid blocks in enough copies (≥ 96 MB, the model's per-token weight traffic)
+// that every iteration reads them from L3/DRAM as decode does, not from L2.
+#include <benchmark/benchmark.h>
+
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "ops/matmul.h"
+#include "util/aligned_buffer.h"
+#include "util/fp16.h"
+
+namespace chorus {
+namespace {
+
+struct Shape {
+  const char* name;
+  GgmlType type;
+  size_t rows, cols;
+};
+constexpr Shape kShapes[] = {
+    {"attn_q_576x576_Q4_1", GgmlType::kQ4_1, 576, 576},
+    {"attn_kv_192x576_Q4_1", GgmlType::kQ4_1, 192, 576},
+    {"ffn_up_1536x576_Q4_1", GgmlType::kQ4_1, 1536, 576},
+    {"ffn_down_576x1536_Q4_1", GgmlType::kQ4_1, 576, 1536},
+    {"output_49152x576_Q8_0", GgmlType::kQ8_0, 49152, 576},
+    {"ffn_up_1536x576_Q4_0", GgmlType::kQ4_0, 1536, 576},
+    {"ffn_up_1536x576_Q4_K", GgmlType::kQ4_K, 1536, 768},
+    {"ffn_up_1536x576_Q6_K", GgmlType::kQ6_K, 1536, 768},
+    {"ffn_up_1536x576_F16", GgmlType::kF16, 1536, 576},
+};
+
+// Random bytes with every block's f16 scale fields set to small finite values.
+void FillRandomBlocks(GgmlType type, uint8_t* p, size_t bytes, std::mt19937& rng) {
+  for (size_t i = 0; i < bytes; ++i) p[i] = static_cast<uint8_t>(rng());
+  const auto& tr = GgmlTraitsOf(type);
+  const uint16_t h = F32ToF16(0.01f);
+  for (size_t b = 0; b + tr.block_bytes <= bytes; b += tr.block_bytes) {
+    uint8_t* blk = p + b;
+    switch (type) {
+      case GgmlType::kQ6_K: std::memcpy(blk + 208, &h, 2); break;
+      case GgmlType::kF16: std::memcpy(blk, &h, 2); break;
+      case GgmlType::kQ4_1: case GgmlType::kQ5_1: case GgmlType::kQ4_K: case GgmlType::kQ5_K:
+        std::memcpy(blk, &h, 2);
+        std::memcpy(blk + 2, &h, 2);
+        break;
+      default: std::memcpy(blk, &h, 2); break;
+    }
+  }
+}
+
+struct Weights {
+  AlignedBuffer<uint8_t> bytes;
+  std::vector<WeightView> copies;
+};
+
+const Weights& WeightsFor(const Shape& s) {
+  static std::unique_ptr<Weights> cache[std::size(kShapes)];
+  const size_t idx = &s - kShapes;
+  if (!cache[idx]) {
+    auto w = std::make_unique<Weights>();
+    const size_t row_bytes = *GgmlRowBytes(s.type, s.cols), mat = (s.rows * row_bytes + 63) / 64 * 64;
+    const size_t n_copies = std::max<size_t>(1, (96u << 20) / mat);
+    w->bytes.Resize(mat * n_copies);
+    std::mt19937 rng(1);
+    FillRandomBlocks(s.type, w->bytes.data(), mat * n_copies, rng);
+    for (size_t c = 0; c < n_copies; ++c)
+      w->copies.push_back(WeightView{s.type, w->bytes.data() + c * mat, s.rows, s.cols, row_bytes});
+    cache[idx] = std::move(w);
+  }
+  return *cache[idx];
+}
+
+void BM_MatMul(benchmark::State& state, const Shape* s) {
+  const size_t n_tok = state.range(0);
+  const int threads = static_cast<int>(state.range(1));
+  const Weights& w = WeightsFor(*s);
+  ThreadPool pool(threads);
+  std::vector<float> x(n_tok * s->cols), y(n_tok * s->rows);
+  std::mt19937 rng(2);
+  std::normal_distribution<float> nd;
+  for (auto& v : x) v = nd(rng);
+  size_t c = 0;
+  for (auto _ : state) {
+    MatMul(w.copies[c], x.data(), n_tok, y.data(), pool);
+    benchmark::DoNotOptimize(y.data());
+    c = c + 1 == w.copies.size() ? 0 : c + 1;
+  }
+  const double iters = static_cast<double>(state.iterations());
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * s->rows * s->cols * n_tok * iters / 1e9,
+                                                 benchmark::Counter::kIsRate);
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(s->rows) * w.copies[0].row_bytes * iters / 1e9,
+                                              benchmark::Counter::kIsRate);
+  state.SetLabel(MatMulPath());
+}
+
+// One decode token's worth of SmolLM2-135M projections: 30 layers × (q, k, v, o, gate, up, down)
+// Q4_1 + the Q8_0 output matrix, all distinct memory (≈ 96 MB), n_tok tokens at once.
+void BM_ModelMatMuls(benchmark::State& state) {
+  const size_t n_tok = state.range(0);
+  const int threads = static_cast<int>(state.range(1));
+  const Shape layer[] = {{"q", GgmlType::kQ4_1, 576, 576},  {"k", GgmlType::kQ4_1, 192, 576},
+                         {"v", GgmlType::kQ4_1, 192, 576},  {"o", GgmlType::kQ4_1, 576, 576},
+                         {"g", GgmlType::kQ4_1, 1536, 576}, {"u", GgmlType::kQ4_1, 1536, 576},
+                         {"d", GgmlType::kQ4_1, 576, 1536}};
+  static AlignedBuffer<uint8_t> bytes;
+  static std::vector<WeightView> views;
+  if (views.empty()) {
+    std::vector<Shape> all;
+    for (int l = 0; l < 30; ++l) all.insert(all.end(), std::begin(layer), std::end(layer));
+    all.push_back({"out", GgmlType::kQ8_0, 49152, 576});
+    size_t total = 0;
+    for (const Shape& s : all) total += (s.rows * *GgmlRowBytes(s.type, s.cols) + 63) / 64 * 64;
+    bytes.Resize(total);
+    std::mt19937 rng(3);
+    size_t off = 0;
+    for (const Shape& s : all) {
+      const size_t rb = *GgmlRowBytes(s.type, s.cols), n = (s.rows * rb + 63) / 64 * 64;
+      FillRandomBlocks(s.type, bytes.data() + off, n, rng);
+      views.push_back(WeightView{s.type, bytes.data() + off, s.rows, s.cols, rb});
+      off += n;
+    }
+  }
+  ThreadPool pool(threads);
+  std::vector<float> x(n_tok * 1536), y(n_tok * 49152);
+  std::mt19937 rng(4);
+  std::normal_distribution<float> nd;
+  for (auto& v : x) v = nd(rng);
+  double flops = 0, wbytes = 0;
+  for (const WeightView& v : views) flops += 2.0 * v.rows * v.cols * n_tok, wbytes += v.rows * v.row_bytes;
+  for (auto _ : state) {
+    for (const WeightView& v : views) MatMul(v, x.data(), n_tok, y.data(), pool);
+    benchmark::DoNotOptimize(y.data());
+  }
+  const double iters = static_cast<double>(state.iterations());
+  state.counters["GFLOP/s"] = benchmark::Counter(flops * iters / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GB/s"] = benchmark::Counter(wbytes * iters / 1e9, benchmark::Counter::kIsRate);
+  state.counters["ms/token"] = benchmark::Counter(iters * n_tok / 1e3,
+                                                  benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
+void RegisterAll() {
+  for (const Shape& s : kShapes) {
+    auto* b = benchmark::RegisterBenchmark((std::string("MatMul/") + s.name).c_str(), BM_MatMul, &s);
+    b->ArgNames({"n_tok", "threads"})->Unit(benchmark::kMicrosecond)->UseRealTime();
+    for (int64_t n : {1, 512})
+      for (int64_t t : {1, 2}) b->Args({n, t});
+  }
+  benchmark::RegisterBenchmark("ModelMatMuls", BM_ModelMatMuls)
+      ->ArgNames({"n_tok", "threads"})
+      ->Args({1, 1})->Args({1, 2})->Args({512, 1})->Args({512, 2})
+      ->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+
+}  // namespace
+}  // namespace chorus
+
+int main(int argc, char** argv) {
+  chorus::RegisterAll();
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
