@@ -110,6 +110,33 @@ HWY_INLINE VF LoadI8(DF df, const uint8_t* p) {
 
 HWY_INLINE float ReduceSum(DF df, VF v) { return hn::GetLane(hn::SumOfLanes(df, v)); }
 
+#if HWY_TARGET != HWY_SCALAR  // the targets with ≥ 4 float lanes
+
+// Adds the 128-bit blocks of v together: 4 lanes.
+template <class D>
+HWY_INLINE auto FoldTo128(D d, hn::Vec<D> v) {
+  if constexpr (hn::MaxLanes(D()) <= 4) {
+    return v;
+  } else {
+    const hn::Half<D> dh;
+    return FoldTo128(dh, hn::Add(hn::LowerHalf(dh, v), hn::UpperHalf(dh, v)));
+  }
+}
+
+// {Σ lanes of a, Σ b, Σ c, Σ e} as one 4-lane vector (a transposing reduction: 6 shuffles and
+// 3 adds for four sums, then the block fold). Needs vectors of at least 4 lanes.
+HWY_INLINE auto Sum4(DF df, VF a, VF b, VF c, VF e) {
+  const hn::RepartitionToWide<DF> d64;
+  const VF ab = hn::Add(hn::InterleaveLower(df, a, b), hn::InterleaveUpper(df, a, b));  // a02 b02 a13 b13
+  const VF ce = hn::Add(hn::InterleaveLower(df, c, e), hn::InterleaveUpper(df, c, e));
+  const auto ab64 = hn::BitCast(d64, ab), ce64 = hn::BitCast(d64, ce);
+  const VF sum = hn::Add(hn::BitCast(df, hn::InterleaveLower(d64, ab64, ce64)),
+                         hn::BitCast(df, hn::InterleaveUpper(d64, ab64, ce64)));  // a b c e per block
+  return FoldTo128(df, sum);
+}
+
+#endif  // HWY_TARGET != HWY_SCALAR
+
 }  // namespace HWY_NAMESPACE
 }  // namespace chorus
 HWY_AFTER_NAMESPACE();

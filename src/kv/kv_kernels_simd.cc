@@ -24,11 +24,11 @@ using kv_layout::PackedGroupBytes;
 template <size_t k>
 using QTile = std::integral_constant<size_t, k>;
 
-// Runs fn(QTile<k>, i0) over the queries in register tiles of at most 4.
-template <class Fn>
+// Runs fn(QTile<k>, i0) over the queries in register tiles of at most kMax (3 or 4).
+template <size_t kMax = 4, class Fn>
 HWY_INLINE void ForQueryTiles(size_t n_q, const Fn& fn) {
   size_t i0 = 0;
-  for (; i0 + 4 <= n_q; i0 += 4) fn(QTile<4>(), i0);
+  for (; i0 + kMax <= n_q; i0 += kMax) fn(QTile<kMax>(), i0);
   switch (n_q - i0) {
     case 3: fn(QTile<3>(), i0); break;
     case 2: fn(QTile<2>(), i0); break;
@@ -89,27 +89,62 @@ struct TqRows {  // head_dim is a multiple of 32, hence of N: no scalar tail
   }
 };
 
-// scores[i*ld + j] = Scale_j · Σ_c q[i*d + c] · values_j[c], for kQ queries.
+// scores[i*ld + j] = Scale_j · Σ_c q[i*d + c] · values_j[c], for kQ queries. Tokens go in fours
+// so that their horizontal sums share one transposing reduction (Sum4).
 template <size_t kQ, class Rows>
 HWY_INLINE void ScoreRowsTile(const Rows& rows, uint32_t d, const float* q, float* scores, size_t ld) {
   const DF df;
   const size_t N = hn::Lanes(df);
   const size_t d_vec = d - d % N;
-  for (size_t j = 0; j < kBlockTokens; ++j) {
-    const uint8_t* row = rows.Row(j);
-    VF acc[kQ];
-    for (size_t i = 0; i < kQ; ++i) acc[i] = hn::Zero(df);
-    for (size_t c = 0; c < d_vec; c += N) {
-      const VF v = rows.Load(df, row, c);
-      for (size_t i = 0; i < kQ; ++i) acc[i] = hn::MulAdd(hn::LoadU(df, q + i * d + c), v, acc[i]);
-    }
-    const float s = rows.Scale(row);
-    for (size_t i = 0; i < kQ; ++i) {
-      float sum = ReduceSum(df, acc[i]);
-      for (size_t c = d_vec; c < d; ++c) sum += q[i * d + c] * rows.At(row, c);
-      scores[i * ld + j] = sum * s;
+  HWY_ALIGN float scale[kBlockTokens];
+  for (size_t j = 0; j < kBlockTokens; ++j) scale[j] = rows.Scale(rows.Row(j));
+#if HWY_TARGET != HWY_SCALAR
+  {
+    static_assert(hn::MaxLanes(DF()) >= 4);
+    constexpr size_t kT = 4;
+    const hn::CappedTag<float, 4> d4;
+    for (size_t j0 = 0; j0 < kBlockTokens; j0 += kT) {
+      const uint8_t* row[kT];
+      for (size_t t = 0; t < kT; ++t) row[t] = rows.Row(j0 + t);
+      VF acc[kQ][kT];
+      for (size_t i = 0; i < kQ; ++i) {
+        for (size_t t = 0; t < kT; ++t) acc[i][t] = hn::Zero(df);
+      }
+      for (size_t c = 0; c < d_vec; c += N) {
+        VF qv[kQ];
+        for (size_t i = 0; i < kQ; ++i) qv[i] = hn::LoadU(df, q + i * d + c);
+        for (size_t t = 0; t < kT; ++t) {
+          const VF v = rows.Load(df, row[t], c);
+          for (size_t i = 0; i < kQ; ++i) acc[i][t] = hn::MulAdd(qv[i], v, acc[i][t]);
+        }
+      }
+      for (size_t i = 0; i < kQ; ++i) {
+        auto sum = Sum4(df, acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
+        if (d_vec != d) {
+          HWY_ALIGN float tail[kT] = {0, 0, 0, 0};
+          for (size_t t = 0; t < kT; ++t) {
+            for (size_t c = d_vec; c < d; ++c) tail[t] += q[i * d + c] * rows.At(row[t], c);
+          }
+          sum = hn::Add(sum, hn::Load(d4, tail));
+        }
+        hn::StoreU(hn::Mul(sum, hn::Load(d4, scale + j0)), d4, scores + i * ld + j0);
+      }
     }
   }
+#else  // 1-lane target: plain sums
+  {
+    for (size_t j = 0; j < kBlockTokens; ++j) {
+      const uint8_t* row = rows.Row(j);
+      for (size_t i = 0; i < kQ; ++i) {
+        VF acc = hn::Zero(df);
+        for (size_t c = 0; c < d_vec; c += N) acc = hn::MulAdd(hn::LoadU(df, q + i * d + c), rows.Load(df, row, c), acc);
+        float sum = ReduceSum(df, acc);
+        for (size_t c = d_vec; c < d; ++c) sum += q[i * d + c] * rows.At(row, c);
+        scores[i * ld + j] = sum * scale[j];
+      }
+    }
+  }
+#endif
 }
 
 // acc[i*d + c] += Σ_j (p[i*ld + j] · Scale_j) · values_j[c], for kQ queries.
@@ -231,7 +266,7 @@ HWY_INLINE const uint8_t* HeadTile(const uint8_t* block, uint32_t d, uint32_t kv
 
 template <class Rows>
 HWY_INLINE void ScoreRows(const Rows& rows, uint32_t d, const float* q, size_t n_q, float* scores, size_t ld) {
-  ForQueryTiles(n_q, [&](auto kq, size_t i0) {
+  ForQueryTiles<3>(n_q, [&](auto kq, size_t i0) {
     ScoreRowsTile<decltype(kq)::value>(rows, d, q + i0 * d, scores + i0 * ld, ld);
   });
 }

@@ -1,0 +1,80 @@
+// Micro-benchmark of the per-block KV kernels: Score and Accumulate throughput per format
+// (tokens/s for one KV head, n_q = 3 stacked queries, SmolLM2-135M's 3 × 64 geometry).
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "kv/kv_format.h"   // EncodeKvBlock, KvBlockBytes
+#include "kv/kv_kernels.h"  // GetKvBlockKernels
+
+namespace chorus {
+namespace {
+
+constexpr KvGeometry kGeometry{3, 64};
+constexpr size_t kBlocks = 64;  // 2048 tokens: the working set stays in L2
+constexpr size_t kNq = 3;
+
+struct Fixture {
+  std::vector<uint8_t> blocks;  // (kBlocks, KvBlockBytes)
+  size_t block_bytes;
+};
+
+Fixture MakeBlocks(KvFormat f, KvSide side) {
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd;
+  Fixture fx;
+  fx.block_bytes = KvBlockBytes(f, side, kGeometry);
+  fx.blocks.resize(kBlocks * fx.block_bytes);
+  std::vector<float> x(kBlockTokens * kGeometry.n_head_kv * kGeometry.head_dim);
+  for (size_t b = 0; b < kBlocks; ++b) {
+    for (auto& v : x) v = nd(rng);
+    if (!EncodeKvBlock(f, side, kGeometry, x.data(), &fx.blocks[b * fx.block_bytes], {.layer_absmax = 8}).ok()) {
+      std::abort();
+    }
+  }
+  return fx;
+}
+
+void BM_Score(benchmark::State& state) {
+  const KvFormat f = kAllKvFormats[state.range(0)];
+  state.SetLabel(std::string(KvFormatName(f)));
+  const Fixture fx = MakeBlocks(f, KvSide::kKey);
+  const KvScoreFn score = GetKvBlockKernels(f).score;  // dispatch once, outside the loop
+  std::vector<float> q(kNq * kGeometry.head_dim, 0.125f), scores(kNq * kBlockTokens);
+  for (auto _ : state) {
+    for (size_t b = 0; b < kBlocks; ++b) {
+      score(kGeometry, &fx.blocks[b * fx.block_bytes], 1, q.data(), kNq, scores.data(), kBlockTokens);
+      benchmark::DoNotOptimize(scores.data());
+    }
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * kBlocks * kBlockTokens);  // tokens of one KV head
+  state.SetBytesProcessed(state.iterations() * kBlocks * KvHeadTileBytes(f, KvSide::kKey, kGeometry.head_dim));
+}
+
+void BM_Accumulate(benchmark::State& state) {
+  const KvFormat f = kAllKvFormats[state.range(0)];
+  state.SetLabel(std::string(KvFormatName(f)));
+  const Fixture fx = MakeBlocks(f, KvSide::kValue);
+  const KvAccumulateFn accumulate = GetKvBlockKernels(f).accumulate;
+  std::vector<float> p(kNq * kBlockTokens, 1.0f / 2048), acc(kNq * kGeometry.head_dim, 0.0f);
+  for (auto _ : state) {
+    for (size_t b = 0; b < kBlocks; ++b) {
+      accumulate(kGeometry, &fx.blocks[b * fx.block_bytes], 1, p.data(), kNq, acc.data(), kBlockTokens);
+    }
+    benchmark::DoNotOptimize(acc.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * kBlocks * kBlockTokens);
+  state.SetBytesProcessed(state.iterations() * kBlocks * KvHeadTileBytes(f, KvSide::kValue, kGeometry.head_dim));
+}
+
+BENCHMARK(BM_Score)->DenseRange(0, std::size(kAllKvFormats) - 1);
+BENCHMARK(BM_Accumulate)->DenseRange(0, std::size(kAllKvFormats) - 1);
+
+}  // namespace
+}  // namespace chorus
+
+BENCHMARK_MAIN();
