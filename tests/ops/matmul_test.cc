@@ -3,6 +3,8 @@
 #include "ops/matmul.h"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <random>
@@ -134,6 +136,36 @@ TEST(MatMulTest, ZeroActivationsGiveZero) {
       std::vector<float> got(n_tok * 9, NAN);
       MatMul(m.view, x.data(), n_tok, got.data(), pool);
       for (float v : got) ASSERT_EQ(v, 0.0f) << GgmlTraitsOf(type).name;
+    }
+  }
+}
+
+TEST(MatMulTest, NeverReadsPastTheLastRow) {
+  // The matrix ends exactly where an inaccessible page begins: any over-read faults.
+  std::mt19937 rng(17);
+  ThreadPool pool(2);
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  for (GgmlType type : test::kAllTypes) {
+    for (size_t cols : ColsFor(type)) {
+      const size_t rows = 5;
+      const Matrix m = RandomMatrix(type, rows, cols, rng);
+      const size_t bytes = m.bytes.size(), span = (bytes + page - 1) / page * page + page;
+      void* region = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      ASSERT_NE(region, MAP_FAILED);
+      uint8_t* guard = static_cast<uint8_t*>(region) + span - page;
+      ASSERT_EQ(mprotect(guard, page, PROT_NONE), 0);
+      uint8_t* data = guard - bytes;
+      std::copy(m.bytes.begin(), m.bytes.end(), data);
+      WeightView w = m.view;
+      w.data = data;
+      for (size_t n_tok : {1, 2, 4, 13}) {
+        const std::vector<float> x = RandomActs(n_tok, cols, rng);
+        std::vector<float> want(n_tok * rows), got(n_tok * rows);
+        MatMulRef(w, x.data(), n_tok, want.data());
+        MatMul(w, x.data(), n_tok, got.data(), pool);
+        ExpectWithinBound(w, x, n_tok, got, want, "guard page");
+      }
+      munmap(region, span);
     }
   }
 }
