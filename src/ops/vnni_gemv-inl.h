@@ -9,7 +9,8 @@
 #endif
 
 #include "hwy/highway.h"
-#include "ops/vnni_act-inl.h"  // Split4Layout, Biased2Layout
+#include "ops/matmul_internal.h"  // Scratch
+#include "ops/vnni_act-inl.h"     // Split4Layout, Biased2Layout
 
 HWY_BEFORE_NAMESPACE();
 #if HWY_TARGET == HWY_AVX3_DL
@@ -181,6 +182,90 @@ void Q4Rows(const uint8_t* w, size_t row_bytes, size_t nb, size_t r0, size_t r1,
   ForRows16<kT>(r0, r1, y, ldy, [&](size_t r, __m512* out) {
     Q4Row<kBS, kHasMin, kT>(w + r * row_bytes, nb, c, act, ld_act, l, tail_a, tail_b, out);
   });
+}
+
+// Lane j = sum of the 4 lanes of block j, for acc[g] holding blocks 4g..4g+3 in 4 lanes each.
+HWY_INLINE __m512i BlockSums16(const __m512i* acc) {
+  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+  auto pair = [&](__m512i a, __m512i b) {
+    return _mm512_add_epi32(_mm512_permutex2var_epi32(a, even, b), _mm512_permutex2var_epi32(a, odd, b));
+  };
+  return pair(pair(acc[0], acc[1]), pair(acc[2], acc[3]));
+}
+
+// 16-lane partial of the sum of n floats at p.
+HWY_INLINE __m512 SumFloats(const float* p, size_t n) {
+  __m512 acc = _mm512_setzero_ps();
+  size_t k = 0;
+  for (; k + 16 <= n; k += 16) acc = _mm512_add_ps(acc, _mm512_loadu_ps(p + k));
+  if (k < n) acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << (n - k)) - 1), p + k));
+  return acc;
+}
+
+// Q4_0 / Q4_1 for dense rows (row_bytes = nb * kBS): 16 rows are one flat stream of 16 nb blocks,
+// taken 16 blocks (a super-group) at a time against the periodic split4 x; each super-group
+// yields 16 per-block results (BlockSums16), which are then summed per row. No row tails.
+template <int kBS, bool kHasMin, int kT>
+void Q4Stream(const uint8_t* w, size_t nb, size_t r0, size_t r1, const uint8_t* act, size_t ld_act,
+              size_t cols, float* y, size_t ldy) {
+  constexpr size_t kGroup = 4 * kBS;
+  static const Q4Consts<kBS, kHasMin> c;
+  const Split4Layout l = Split4LayoutOf(cols);
+  const size_t cstride = 16 * nb + 16;
+  float* contrib = reinterpret_cast<float*>(ops_internal::TileScratch().Get(kT * cstride * sizeof(float)));
+  for (size_t rb = r0; rb < r1; rb += 16) {
+    const size_t n = r1 - rb < 16 ? r1 - rb : 16, blocks = n * nb, n_sg = (blocks + 15) / 16;
+    const uint8_t* base = w + rb * nb * kBS;
+    for (size_t sg = 0; sg < n_sg; ++sg) {
+      const uint8_t* p = base + sg * 16 * kBS;
+      const size_t valid = (blocks - sg * 16 < 16 ? blocks - sg * 16 : 16) * kBS;
+      __m512i a[4], lo[4], hi[4];
+#pragma GCC unroll 4
+      for (int g = 0; g < 4; ++g) {
+        __m512i b;
+        if (valid == 16 * kBS) {
+          a[g] = _mm512_loadu_si512(p + g * kGroup);
+          b = _mm512_maskz_loadu_epi8(c.b_full, p + g * kGroup + 64);
+        } else {
+          const size_t vg = valid > g * kGroup ? valid - g * kGroup : 0;
+          a[g] = _mm512_maskz_loadu_epi8(FirstBytes(vg), p + g * kGroup);
+          b = _mm512_maskz_loadu_epi8(FirstBytes(vg > 64 ? vg - 64 : 0) & c.b_full, p + g * kGroup + 64);
+        }
+        const __m512i q = _mm512_permutex2var_epi8(a[g], c.idx_q, b);
+        lo[g] = _mm512_and_si512(q, c.low4);
+        hi[g] = _mm512_and_si512(_mm512_srli_epi16(q, 4), c.low4);
+      }
+      const __m512i dm = _mm512_permutex2var_epi16(_mm512_permutex2var_epi16(a[0], c.idx_pair, a[1]), c.idx_merge,
+                                                   _mm512_permutex2var_epi16(a[2], c.idx_pair, a[3]));
+      const __m512 d16 = _mm512_cvtph_ps(_mm512_castsi512_si256(dm));
+      const __m512 m16 = kHasMin ? _mm512_cvtph_ps(_mm512_extracti64x4_epi64(dm, 1))
+                                 : _mm512_mul_ps(d16, _mm512_set1_ps(-8.0f));
+      const size_t xb = (sg * 16) % l.period;
+#pragma GCC unroll 4
+      for (int t = 0; t < kT; ++t) {
+        const uint8_t* xa = act + t * ld_act;
+        const uint8_t* xq = xa + xb * 32;
+        __m512i acc[4];
+#pragma GCC unroll 4
+        for (int g = 0; g < 4; ++g) {
+          acc[g] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[g], _mm512_load_si512(xq + g * 128));
+          acc[g] = _mm512_dpbusd_epi32(acc[g], hi[g], _mm512_load_si512(xq + g * 128 + 64));
+        }
+        const __m512 dx16 = _mm512_load_ps(reinterpret_cast<const float*>(xa + l.dx_off) + xb);
+        const __m512 s16 = _mm512_load_ps(reinterpret_cast<const float*>(xa + l.s_off) + xb);
+        const __m512 v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(BlockSums16(acc)), _mm512_mul_ps(d16, dx16),
+                                         _mm512_mul_ps(m16, s16));
+        _mm512_storeu_ps(contrib + t * cstride + sg * 16, v);
+      }
+    }
+    const __mmask16 mask = static_cast<__mmask16>((1u << n) - 1);
+    for (int t = 0; t < kT; ++t) {
+      __m512 v[16];
+      for (size_t i = 0; i < 16; ++i) v[i] = i < n ? SumFloats(contrib + t * cstride + i * nb, nb) : _mm512_setzero_ps();
+      _mm512_mask_storeu_ps(y + t * ldy + rb, mask, ReduceRows16(v));
+    }
+  }
 }
 
 // Q8_0: 2 blocks per step; x biased by +128 (unsigned operand), the bias removed per block with

@@ -37,8 +37,10 @@ void DecodeRows(const WeightView& w, const uint8_t* act, size_t ld_act, float* y
   const size_t nb = w.cols / 32;
   switch (w.type) {
     case GgmlType::kQ4_0:
+      if (w.row_bytes == nb * 18) return Q4Stream<18, false, kT>(w.data, nb, r0, r1, act, ld_act, w.cols, y, w.rows);
       return Q4Rows<18, false, kT>(w.data, w.row_bytes, nb, r0, r1, act, ld_act, w.cols, y, w.rows);
     case GgmlType::kQ4_1:
+      if (w.row_bytes == nb * 20) return Q4Stream<20, true, kT>(w.data, nb, r0, r1, act, ld_act, w.cols, y, w.rows);
       return Q4Rows<20, true, kT>(w.data, w.row_bytes, nb, r0, r1, act, ld_act, w.cols, y, w.rows);
     default:
       return Q8Rows<kT>(w.data, w.row_bytes, nb, r0, r1, act, ld_act, w.cols, y, w.rows);
