@@ -113,7 +113,6 @@ void EncodeKivi(uint32_t bits, KvSide side, const float* x, size_t row_stride, u
 
 void EncodeTq(uint32_t bits, const float* x, size_t row_stride, uint32_t d, uint8_t* tile) {
   const LloydMaxCodebook& cb = Codebook(bits);
-  const int n_thresholds = (1 << bits) - 1;
   const float sqrt_d = std::sqrt(static_cast<float>(d));
   float y[kMaxHeadDim];
   uint8_t codes[kMaxHeadDim];
@@ -128,9 +127,11 @@ void EncodeTq(uint32_t bits, const float* x, size_t row_stride, uint32_t d, uint
     const float inv = norm > 0 ? sqrt_d / norm : 0.0f;  // fold sqrt(d) of z = sqrt(d)·y
     for (size_t c = 0; c < d; ++c) y[c] = row[c] * inv;
     HadamardRotate(y, d);
-    for (size_t c = 0; c < d; ++c) {
-      int k = 0;
-      while (k < n_thresholds && y[c] > cb.threshold[k]) ++k;
+    for (size_t c = 0; c < d; ++c) {  // k = #{thresholds < z}: binary search, `bits` steps
+      uint32_t k = 0;
+      for (uint32_t step = 1u << (bits - 1); step != 0; step >>= 1) {
+        if (y[c] > cb.threshold[k + step - 1]) k += step;
+      }
       codes[c] = static_cast<uint8_t>(k);
     }
     for (size_t g = 0; g < d / kGroupCodes; ++g) {

@@ -114,6 +114,20 @@ TEST(KvFormat, BlockBytesFormulas) {
   }
 }
 
+// Decision thresholds are the midpoints of neighbouring centroids (nearest-centroid coding), the
+// tables are symmetric and ascending.
+TEST(KvFormat, LloydMaxTablesAreConsistent) {
+  for (uint32_t bits : {2u, 3u, 4u}) {
+    const kv_layout::LloydMaxCodebook& cb = kv_layout::Codebook(bits);
+    const size_t n = size_t{1} << bits;
+    for (size_t k = 0; k + 1 < n; ++k) {
+      EXPECT_LT(cb.centroid[k], cb.centroid[k + 1]);
+      EXPECT_NEAR(cb.threshold[k], (cb.centroid[k] + cb.centroid[k + 1]) / 2, 1e-4) << bits << " " << k;
+    }
+    for (size_t k = 0; k < n; ++k) EXPECT_EQ(cb.centroid[k], -cb.centroid[n - 1 - k]);
+  }
+}
+
 TEST(KvFormat, PackUnpackGroups) {
   std::mt19937 rng(3);
   for (uint32_t bits : {2u, 3u, 4u}) {
