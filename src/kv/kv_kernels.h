@@ -11,7 +11,9 @@
 namespace chorus {
 
 // Geometry must pass CheckKvFormat for the block's side (checked once by the caller, not here).
-// k_block / v_block: one whole block side (KvBlockBytes); kv_head < n_head_kv.
+// k_block / v_block: one whole block side (KvBlockBytes); kv_head < n_head_kv; ld ≥ 32 (the row
+// stride of scores / p, e.g. the context length when a whole score row is laid out at once).
+// Pure functions of their inputs: safe to call from many threads at once.
 //
 // Score:  scores[i * ld + j] = q_i · k̂_j   for i < n_q, j < 32
 //   q: (n_q, head_dim) stacked queries of this KV head (a GQA group, several agents), already
