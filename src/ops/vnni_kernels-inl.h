@@ -23,7 +23,9 @@ HWY_BEFORE_NAMESPACE();
 namespace chorus {
 namespace HWY_NAMESPACE {
 
-inline constexpr size_t kDecodeMaxTok = 4;
+// Q4_0/Q4_1 (Q8_0) with ≤ 12 (8) tokens take the decode kernels, ≤ 4 tokens per pass over the
+// rows; beyond that the panel GEMM's packing pays for itself (measured crossovers).
+inline size_t DecodeMaxTok(GgmlType t) { return t == GgmlType::kQ8_0 ? 8 : 12; }
 
 // The decode kernels need VBMI (vpermt2b) and VNNI; Highway's AVX3_DL implies both on every CPU
 // we know of, but check once rather than trust it.
@@ -56,12 +58,18 @@ inline void DecodePath(const WeightView& w, const float* x, size_t n_tok, float*
   } else {
     QuantizeSplit4(x, w.cols, n_tok, act);
   }
+  const size_t passes = (n_tok + 3) / 4;
   pool.ParallelFor(w.rows, 16, [&](size_t r0, size_t r1) {
-    switch (n_tok) {
-      case 1: return DecodeRows<1>(w, act, ld, y, r0, r1);
-      case 2: return DecodeRows<2>(w, act, ld, y, r0, r1);
-      case 3: return DecodeRows<3>(w, act, ld, y, r0, r1);
-      default: return DecodeRows<4>(w, act, ld, y, r0, r1);
+    for (size_t i = 0; i < passes; ++i) {
+      const size_t t0 = n_tok * i / passes, nt = n_tok * (i + 1) / passes - t0;
+      const uint8_t* a = act + t0 * ld;
+      float* yt = y + t0 * w.rows;
+      switch (nt) {
+        case 1: DecodeRows<1>(w, a, ld, yt, r0, r1); break;
+        case 2: DecodeRows<2>(w, a, ld, yt, r0, r1); break;
+        case 3: DecodeRows<3>(w, a, ld, yt, r0, r1); break;
+        default: DecodeRows<4>(w, a, ld, yt, r0, r1); break;
+      }
     }
   });
 }
@@ -93,7 +101,11 @@ inline void GemmPath(const WeightView& w, const float* x, size_t n_tok, float* y
     for (size_t i = i0; i < i1; ++i) {
       const size_t p = i / tile_groups, grp = i % tile_groups;
       if (p != packed) {
-        PackVnniPanel(w, p * kPanelRows, sub, panel, tmp);
+        if (sub == 32) {
+          PackVnniPanel<32>(w, p * kPanelRows, panel, tmp);
+        } else {
+          PackVnniPanel<16>(w, p * kPanelRows, panel, tmp);
+        }
         packed = p;
       }
       const size_t r0 = p * kPanelRows, n_rows = std::min(kPanelRows, w.rows - r0);
@@ -114,7 +126,7 @@ inline void GemmPath(const WeightView& w, const float* x, size_t n_tok, float* y
 inline void MatMulVnniPath(const WeightView& w, const float* x, size_t n_tok, float* y, ThreadPool& pool) {
   if (!HaveVnniVbmi()) return MatMulF32Path(w, x, n_tok, y, pool);
   const bool decode_type = w.type == GgmlType::kQ4_0 || w.type == GgmlType::kQ4_1 || w.type == GgmlType::kQ8_0;
-  if (decode_type && n_tok <= kDecodeMaxTok) return DecodePath(w, x, n_tok, y, pool);
+  if (decode_type && n_tok <= DecodeMaxTok(w.type)) return DecodePath(w, x, n_tok, y, pool);
   GemmPath(w, x, n_tok, y, pool);
 }
 

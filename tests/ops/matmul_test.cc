@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "hwy/targets.h"      // SetSupportedTargetsForTest
 #include "matmul_bound.h"      // OutputBound
 #include "quant_test_util.h"   // RandomRow, kAllTypes
 
@@ -168,6 +169,32 @@ TEST(MatMulTest, NeverReadsPastTheLastRow) {
       munmap(region, span);
     }
   }
+}
+
+TEST(MatMulTest, EverySimdTarget) {
+  // The fallbacks (AVX2, SSE4, ...) are what other machines run: same checks on each target this
+  // CPU supports.
+  std::mt19937 rng(23);
+  ThreadPool pool(2);
+  const int64_t supported = hwy::SupportedTargets();
+  for (int64_t target : {int64_t{HWY_AVX3_DL}, int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_SSE4},
+                         int64_t{HWY_SSSE3}, int64_t{HWY_EMU128}, int64_t{HWY_SCALAR}}) {
+    if (!(supported & target)) continue;
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(MatMulPath());
+    for (GgmlType type : test::kAllTypes) {
+      const size_t cols = GgmlTraitsOf(type).block_elems == 256 ? 512 : 96;
+      const Matrix m = RandomMatrix(type, 21, cols, rng);
+      for (size_t n_tok : {1, 4, 13}) {
+        const std::vector<float> x = RandomActs(n_tok, cols, rng);
+        std::vector<float> want(n_tok * 21), got(n_tok * 21, NAN);
+        MatMulRef(m.view, x.data(), n_tok, want.data());
+        MatMul(m.view, x.data(), n_tok, got.data(), pool);
+        ExpectWithinBound(m.view, x, n_tok, got, want, hwy::TargetName(target));
+      }
+    }
+  }
+  hwy::SetSupportedTargetsForTest(0);
 }
 
 TEST(MatMulTest, ReportsPath) { EXPECT_NE(std::string(MatMulPath()), ""); }
