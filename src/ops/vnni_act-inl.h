@@ -119,6 +119,7 @@ inline void QuantizeSplit4(const float* x, size_t cols, size_t n_tok, uint8_t* o
         std::memcpy(grp + 64, blk + 16, 16);
         dx[rep] = d;
         sb[rep] = sum;
+        if (rep >= nb + 4) continue;  // the expanded forms serve only the per-row kernel (< nb + 4)
         for (int i = 0; i < 4; ++i) {
           dxe[4 * rep + i] = d;
           s4[4 * rep + i] = sum * 0.25f;

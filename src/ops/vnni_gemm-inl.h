@@ -184,7 +184,7 @@ void VnniTile(size_t kt, const uint8_t* panel, size_t cols, const uint8_t* tile,
   }
 }
 
-// Token tiles: n_tiles balanced tiles of at most kMaxTileTok tokens; tile i starts at TileStart(i).
+// Token tiles: n_tiles balanced tiles of at most kMaxTileTok tokens; tile i starts at Start(i).
 struct TokenTiling {
   size_t n_tok, n_tiles;
   size_t Start(size_t i) const { return n_tok * i / n_tiles; }
@@ -192,10 +192,6 @@ struct TokenTiling {
 };
 inline TokenTiling TokenTilingOf(size_t n_tok) {
   return TokenTiling{n_tok, (n_tok + kMaxTileTok - 1) / kMaxTileTok};
-}
-// Byte offset of tile i in the activation buffer (tiles of ≤ kMaxTileTok tokens, each aligned).
-inline size_t TileOffset(const TokenTiling& tt, size_t i, size_t cols, int sub) {
-  return i * TileLayoutOf(cols, sub, kMaxTileTok).bytes;
 }
 
 }  // namespace HWY_NAMESPACE
