@@ -20,6 +20,9 @@ HWY_BEFORE_NAMESPACE();
 namespace chorus {
 namespace HWY_NAMESPACE {
 
+// Software prefetch distance of the decode streams (bytes ahead of the block being read).
+inline constexpr size_t kPrefetchBytes = 2048;
+
 // Mask of the first n (≤ 64) bytes.
 HWY_INLINE __mmask64 FirstBytes(size_t n) {
   return n >= 64 ? ~__mmask64{0} : ((__mmask64{1} << n) - 1);
@@ -219,6 +222,7 @@ void Q4Stream(const uint8_t* w, size_t nb, size_t r0, size_t r1, const uint8_t* 
     const uint8_t* base = w + rb * nb * kBS;
     for (size_t sg = 0; sg < n_sg; ++sg) {
       const uint8_t* p = base + sg * 16 * kBS;
+      for (size_t off = 0; off < 16 * kBS; off += 64) _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes + off), _MM_HINT_T0);
       const size_t valid = (blocks - sg * 16 < 16 ? blocks - sg * 16 : 16) * kBS;
       __m512i a[4], lo[4], hi[4];
 #pragma GCC unroll 4
@@ -292,6 +296,8 @@ void Q8Rows(const uint8_t* w, size_t row_bytes, size_t nb, size_t r0, size_t r1,
     for (int t = 0; t < kT; ++t) facc[t] = _mm512_setzero_ps();
     for (size_t p = 0; p < np; ++p) {
       const uint8_t* src = row + p * kPair;
+      _mm_prefetch(reinterpret_cast<const char*>(src + kPrefetchBytes), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(src + kPrefetchBytes + 64), _MM_HINT_T0);
       const bool last = p + 1 == np;
       const __m512i a = last ? _mm512_maskz_loadu_epi8(tail_a, src) : _mm512_loadu_si512(src);
       const __m512i b = _mm512_maskz_loadu_epi8(last ? tail_b : b_full, src + 64);
