@@ -99,9 +99,11 @@ void BM_MatMul(benchmark::State& state, const Shape* s) {
 
 // One decode token's worth of SmolLM2-135M projections: 30 layers × (q, k, v, o, gate, up, down)
 // Q4_1 + the Q8_0 output matrix, all distinct memory (≈ 96 MB), n_tok tokens at once.
+// fused = 1: q/k/v and gate/up go through MatMulMany (one quantization + dispatch each).
 void BM_ModelMatMuls(benchmark::State& state) {
   const size_t n_tok = state.range(0);
   const int threads = static_cast<int>(state.range(1));
+  const bool fused = state.range(2) != 0;
   const Shape layer[] = {{"q", GgmlType::kQ4_1, 576, 576},  {"k", GgmlType::kQ4_1, 192, 576},
                          {"v", GgmlType::kQ4_1, 192, 576},  {"o", GgmlType::kQ4_1, 576, 576},
                          {"g", GgmlType::kQ4_1, 1536, 576}, {"u", GgmlType::kQ4_1, 1536, 576},
@@ -131,8 +133,22 @@ void BM_ModelMatMuls(benchmark::State& state) {
   for (auto& v : x) v = nd(rng);
   double flops = 0, wbytes = 0;
   for (const WeightView& v : views) flops += 2.0 * v.rows * v.cols * n_tok, wbytes += v.rows * v.row_bytes;
+  std::vector<float> y2(n_tok * 1536), y3(n_tok * 1536);
   for (auto _ : state) {
-    for (const WeightView& v : views) MatMul(v, x.data(), n_tok, y.data(), pool);
+    if (!fused) {
+      for (const WeightView& v : views) MatMul(v, x.data(), n_tok, y.data(), pool);
+    } else {
+      for (size_t l = 0; l < 30; ++l) {
+        const WeightView* v = &views[7 * l];
+        float* qkv[3] = {y.data(), y2.data(), y3.data()};
+        MatMulMany(std::span<const WeightView>(v, 3), x.data(), n_tok, qkv, pool);
+        MatMul(v[3], x.data(), n_tok, y.data(), pool);
+        float* gu[2] = {y2.data(), y3.data()};
+        MatMulMany(std::span<const WeightView>(v + 4, 2), x.data(), n_tok, gu, pool);
+        MatMul(v[6], x.data(), n_tok, y.data(), pool);
+      }
+      MatMul(views.back(), x.data(), n_tok, y.data(), pool);
+    }
     benchmark::DoNotOptimize(y.data());
   }
   const double iters = static_cast<double>(state.iterations());
@@ -150,8 +166,9 @@ void RegisterAll() {
       for (int64_t t : {1, 2}) b->Args({n, t});
   }
   benchmark::RegisterBenchmark("ModelMatMuls", BM_ModelMatMuls)
-      ->ArgNames({"n_tok", "threads"})
-      ->Args({1, 1})->Args({1, 2})->Args({512, 1})->Args({512, 2})
+      ->ArgNames({"n_tok", "threads", "fused"})
+      ->Args({1, 1, 0})->Args({1, 2, 0})->Args({1, 1, 1})->Args({1, 2, 1})
+      ->Args({512, 1, 0})->Args({512, 2, 0})->Args({512, 1, 1})->Args({512, 2, 1})
       ->Unit(benchmark::kMillisecond)->UseRealTime();
 }
 

@@ -30,7 +30,23 @@ void CheckView(const WeightView& w) {
 void MatMul(const WeightView& w, const float* x, size_t n_tok, float* y, ThreadPool& pool) {
   CheckView(w);
   if (n_tok == 0 || w.rows == 0) return;
-  ops_internal::MatMulDispatch(w, x, n_tok, y, pool);
+  ops_internal::MatMulDispatch(&w, &y, 1, x, n_tok, pool);
+}
+
+void MatMulMany(std::span<const WeightView> ws, const float* x, size_t n_tok, std::span<float* const> ys,
+                ThreadPool& pool) {
+  CHORUS_CHECK(ws.size() == ys.size());
+  if (ws.empty() || n_tok == 0) return;
+  bool shared = ws.size() <= ops_internal::kMaxJobs;
+  for (const WeightView& w : ws) {
+    CheckView(w);
+    shared = shared && w.type == ws[0].type && w.cols == ws[0].cols && w.rows > 0;
+  }
+  if (!shared) {
+    for (size_t j = 0; j < ws.size(); ++j) MatMul(ws[j], x, n_tok, ys[j], pool);
+    return;
+  }
+  ops_internal::MatMulDispatch(ws.data(), ys.data(), ws.size(), x, n_tok, pool);
 }
 
 void MatMulRef(const WeightView& w, const float* x, size_t n_tok, float* y) {

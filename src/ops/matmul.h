@@ -3,6 +3,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "gguf/ggml_types.h"  // GgmlType
 #include "ops/dequant.h"      // DequantizeRow
@@ -24,6 +25,12 @@ struct WeightView {
 // Quantized types quantize x per 32 columns to int8 on the way (scratch is thread-local and reused);
 // float types (F32, F16, BF16) compute in f32. Rows are split over the pool's threads.
 void MatMul(const WeightView& w, const float* x, size_t n_tok, float* y, ThreadPool& pool);
+
+// Several matrices applied to the same x (e.g. Q, K, V; or gate, up): ys[j] = x · ws[j]ᵀ,
+// ys[j]: (n_tok, ws[j].rows). With one type and cols for all (and ≤ 8 matrices) x is quantized
+// once and all rows are shared out in one pool dispatch; otherwise it is MatMul per matrix.
+void MatMulMany(std::span<const WeightView> ws, const float* x, size_t n_tok, std::span<float* const> ys,
+                ThreadPool& pool);
 
 // Scalar reference: dequantize one row (DequantizeRow), dot in double with the unquantized x.
 void MatMulRef(const WeightView& w, const float* x, size_t n_tok, float* y);

@@ -26,8 +26,13 @@ class Scratch {
 Scratch& ActScratch();
 Scratch& TileScratch();
 
-// Runs MatMul on the best target this CPU supports (HWY_DYNAMIC_DISPATCH).
-void MatMulDispatch(const WeightView& w, const float* x, size_t n_tok, float* y, ThreadPool& pool);
+// The most matrices one MatMulMany call takes at once.
+inline constexpr size_t kMaxJobs = 8;
+
+// Runs MatMul for ws[0, n) (one type, one cols, n ≤ kMaxJobs) on the best target this CPU
+// supports (HWY_DYNAMIC_DISPATCH); ys[j]: (n_tok, ws[j].rows).
+void MatMulDispatch(const WeightView* ws, float* const* ys, size_t n, const float* x, size_t n_tok,
+                    ThreadPool& pool);
 const char* MatMulTargetName();
 
 }  // namespace chorus::ops_internal

@@ -17,11 +17,12 @@ HWY_BEFORE_NAMESPACE();
 namespace chorus {
 namespace HWY_NAMESPACE {
 
-void MatMulImpl(const WeightView& w, const float* x, size_t n_tok, float* y, ThreadPool& pool) {
+// ws[0, n) share type and cols; ys[j]: (n_tok, ws[j].rows).
+void MatMulImpl(const WeightView* ws, float* const* ys, size_t n, const float* x, size_t n_tok, ThreadPool& pool) {
 #if HWY_TARGET == HWY_AVX3_DL
-  if (!IsFloatType(w.type)) return MatMulVnniPath(w, x, n_tok, y, pool);
+  if (!IsFloatType(ws[0].type) && HaveVnniVbmi()) return MatMulVnniPath(ws, ys, n, x, n_tok, pool);
 #endif
-  MatMulF32Path(w, x, n_tok, y, pool);
+  for (size_t j = 0; j < n; ++j) MatMulF32Path(ws[j], x, n_tok, ys[j], pool);
 }
 
 const char* TargetNameImpl() {
@@ -42,8 +43,9 @@ HWY_EXPORT(MatMulImpl);
 HWY_EXPORT(TargetNameImpl);
 
 namespace ops_internal {
-void MatMulDispatch(const WeightView& w, const float* x, size_t n_tok, float* y, ThreadPool& pool) {
-  HWY_DYNAMIC_DISPATCH(MatMulImpl)(w, x, n_tok, y, pool);
+void MatMulDispatch(const WeightView* ws, float* const* ys, size_t n, const float* x, size_t n_tok,
+                    ThreadPool& pool) {
+  HWY_DYNAMIC_DISPATCH(MatMulImpl)(ws, ys, n, x, n_tok, pool);
 }
 const char* MatMulTargetName() { return HWY_DYNAMIC_DISPATCH(TargetNameImpl)(); }
 }  // namespace ops_internal

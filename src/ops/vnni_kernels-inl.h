@@ -49,34 +49,92 @@ void DecodeRows(const WeightView& w, const uint8_t* act, size_t ld_act, float* y
   }
 }
 
-inline void DecodePath(const WeightView& w, const float* x, size_t n_tok, float* y, ThreadPool& pool) {
-  const bool q8 = w.type == GgmlType::kQ8_0;
-  const size_t ld = q8 ? Biased2LayoutOf(w.cols).stride : Split4LayoutOf(w.cols).stride;
+// Matrices of one type and width sharing x; global row g of the list is row g - start[j] of ws[j].
+struct JobList {
+  const WeightView* ws;
+  float* const* ys;
+  size_t n;
+  size_t start[ops_internal::kMaxJobs + 1];  // prefix sums of `units` (rows or panels) per matrix
+
+  JobList(const WeightView* w, float* const* y, size_t count, size_t unit) : ws(w), ys(y), n(count) {
+    start[0] = 0;
+    for (size_t j = 0; j < n; ++j) start[j + 1] = start[j] + (ws[j].rows + unit - 1) / unit;
+  }
+  size_t total() const { return start[n]; }
+  // Calls fn(j, local_begin, local_end) for every matrix overlapping global units [g0, g1).
+  template <class Fn>
+  void ForRange(size_t g0, size_t g1, const Fn& fn) const {
+    for (size_t j = 0; j < n; ++j) {
+      const size_t b = std::max(g0, start[j]), e = std::min(g1, start[j + 1]);
+      if (b < e) fn(j, b - start[j], e - start[j]);
+    }
+  }
+};
+
+inline void DecodePath(const JobList& jobs, const float* x, size_t n_tok, ThreadPool& pool) {
+  const WeightView& w0 = jobs.ws[0];
+  const bool q8 = w0.type == GgmlType::kQ8_0;
+  const size_t ld = q8 ? Biased2LayoutOf(w0.cols).stride : Split4LayoutOf(w0.cols).stride;
   uint8_t* act = ops_internal::ActScratch().Get(ld * n_tok);
   if (q8) {
-    QuantizeBiased2(x, w.cols, n_tok, act);
+    QuantizeBiased2(x, w0.cols, n_tok, act);
   } else {
-    QuantizeSplit4(x, w.cols, n_tok, act);
+    QuantizeSplit4(x, w0.cols, n_tok, act);
   }
   const size_t passes = (n_tok + 3) / 4;
-  pool.ParallelFor(w.rows, 16, [&](size_t r0, size_t r1) {
-    for (size_t i = 0; i < passes; ++i) {
-      const size_t t0 = n_tok * i / passes, nt = n_tok * (i + 1) / passes - t0;
-      const uint8_t* a = act + t0 * ld;
-      float* yt = y + t0 * w.rows;
-      switch (nt) {
-        case 1: DecodeRows<1>(w, a, ld, yt, r0, r1); break;
-        case 2: DecodeRows<2>(w, a, ld, yt, r0, r1); break;
-        case 3: DecodeRows<3>(w, a, ld, yt, r0, r1); break;
-        default: DecodeRows<4>(w, a, ld, yt, r0, r1); break;
+  pool.ParallelFor(jobs.total(), 16, [&](size_t g0, size_t g1) {
+    jobs.ForRange(g0, g1, [&](size_t j, size_t r0, size_t r1) {
+      const WeightView& w = jobs.ws[j];
+      for (size_t i = 0; i < passes; ++i) {
+        const size_t t0 = n_tok * i / passes, nt = n_tok * (i + 1) / passes - t0;
+        const uint8_t* a = act + t0 * ld;
+        float* yt = jobs.ys[j] + t0 * w.rows;
+        switch (nt) {
+          case 1: DecodeRows<1>(w, a, ld, yt, r0, r1); break;
+          case 2: DecodeRows<2>(w, a, ld, yt, r0, r1); break;
+          case 3: DecodeRows<3>(w, a, ld, yt, r0, r1); break;
+          default: DecodeRows<4>(w, a, ld, yt, r0, r1); break;
+        }
+      }
+    });
+  });
+}
+
+template <int kSub>
+void GemmPanels(const JobList& panels, size_t tile_groups, const TokenTiling& tt, const uint8_t* act,
+                size_t tile_bytes, size_t i0, size_t i1) {
+  const size_t cols = panels.ws[0].cols;
+  uint8_t* scratch = ops_internal::TileScratch().Get(PanelScratchBytes(cols, kSub));
+  uint8_t* panel = scratch;
+  uint8_t* tmp = scratch + Align64(PanelBytes(cols, kSub));
+  size_t packed = ~size_t{0};
+  panels.ForRange(i0 / tile_groups, (i1 + tile_groups - 1) / tile_groups, [&](size_t j, size_t p0, size_t p1) {
+    const WeightView& w = panels.ws[j];
+    for (size_t p = p0; p < p1; ++p) {
+      const size_t gp = panels.start[j] + p;  // global panel
+      const size_t grp_begin = gp * tile_groups < i0 ? i0 - gp * tile_groups : 0;
+      const size_t grp_end = std::min(tile_groups, i1 - gp * tile_groups);
+      if (grp_begin >= grp_end) continue;
+      if (gp != packed) {
+        PackVnniPanel<kSub>(w, p * kPanelRows, panel, tmp);
+        packed = gp;
+      }
+      const size_t r0 = p * kPanelRows, n_rows = std::min(kPanelRows, w.rows - r0);
+      for (size_t grp = grp_begin; grp < grp_end; ++grp) {
+        const size_t t_begin = tt.n_tiles * grp / tile_groups, t_end = tt.n_tiles * (grp + 1) / tile_groups;
+        for (size_t ti = t_begin; ti < t_end; ++ti) {
+          VnniTile<kSub>(tt.Size(ti), panel, cols, act + ti * tile_bytes, panels.ys[j] + tt.Start(ti) * w.rows + r0,
+                         w.rows, n_rows);
+        }
       }
     }
   });
 }
 
-inline void GemmPath(const WeightView& w, const float* x, size_t n_tok, float* y, ThreadPool& pool) {
-  const int sub = SubBlockOf(w.type);
-  const size_t cols = w.cols;
+inline void GemmPath(const WeightView* ws, float* const* ys, size_t n, const float* x, size_t n_tok,
+                     ThreadPool& pool) {
+  const int sub = SubBlockOf(ws[0].type);
+  const size_t cols = ws[0].cols;
   const TokenTiling tt = TokenTilingOf(n_tok);
   const size_t tile_bytes = TileLayoutOf(cols, sub, kMaxTileTok).bytes;
   uint8_t* act = ops_internal::ActScratch().Get(tile_bytes * tt.n_tiles);
@@ -88,46 +146,27 @@ inline void GemmPath(const WeightView& w, const float* x, size_t n_tok, float* y
   } else {
     quantize(0, tt.n_tiles);
   }
-  // Work items: (panel, group of tiles); a thread's items are consecutive, so it packs each of its
-  // panels once. Split tiles only when there are too few panels to keep every thread busy.
-  const size_t n_panels = (w.rows + kPanelRows - 1) / kPanelRows;
+  // Work items: (global panel, group of tiles); a thread's items are consecutive, so it packs each
+  // of its panels once. Split tiles only when there are too few panels to keep every thread busy.
+  const JobList panels(ws, ys, n, kPanelRows);
   const size_t want = static_cast<size_t>(pool.size()) * 4;
-  const size_t tile_groups = std::min(tt.n_tiles, std::max<size_t>(1, (want + n_panels - 1) / n_panels));
-  pool.ParallelFor(n_panels * tile_groups, 1, [&](size_t i0, size_t i1) {
-    uint8_t* scratch = ops_internal::TileScratch().Get(PanelScratchBytes(cols, sub));
-    uint8_t* panel = scratch;
-    uint8_t* tmp = scratch + Align64(PanelBytes(cols, sub));
-    size_t packed = ~size_t{0};
-    for (size_t i = i0; i < i1; ++i) {
-      const size_t p = i / tile_groups, grp = i % tile_groups;
-      if (p != packed) {
-        if (sub == 32) {
-          PackVnniPanel<32>(w, p * kPanelRows, panel, tmp);
-        } else {
-          PackVnniPanel<16>(w, p * kPanelRows, panel, tmp);
-        }
-        packed = p;
-      }
-      const size_t r0 = p * kPanelRows, n_rows = std::min(kPanelRows, w.rows - r0);
-      const size_t t_begin = tt.n_tiles * grp / tile_groups, t_end = tt.n_tiles * (grp + 1) / tile_groups;
-      for (size_t ti = t_begin; ti < t_end; ++ti) {
-        float* yt = y + tt.Start(ti) * w.rows + r0;
-        const uint8_t* tile = act + ti * tile_bytes;
-        if (sub == 32) {
-          VnniTile<32>(tt.Size(ti), panel, cols, tile, yt, w.rows, n_rows);
-        } else {
-          VnniTile<16>(tt.Size(ti), panel, cols, tile, yt, w.rows, n_rows);
-        }
-      }
+  const size_t tile_groups = std::min(tt.n_tiles, std::max<size_t>(1, (want + panels.total() - 1) / panels.total()));
+  pool.ParallelFor(panels.total() * tile_groups, 1, [&](size_t i0, size_t i1) {
+    if (sub == 32) {
+      GemmPanels<32>(panels, tile_groups, tt, act, tile_bytes, i0, i1);
+    } else {
+      GemmPanels<16>(panels, tile_groups, tt, act, tile_bytes, i0, i1);
     }
   });
 }
 
-inline void MatMulVnniPath(const WeightView& w, const float* x, size_t n_tok, float* y, ThreadPool& pool) {
-  if (!HaveVnniVbmi()) return MatMulF32Path(w, x, n_tok, y, pool);
-  const bool decode_type = w.type == GgmlType::kQ4_0 || w.type == GgmlType::kQ4_1 || w.type == GgmlType::kQ8_0;
-  if (decode_type && n_tok <= DecodeMaxTok(w.type)) return DecodePath(w, x, n_tok, y, pool);
-  GemmPath(w, x, n_tok, y, pool);
+// ws[0, n) share type and cols (the caller checks).
+inline void MatMulVnniPath(const WeightView* ws, float* const* ys, size_t n, const float* x, size_t n_tok,
+                           ThreadPool& pool) {
+  const GgmlType type = ws[0].type;
+  const bool decode_type = type == GgmlType::kQ4_0 || type == GgmlType::kQ4_1 || type == GgmlType::kQ8_0;
+  if (decode_type && n_tok <= DecodeMaxTok(type)) return DecodePath(JobList(ws, ys, n, 1), x, n_tok, pool);
+  GemmPath(ws, ys, n, x, n_tok, pool);
 }
 
 }  // namespace HWY_NAMESPACE

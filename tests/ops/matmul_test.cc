@@ -197,6 +197,38 @@ TEST(MatMulTest, EverySimdTarget) {
   hwy::SetSupportedTargetsForTest(0);
 }
 
+TEST(MatMulTest, ManyEqualsOneByOne) {
+  // Q/K/V-like lists (odd row counts) and a mixed-type list (falls back to one call per matrix).
+  std::mt19937 rng(29);
+  ThreadPool pools[2] = {ThreadPool(1), ThreadPool(3)};
+  for (GgmlType type : {GgmlType::kQ4_1, GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kQ6_K, GgmlType::kF16}) {
+    const size_t cols = GgmlTraitsOf(type).block_elems == 256 ? 512 : 576;
+    std::vector<Matrix> ms;
+    for (size_t rows : {37, 5, 21}) ms.push_back(RandomMatrix(type, rows, cols, rng));
+    ms.push_back(RandomMatrix(GgmlTraitsOf(type).block_elems == 256 ? GgmlType::kQ4_K : GgmlType::kQ8_0, 9, cols, rng));
+    for (size_t n_list : {3, 4}) {
+      std::vector<WeightView> ws;
+      for (size_t j = 0; j < n_list; ++j) ws.push_back(ms[j].view);
+      for (size_t n_tok : {1, 5, 13, 40}) {
+        const std::vector<float> x = RandomActs(n_tok, cols, rng);
+        for (ThreadPool& pool : pools) {
+          std::vector<std::vector<float>> many(n_list), one(n_list);
+          std::vector<float*> ys;
+          for (size_t j = 0; j < n_list; ++j) {
+            many[j].assign(n_tok * ws[j].rows, NAN);
+            one[j].assign(n_tok * ws[j].rows, NAN);
+            ys.push_back(many[j].data());
+            MatMul(ws[j], x.data(), n_tok, one[j].data(), pool);
+          }
+          MatMulMany(ws, x.data(), n_tok, ys, pool);
+          for (size_t j = 0; j < n_list; ++j)
+            ASSERT_EQ(many[j], one[j]) << GgmlTraitsOf(type).name << " list=" << n_list << " j=" << j << " n_tok=" << n_tok;
+        }
+      }
+    }
+  }
+}
+
 TEST(MatMulTest, ReportsPath) { EXPECT_NE(std::string(MatMulPath()), ""); }
 
 }  // namespace
