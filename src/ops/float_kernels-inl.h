@@ -107,11 +107,81 @@ inline void RowDotF32(const float* wrow, size_t cols, const float* x, size_t ldx
   }
 }
 
+// The two halves at p (d, m) as floats, with the target's f16 conversion.
+HWY_INLINE void HalvesAt(const uint8_t* p, float* out) {
+  const hn::CappedTag<float, 2> d2;
+  if (hn::Lanes(d2) < 2) {  // HWY_SCALAR
+    out[0] = HalfAt(p);
+    out[1] = HalfAt(p + 2);
+    return;
+  }
+  const hn::Rebind<hwy::float16_t, decltype(d2)> dh;
+  hn::StoreU(hn::PromoteTo(d2, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p))), d2, out);
+}
+
+// Q4_0 / Q4_1 / Q8_0 rows without an int8 dot product: each block's w = d·q + m is formed in
+// registers and FMA'd with x (no row buffer); kT ≤ 4 tokens share the decoded weights.
+template <int kT>
+inline void QuantRowDot(GgmlType type, const uint8_t* row, size_t nb, const float* x, size_t ldx, float* y,
+                        size_t ldy) {
+  const hn::ScalableTag<float> df;
+  const hn::Rebind<uint8_t, decltype(df)> d8;
+  const hn::RebindToSigned<decltype(df)> di;
+  const hn::CappedTag<uint8_t, 16> d16;
+  const size_t N = hn::Lanes(df);
+  const size_t bs = GgmlTraitsOf(type).block_bytes;
+  const bool q8 = type == GgmlType::kQ8_0, has_min = type == GgmlType::kQ4_1;
+  using V = decltype(hn::Zero(df));
+  V acc[kT];
+  for (int t = 0; t < kT; ++t) acc[t] = hn::Zero(df);
+  HWY_ALIGN uint8_t codes[32];
+  for (size_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = row + b * bs;
+    float dm[2];
+    HalvesAt(blk, dm);
+    if (q8) {
+      std::memcpy(codes, blk + 2, 32);
+    } else {
+      const uint8_t* qs = blk + (has_min ? 4 : 2);
+      const auto low4 = hn::Set(d16, 0x0F);
+      for (size_t j = 0; j < 16; j += hn::Lanes(d16)) {
+        const auto v = hn::LoadU(d16, qs + j);
+        hn::StoreU(hn::And(v, low4), d16, codes + j);
+        hn::StoreU(hn::And(hn::ShiftRight<4>(v), low4), d16, codes + 16 + j);
+      }
+    }
+    const V vd = hn::Set(df, dm[0]);
+    const V vm = hn::Set(df, q8 ? 0.0f : has_min ? dm[1] : -8.0f * dm[0]);
+    for (size_t k = 0; k < 32; k += N) {
+      const auto u = hn::LoadU(d8, codes + k);
+      const auto qi = q8 ? hn::PromoteTo(di, hn::BitCast(hn::Rebind<int8_t, decltype(df)>(), u)) : hn::PromoteTo(di, u);
+      const V wv = hn::MulAdd(hn::ConvertTo(df, qi), vd, vm);
+      for (int t = 0; t < kT; ++t) acc[t] = hn::MulAdd(wv, hn::LoadU(df, x + t * ldx + b * 32 + k), acc[t]);
+    }
+  }
+  for (int t = 0; t < kT; ++t) y[t * ldy] = hn::GetLane(hn::SumOfLanes(df, acc[t]));
+}
+
 // Rows [r0, r1) × all tokens, a few tokens at a time, one decoded row at a time.
 inline void RowsF32(const WeightView& w, const float* x, size_t n_tok, float* y, size_t r0,
                     size_t r1) {
   uint8_t* scratch = ops_internal::TileScratch().Get(RowToF32Bytes(w.cols));
   const size_t cols = w.cols, ld = w.rows;
+  if (w.type == GgmlType::kQ4_0 || w.type == GgmlType::kQ4_1 || w.type == GgmlType::kQ8_0) {
+    const size_t nb = cols / 32;
+    for (size_t r = r0; r < r1; ++r) {
+      const uint8_t* row = w.data + r * w.row_bytes;
+      size_t t = 0;
+      for (; t + 4 <= n_tok; t += 4) QuantRowDot<4>(w.type, row, nb, x + t * cols, cols, y + t * ld + r, ld);
+      switch (n_tok - t) {
+        case 3: QuantRowDot<3>(w.type, row, nb, x + t * cols, cols, y + t * ld + r, ld); break;
+        case 2: QuantRowDot<2>(w.type, row, nb, x + t * cols, cols, y + t * ld + r, ld); break;
+        case 1: QuantRowDot<1>(w.type, row, nb, x + t * cols, cols, y + t * ld + r, ld); break;
+        default: break;
+      }
+    }
+    return;
+  }
   for (size_t r = r0; r < r1; ++r) {
     const float* row = RowToF32(w, r, scratch);
     size_t t = 0;
