@@ -1,6 +1,7 @@
 // `chorus generate`: stream a continuation of a prompt (optionally chat-formatted) and report speed.
 #include <random>
 
+#include "engine/kv_config.h"     // MakeKvConfig, MakeKvRuntime
 #include "model/chat_template.h"  // ApplyChatTemplate
 #include "model/forward.h"        // ForwardPass
 #include "model/sampler.h"        // Sampler
@@ -12,6 +13,7 @@ namespace {
 
 struct GenerateArgs {
   std::string model, prompt, prompt_file, system;
+  std::string kv_k = "f16", kv_v = "f16";
   int n_predict = 64;
   int threads = DefaultThreads();
   int ctx = 0;
@@ -55,9 +57,13 @@ int RunGenerate(const GenerateArgs& a) {
     return Fail(Status::Error("the prompt has {} tokens but the context holds {} (raise -c, up to {})",
                               tokens.size(), n_ctx, c.n_ctx_train));
 
+  auto kv_config = MakeKvConfig(a.kv_k, a.kv_v, c);
+  if (!kv_config.ok()) return Fail(kv_config.status());
+  KvRuntime kv_rt = MakeKvRuntime(c, kv_config.value());
+  std::unique_ptr<KvSequence> kv_seq = kv_rt.store->NewSequence(n_ctx);
+  KvSequence& kv = *kv_seq;
   ThreadPool pool(a.threads);
   ForwardPass fwd(model);
-  DenseKvCache kv = fwd.MakeCache(n_ctx);
   std::vector<float> logits(c.n_vocab);
   Sampler sampler(so);
 
@@ -94,18 +100,22 @@ int RunGenerate(const GenerateArgs& a) {
   const double n_dec = out_ids.size() > 1 ? out_ids.size() - 1 : 0;  // forward passes after the prefill
   const double prefill_tps = tokens.size() / prefill_s;
   const double decode_tps = n_dec > 0 ? n_dec / decode_s : 0.0;
+  const KvUsage usage = kv_rt.store->Usage();
   if (a.json) {
     PrintJson({{"text", text}, {"prompt_tokens", tokens.size()}, {"generated_tokens", out_ids.size()},
                {"stop", stop_reason}, {"prefill_tokens_per_s", prefill_tps},
                {"decode_tokens_per_s", decode_tps}, {"threads", a.threads}, {"seed", so.seed},
-               {"kv_bytes", kv.bytes()}, {"rss_bytes", ResidentBytes()}});
+               {"kv_k", KvFormatName(kv_config->k)}, {"kv_v", KvFormatName(kv_config->v)},
+               {"kv_bytes", usage.total()}, {"kv_tokens", kv.size()},
+               {"kv_bits_per_element", KvBitsPerElement(usage.total(), kv.size(), c)}, {"rss_bytes", ResidentBytes()}});
   } else {
     std::printf("\n");
     std::fprintf(stderr,
                  "\n[%zu prompt tokens: %.1f tok/s prefill | %zu generated: %.1f tok/s decode | %d threads | "
-                 "stop: %s | seed %llu | KV %.1f MiB | RSS %.1f MiB]\n",
+                 "stop: %s | seed %llu | RSS %.1f MiB]\n[%s]\n",
                  tokens.size(), prefill_tps, out_ids.size(), decode_tps, a.threads, stop_reason.c_str(),
-                 static_cast<unsigned long long>(so.seed), kv.bytes() / 1048576.0, ResidentBytes() / 1048576.0);
+                 static_cast<unsigned long long>(so.seed), ResidentBytes() / 1048576.0,
+                 DescribeKvUsage(kv_config.value(), usage, kv.size(), c).c_str());
   }
   return 0;
 }
@@ -128,6 +138,7 @@ RunFn AddGenerate(CLI::App& app) {
   cmd->add_option("-t,--threads", a->threads, "threads")->check(CLI::Range(1, 256))->capture_default_str();
   cmd->add_option("-c,--ctx", a->ctx, "context size in tokens (default: min(training context, 4096))")
       ->check(CLI::Range(1, 1 << 24));
+  AddKvFlags(cmd, a->kv_k, a->kv_v);
   cmd->add_flag("--json", a->json, "print one JSON object (text and numbers) instead of streaming");
   return [a] { return RunGenerate(*a); };
 }

@@ -39,6 +39,14 @@ size_t ResidentBytes() {
   return 0;
 }
 
+void AddKvFlags(CLI::App* cmd, std::string& k, std::string& v) {
+  const char* help =
+      "format of sealed KV blocks: f16, q8, kivi4, kivi3, kivi2, tq4, tq3, tq2, polykv-paper "
+      "(the newest <32 tokens stay fp16)";
+  cmd->add_option("--kv-k", k, std::string("key ") + help)->capture_default_str();
+  cmd->add_option("--kv-v", v, std::string("value ") + help)->capture_default_str();
+}
+
 void PrintJson(const nlohmann::json& j) { std::printf("%s\n", j.dump().c_str()); }
 
 }  // namespace chorus::cli

@@ -36,4 +36,7 @@ size_t ResidentBytes();
 
 void PrintJson(const nlohmann::json& j);
 
+// --kv-k / --kv-v: the K and V formats of sealed KV blocks.
+void AddKvFlags(CLI::App* cmd, std::string& k, std::string& v);
+
 }  // namespace chorus::cli

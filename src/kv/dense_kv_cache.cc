@@ -70,14 +70,42 @@ HWY_AFTER_NAMESPACE();
 namespace chorus {
 HWY_EXPORT(AttendImpl);
 
-DenseKvCache::DenseKvCache(size_t n_layer, size_t capacity, size_t kv_dim)
-    : n_layer_(n_layer), capacity_(capacity), kv_dim_(kv_dim) {
+DenseKvCache::DenseKvCache(size_t n_layer, size_t capacity, const AttentionShape& shape)
+    : n_layer_(n_layer), capacity_(capacity), kv_dim_(shape.kv_dim()), shape_(shape) {
+  const size_t kv_dim = kv_dim_;
   k_.reserve(n_layer);
   v_.reserve(n_layer);
   for (size_t l = 0; l < n_layer; ++l) {
     k_.emplace_back(capacity * kv_dim);
     v_.emplace_back(capacity * kv_dim);
   }
+}
+
+Status DenseKvCache::AppendAndAttend(size_t layer, size_t n, const float* k, const float* v, const float* q,
+                                     float* out, ThreadPool& pool) {
+  if (size_ + n > capacity_)
+    return Status::Error("context overflow: {} cached + {} new tokens exceed the context of {} tokens", size_, n,
+                         capacity_);
+  const size_t pos0 = size_, hd = shape_.head_dim, q_dim = shape_.q_dim();
+  const size_t group = shape_.n_head / shape_.n_head_kv;
+  for (size_t t = 0; t < n; ++t) {
+    uint16_t* kd = K(layer, pos0 + t);
+    uint16_t* vd = V(layer, pos0 + t);
+    for (size_t i = 0; i < kv_dim_; ++i) {
+      kd[i] = F32ToF16(k[t * kv_dim_ + i]);
+      vd[i] = F32ToF16(v[t * kv_dim_ + i]);
+    }
+  }
+  const size_t units = n * shape_.n_head;
+  pool.Run([&](int ti, int nt) {
+    std::vector<float> scores(pos0 + n);
+    for (size_t u = ti; u < units; u += nt) {
+      const size_t t = u / shape_.n_head, h = u % shape_.n_head, hk = h / group;
+      AttendDenseHead(q + t * q_dim + h * hd, K(layer, 0) + hk * hd, V(layer, 0) + hk * hd, kv_dim_, pos0 + t + 1,
+                      hd, scores.data(), out + t * q_dim + h * hd);
+    }
+  });
+  return Status::Ok();
 }
 
 size_t DenseKvCache::bytes() const { return 2 * n_layer_ * capacity_ * kv_dim_ * sizeof(uint16_t); }

@@ -6,18 +6,22 @@
 #include <cstdint>
 #include <vector>
 
+#include "kv/sequence_kv.h"      // SequenceKv
 #include "util/aligned_buffer.h"  // AlignedBuffer
 
 namespace chorus {
 
-class DenseKvCache {
+class DenseKvCache final : public SequenceKv {
  public:
-  DenseKvCache(size_t n_layer, size_t capacity, size_t kv_dim);
+  DenseKvCache(size_t n_layer, size_t capacity, const AttentionShape& shape);
   DenseKvCache(const DenseKvCache&) = delete;
   DenseKvCache& operator=(const DenseKvCache&) = delete;
 
-  size_t size() const { return size_; }
-  size_t capacity() const { return capacity_; }
+  size_t size() const override { return size_; }
+  size_t capacity() const override { return capacity_; }
+  Status AppendAndAttend(size_t layer, size_t n, const float* k, const float* v, const float* q, float* out,
+                         ThreadPool& pool) override;
+  void Commit(size_t n) override { size_ += n; }
   size_t kv_dim() const { return kv_dim_; }
   size_t n_layer() const { return n_layer_; }
 
@@ -26,14 +30,13 @@ class DenseKvCache {
   const uint16_t* K(size_t layer, size_t pos) const { return k_[layer].data() + pos * kv_dim_; }
   const uint16_t* V(size_t layer, size_t pos) const { return v_[layer].data() + pos * kv_dim_; }
 
-  // Marks n more positions as filled (after every layer wrote them).
-  void Advance(size_t n) { size_ += n; }
   void Clear() { size_ = 0; }
   // Bytes held (payload of all layers at full capacity).
   size_t bytes() const;
 
  private:
   size_t n_layer_, capacity_, kv_dim_;
+  AttentionShape shape_;
   size_t size_ = 0;
   std::vector<AlignedBuffer<uint16_t>> k_;  // per layer: (capacity, kv_dim) fp16
   std::vector<AlignedBuffer<uint16_t>> v_;  // per layer: (capacity, kv_dim) fp16

@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "ops/elementwise.h"  // RmsNorm, RopeApply, SwiGlu
-#include "util/fp16.h"        // F32ToF16
 
 namespace chorus {
 
@@ -25,11 +24,19 @@ ForwardPass::ForwardPass(const Model& model, size_t max_batch)
   rope_.Resize(b * c_.rope_dim);
 }
 
-DenseKvCache ForwardPass::MakeCache(size_t capacity) const {
-  return DenseKvCache(c_.n_layer, capacity, c_.kv_dim());
+static AttentionShape ShapeOf(const ModelConfig& c) {
+  return AttentionShape{.n_head = c.n_head, .n_head_kv = c.n_head_kv, .head_dim = c.head_dim};
 }
 
-Status ForwardPass::Run(std::span<const int32_t> tokens, DenseKvCache& kv, ThreadPool& pool,
+DenseKvCache ForwardPass::MakeCache(size_t capacity) const {
+  return DenseKvCache(c_.n_layer, capacity, ShapeOf(c_));
+}
+
+KvStoreOptions ForwardPass::StoreOptions(size_t budget_bytes) const {
+  return KvStoreOptions{.n_layer = c_.n_layer, .shape = ShapeOf(c_), .budget_bytes = budget_bytes};
+}
+
+Status ForwardPass::Run(std::span<const int32_t> tokens, SequenceKv& kv, ThreadPool& pool,
                         LogitsFor which, float* logits) {
   if (tokens.empty()) return Status::Error("forward pass needs at least one token");
   for (size_t i = 0; i < tokens.size(); ++i)
@@ -38,21 +45,19 @@ Status ForwardPass::Run(std::span<const int32_t> tokens, DenseKvCache& kv, Threa
   if (kv.size() + tokens.size() > kv.capacity())
     return Status::Error("context overflow: {} cached + {} new tokens exceed the context of {} tokens",
                          kv.size(), tokens.size(), kv.capacity());
-  if (kv.n_layer() != c_.n_layer || kv.kv_dim() != c_.kv_dim())
-    return Status::Error("KV cache shape does not match the model");
   for (size_t done = 0; done < tokens.size(); done += max_batch_) {
     const size_t n = std::min(max_batch_, tokens.size() - done);
     const bool last_piece = done + n == tokens.size();
     float* out = nullptr;
     if (which == LogitsFor::kAll) out = logits + done * c_.n_vocab;
     else if (last_piece) out = logits;
-    RunBatch(tokens.subspan(done, n), kv, pool, which, out);
+    CHORUS_RETURN_IF_ERROR(RunBatch(tokens.subspan(done, n), kv, pool, which, out));
   }
   return Status::Ok();
 }
 
-void ForwardPass::RunBatch(std::span<const int32_t> tokens, DenseKvCache& kv, ThreadPool& pool,
-                           LogitsFor which, float* logits) {
+Status ForwardPass::RunBatch(std::span<const int32_t> tokens, SequenceKv& kv, ThreadPool& pool,
+                             LogitsFor which, float* logits) {
   const size_t n = tokens.size(), d = c_.n_embd, pos0 = kv.size();
   const ModelWeights& w = model_.weights();
   for (size_t t = 0; t < n; ++t) {
@@ -71,7 +76,8 @@ void ForwardPass::RunBatch(std::span<const int32_t> tokens, DenseKvCache& kv, Th
     MatMul(L.wq, xn_.data(), n, q_.data(), pool);
     MatMul(L.wk, xn_.data(), n, k_.data(), pool);
     MatMul(L.wv, xn_.data(), n, v_.data(), pool);
-    Attention(l, n, pos0, kv, pool);
+    RopeAndScale(n, pool);
+    CHORUS_RETURN_IF_ERROR(kv.AppendAndAttend(l, n, k_.data(), v_.data(), q_.data(), attn_.data(), pool));
     MatMul(L.wo, attn_.data(), n, proj_.data(), pool);
     Add(proj_.data(), n * d, x_.data());
     norm_rows(L.ffn_norm);
@@ -84,20 +90,19 @@ void ForwardPass::RunBatch(std::span<const int32_t> tokens, DenseKvCache& kv, Th
     MatMul(L.w_down, gate_.data(), n, proj_.data(), pool);
     Add(proj_.data(), n * d, x_.data());
   }
-  kv.Advance(n);
-  if (!logits) return;
+  kv.Commit(n);
+  if (!logits) return Status::Ok();
   const size_t first = which == LogitsFor::kAll ? 0 : n - 1;
   const size_t rows = n - first;
   for (size_t t = first; t < n; ++t)
     RmsNorm(x_.data() + t * d, w.output_norm, d, c_.rms_eps, xn_.data() + (t - first) * d);
   MatMul(w.output, xn_.data(), rows, logits, pool);
+  return Status::Ok();
 }
 
-void ForwardPass::Attention(size_t layer, size_t n, size_t pos0, DenseKvCache& kv, ThreadPool& pool) {
+void ForwardPass::RopeAndScale(size_t n, ThreadPool& pool) {
   const size_t hd = c_.head_dim, q_dim = c_.q_dim(), kv_dim = c_.kv_dim();
-  const size_t group = c_.n_head / c_.n_head_kv;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  // RoPE on q and k, then store k, v (fp16) at their positions.
   pool.ParallelFor(n, 1, [&](size_t b, size_t e) {
     for (size_t t = b; t < e; ++t) {
       const float* cs = rope_.data() + t * c_.rope_dim;
@@ -107,23 +112,6 @@ void ForwardPass::Attention(size_t layer, size_t n, size_t pos0, DenseKvCache& k
         Scale(qh, hd, scale);
       }
       for (size_t h = 0; h < c_.n_head_kv; ++h) RopeApply(k_.data() + t * kv_dim + h * hd, c_.rope_dim, cs);
-      uint16_t* kd = kv.K(layer, pos0 + t);
-      uint16_t* vd = kv.V(layer, pos0 + t);
-      for (size_t i = 0; i < kv_dim; ++i) {
-        kd[i] = F32ToF16(k_[t * kv_dim + i]);
-        vd[i] = F32ToF16(v_[t * kv_dim + i]);
-      }
-    }
-  });
-  // Causal attention per (token, head): token t sees positions [0, pos0 + t].
-  const size_t units = n * c_.n_head;
-  const size_t ctx_max = pos0 + n;
-  pool.Run([&](int ti, int nt) {
-    std::vector<float> scores(ctx_max);
-    for (size_t u = ti; u < units; u += nt) {
-      const size_t t = u / c_.n_head, h = u % c_.n_head, hk = h / group;
-      AttendDenseHead(q_.data() + t * q_dim + h * hd, kv.K(layer, 0) + hk * hd, kv.V(layer, 0) + hk * hd,
-                      kv_dim, pos0 + t + 1, hd, scores.data(), attn_.data() + t * q_dim + h * hd);
     }
   });
 }

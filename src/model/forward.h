@@ -6,6 +6,8 @@
 #include <span>
 
 #include "kv/dense_kv_cache.h"  // DenseKvCache
+#include "kv/kv_store.h"        // KvStoreOptions
+#include "kv/sequence_kv.h"     // SequenceKv
 #include "model/model.h"        // Model
 #include "util/aligned_buffer.h"
 #include "util/status.h"
@@ -23,16 +25,18 @@ class ForwardPass {
   // Appends `tokens` at positions [kv.size(), kv.size() + n) and writes logits:
   // kLast → (n_vocab) of the last token; kAll → (n, n_vocab).
   // Errors: empty input, token id out of range, cache capacity exceeded (nothing is written then).
-  Status Run(std::span<const int32_t> tokens, DenseKvCache& kv, ThreadPool& pool, LogitsFor which,
+  Status Run(std::span<const int32_t> tokens, SequenceKv& kv, ThreadPool& pool, LogitsFor which,
              float* logits);
 
-  // A cache sized for this model.
+  // The fp16 dense reference cache sized for this model.
   DenseKvCache MakeCache(size_t capacity) const;
+  // Options for a block KvStore of this model.
+  KvStoreOptions StoreOptions(size_t budget_bytes = 0) const;
 
  private:
-  void RunBatch(std::span<const int32_t> tokens, DenseKvCache& kv, ThreadPool& pool,
-                LogitsFor which, float* logits);
-  void Attention(size_t layer, size_t n, size_t pos0, DenseKvCache& kv, ThreadPool& pool);
+  Status RunBatch(std::span<const int32_t> tokens, SequenceKv& kv, ThreadPool& pool,
+                  LogitsFor which, float* logits);
+  void RopeAndScale(size_t n, ThreadPool& pool);
 
   const Model& model_;
   const ModelConfig& c_;

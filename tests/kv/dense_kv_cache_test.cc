@@ -31,11 +31,11 @@ TEST(DenseAttention, MatchesReference) {
 }
 
 TEST(DenseKvCache, ShapeAndBytes) {
-  DenseKvCache kv(2, 16, 8);
+  DenseKvCache kv(2, 16, AttentionShape{.n_head = 8, .n_head_kv = 2, .head_dim = 4});
   EXPECT_EQ(kv.size(), 0u);
   EXPECT_EQ(kv.bytes(), 2u * 2 * 16 * 8 * 2);
   kv.K(1, 15)[7] = 1;
-  kv.Advance(3);
+  kv.Commit(3);
   EXPECT_EQ(kv.size(), 3u);
   kv.Clear();
   EXPECT_EQ(kv.size(), 0u);

@@ -1,0 +1,155 @@
+// BlockAttention: streaming softmax over compressed blocks and native rows (see block_attention.h).
+#include "kv/block_attention.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kv/hadamard.h"      // HadamardRotate, HadamardRotateInverse
+#include "ops/elementwise.h"  // Dot, Axpy, Scale
+#include "util/fp16.h"        // F16ToF32
+
+namespace chorus {
+
+void SoftmaxState::Reset(size_t n_q, size_t head_dim) {
+  m.assign(n_q, -INFINITY);
+  l.assign(n_q, 0.0f);
+  o.assign(n_q * head_dim, 0.0f);
+}
+
+bool SoftmaxState::empty() const { return m.empty() || m[0] == -INFINITY; }
+
+BlockAttention::BlockAttention(const KvGeometry& geometry) : g_(geometry) {
+  for (KvFormat f : kAllKvFormats) kernels_[static_cast<size_t>(f)] = GetKvBlockKernels(f);
+  tmp_.resize(g_.head_dim);
+}
+
+void BlockAttention::Begin(const float* q, size_t n_q) {
+  q_ = q;
+  n_q_ = n_q;
+  have_q_rot_ = false;
+  plain_.Reset(n_q, g_.head_dim);
+  rot_.m.clear();
+  scores_.resize(n_q * kBlockTokens);
+}
+
+
+void BlockAttention::Update(SoftmaxState& st, const float* scores_in, size_t n_rows) {
+  float* s = const_cast<float*>(scores_in);
+  const size_t hd = g_.head_dim;
+  for (size_t i = 0; i < n_q_; ++i) {
+    float* row = s + i * kBlockTokens;
+    float mb = row[0];
+    for (size_t j = 1; j < n_rows; ++j) mb = std::max(mb, row[j]);
+    const float m_new = std::max(st.m[i], mb);
+    if (m_new != st.m[i]) {
+      const float c = st.m[i] == -INFINITY ? 0.0f : std::exp(st.m[i] - m_new);
+      st.l[i] *= c;
+      Scale(st.o.data() + i * hd, hd, c);
+      st.m[i] = m_new;
+    }
+    float sum = 0;
+    for (size_t j = 0; j < n_rows; ++j) sum += (row[j] = std::exp(row[j] - m_new));
+    for (size_t j = n_rows; j < kBlockTokens; ++j) row[j] = 0.0f;
+    st.l[i] += sum;
+  }
+}
+
+void BlockAttention::AddBlocks(std::span<const BlockView> blocks, uint32_t kv_head) {
+  const size_t hd = g_.head_dim;
+  for (const BlockView& b : blocks) {
+    const float* q = q_;
+    if (KvFormatIsRotated(b.k_format)) {
+      if (!have_q_rot_) {
+        q_rot_.assign(q_, q_ + n_q_ * hd);
+        for (size_t i = 0; i < n_q_; ++i) HadamardRotate(q_rot_.data() + i * hd, hd);
+        have_q_rot_ = true;
+      }
+      q = q_rot_.data();
+    }
+    kernels_[static_cast<size_t>(b.k_format)].score(g_, b.k, kv_head, q, n_q_, scores_.data(), kBlockTokens);
+    SoftmaxState& st = KvFormatIsRotated(b.v_format) ? rot_ : plain_;
+    if (st.m.empty()) st.Reset(n_q_, hd);
+    Update(st, scores_.data(), kBlockTokens);
+    kernels_[static_cast<size_t>(b.v_format)].accumulate(g_, b.v, kv_head, scores_.data(), n_q_, st.o.data(),
+                                                         kBlockTokens);
+  }
+}
+
+void BlockAttention::AddNative(const uint16_t* k, const uint16_t* v, size_t stride, size_t n_rows) {
+  const size_t hd = g_.head_dim;
+  for (size_t r0 = 0; r0 < n_rows; r0 += kBlockTokens) {
+    const size_t nr = std::min<size_t>(kBlockTokens, n_rows - r0);
+    for (size_t j = 0; j < nr; ++j) {
+      const uint16_t* kj = k + (r0 + j) * stride;
+      for (size_t c = 0; c < hd; ++c) tmp_[c] = F16ToF32(kj[c]);
+      for (size_t i = 0; i < n_q_; ++i) scores_[i * kBlockTokens + j] = Dot(q_ + i * hd, tmp_.data(), hd);
+    }
+    Update(plain_, scores_.data(), nr);
+    for (size_t j = 0; j < nr; ++j) {
+      const uint16_t* vj = v + (r0 + j) * stride;
+      for (size_t c = 0; c < hd; ++c) tmp_[c] = F16ToF32(vj[c]);
+      for (size_t i = 0; i < n_q_; ++i) Axpy(scores_[i * kBlockTokens + j], tmp_.data(), hd, plain_.o.data() + i * hd);
+    }
+  }
+}
+
+void BlockAttention::Finish(float* out) {
+  const size_t hd = g_.head_dim;
+  const bool has_rot = !rot_.m.empty() && !rot_.empty();
+  for (size_t i = 0; i < n_q_; ++i) {
+    float* o = out + i * hd;
+    const float mp = plain_.m[i], mr = has_rot ? rot_.m[i] : -INFINITY;
+    const float m = std::max(mp, mr);
+    const float cp = mp == -INFINITY ? 0.0f : std::exp(mp - m);
+    const float cr = mr == -INFINITY ? 0.0f : std::exp(mr - m);
+    const float denom = plain_.l[i] * cp + (has_rot ? rot_.l[i] * cr : 0.0f);
+    const float inv = denom > 0 ? 1.0f / denom : 0.0f;
+    for (size_t c = 0; c < hd; ++c) o[c] = plain_.o[i * hd + c] * cp * inv;
+    if (has_rot) {
+      std::copy_n(rot_.o.data() + i * hd, hd, tmp_.data());
+      HadamardRotateInverse(tmp_.data(), hd);
+      Axpy(cr * inv, tmp_.data(), hd, o);
+    }
+  }
+}
+
+void BlockAttentionRef(const KvGeometry& g, std::span<const BlockView> blocks, uint32_t kv_head,
+                       const uint16_t* native_k, const uint16_t* native_v, size_t stride, size_t n_native,
+                       const float* q, size_t n_q, float* out) {
+  const size_t hd = g.head_dim, kv_dim = g.n_head_kv * hd;
+  std::vector<float> keys, vals;  // (n_ctx, hd) this head, original domain
+  std::vector<float> kb(kBlockTokens * kv_dim), vb(kBlockTokens * kv_dim);
+  for (const BlockView& b : blocks) {
+    DecodeKvBlockRef(b.k_format, KvSide::kKey, g, b.k, kb.data());
+    DecodeKvBlockRef(b.v_format, KvSide::kValue, g, b.v, vb.data());
+    for (size_t j = 0; j < kBlockTokens; ++j) {
+      keys.insert(keys.end(), kb.begin() + j * kv_dim + kv_head * hd, kb.begin() + j * kv_dim + (kv_head + 1) * hd);
+      vals.insert(vals.end(), vb.begin() + j * kv_dim + kv_head * hd, vb.begin() + j * kv_dim + (kv_head + 1) * hd);
+    }
+  }
+  for (size_t j = 0; j < n_native; ++j)
+    for (size_t c = 0; c < hd; ++c) {
+      keys.push_back(F16ToF32(native_k[j * stride + c]));
+      vals.push_back(F16ToF32(native_v[j * stride + c]));
+    }
+  const size_t n = keys.size() / hd;
+  std::vector<double> s(n);
+  for (size_t i = 0; i < n_q; ++i) {
+    double m = -INFINITY;
+    for (size_t j = 0; j < n; ++j) {
+      double acc = 0;
+      for (size_t c = 0; c < hd; ++c) acc += double(q[i * hd + c]) * keys[j * hd + c];
+      s[j] = acc;
+      m = std::max(m, acc);
+    }
+    double sum = 0;
+    for (auto& x : s) sum += (x = std::exp(x - m));
+    for (size_t c = 0; c < hd; ++c) {
+      double acc = 0;
+      for (size_t j = 0; j < n; ++j) acc += s[j] * vals[j * hd + c];
+      out[i * hd + c] = static_cast<float>(acc / sum);
+    }
+  }
+}
+
+}  // namespace chorus

@@ -1,0 +1,65 @@
+// Attention straight from compressed blocks: streaming softmax states per query, updated block by
+// block (scores on the compressed keys, values accumulated from the compressed values) and by
+// native fp16 rows, then merged by log-sum-exp. Rotated formats work in the Hadamard domain: the
+// query is rotated once, the rotated accumulator rotated back once. No dequantized cache, ever.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "kv/kv_format.h"   // KvFormat, KvGeometry
+#include "kv/kv_kernels.h"  // KvBlockKernels
+
+namespace chorus {
+
+// One sealed block as the kernels see it: its two sides and their formats (non-owning).
+struct BlockView {
+  const uint8_t* k;
+  const uint8_t* v;
+  KvFormat k_format;
+  KvFormat v_format;
+};
+
+// Streaming-softmax state of n_q queries: running max m, sum l, unnormalized output o.
+struct SoftmaxState {
+  std::vector<float> m;  // (n_q)
+  std::vector<float> l;  // (n_q)
+  std::vector<float> o;  // (n_q, head_dim)
+  void Reset(size_t n_q, size_t head_dim);
+  bool empty() const;  // no key seen yet
+};
+
+// Scratch and states for attending n_q stacked queries of one KV head. Reused across calls.
+class BlockAttention {
+ public:
+  BlockAttention(const KvGeometry& geometry);
+  // Starts a query group: q (n_q, head_dim), already scaled by 1/sqrt(head_dim).
+  void Begin(const float* q, size_t n_q);
+  // Folds in sealed blocks (any mix of formats), reading head `kv_head` of each.
+  void AddBlocks(std::span<const BlockView> blocks, uint32_t kv_head);
+  // Folds in native fp16 rows: k, v rows of `stride` elements, this head's slice at k/v.
+  void AddNative(const uint16_t* k, const uint16_t* v, size_t stride, size_t n_rows);
+  // Writes the normalized output (n_q, head_dim), merging the plain and rotated states.
+  void Finish(float* out);
+
+ private:
+  void Update(SoftmaxState& st, const float* scores, size_t n_rows);
+
+  KvGeometry g_;
+  size_t n_q_ = 0;
+  const float* q_ = nullptr;
+  std::vector<float> q_rot_;   // (n_q, head_dim) rotated queries, computed on first need
+  bool have_q_rot_ = false;
+  SoftmaxState plain_, rot_;   // accumulators of non-rotated / rotated value formats
+  std::vector<float> scores_;  // (n_q, 32)
+  std::vector<float> tmp_;     // (head_dim)
+  KvBlockKernels kernels_[std::size(kAllKvFormats)];
+};
+
+// Scalar reference: decode every block, then plain softmax attention in double. out: (n_q, head_dim).
+void BlockAttentionRef(const KvGeometry& g, std::span<const BlockView> blocks, uint32_t kv_head,
+                       const uint16_t* native_k, const uint16_t* native_v, size_t stride, size_t n_native,
+                       const float* q, size_t n_q, float* out);
+
+}  // namespace chorus

@@ -1,0 +1,168 @@
+// KvStore / KvSequence: sealing blocks through the policy and attending over blocks + window.
+#include "kv/kv_store.h"
+
+#include <algorithm>
+
+#include "util/check.h"
+#include "util/fp16.h"  // F32ToF16, F16ToF32
+
+namespace chorus {
+
+KvStore::KvStore(const KvStoreOptions& options, PrecisionPolicy* policy)
+    : options_(options), policy_(policy), pool_(options.budget_bytes) {
+  CHORUS_CHECK(policy_ != nullptr);
+  CHORUS_CHECK(options_.shape.n_head_kv > 0 && options_.shape.n_head % options_.shape.n_head_kv == 0);
+}
+
+KvStore::~KvStore() { CHORUS_CHECK(live_.empty()); }
+
+KvGeometry KvStore::geometry() const {
+  return KvGeometry{static_cast<uint32_t>(options_.shape.n_head_kv), static_cast<uint32_t>(options_.shape.head_dim)};
+}
+
+std::unique_ptr<KvSequence> KvStore::NewSequence(size_t capacity) {
+  std::unique_ptr<KvSequence> s(new KvSequence(*this, next_seq_id_++, capacity));
+  live_.insert(s.get());
+  return s;
+}
+
+KvUsage KvStore::Usage() const {
+  KvUsage u;
+  u.block_bytes = pool_.bytes_in_use();
+  u.blocks = pool_.live_blocks();
+  for (const KvSequence* s : live_) {
+    u.window_bytes += s->window_bytes();
+    u.table_bytes += s->table_bytes();
+    u.tokens += s->size();
+  }
+  return u;
+}
+
+KvSequence::KvSequence(KvStore& store, uint64_t id, size_t capacity)
+    : store_(store), id_(id), capacity_(capacity) {
+  const size_t L = store.options_.n_layer, kv_dim = store.options_.shape.kv_dim();
+  tables_.resize(L);
+  win_k_.reserve(L);
+  win_v_.reserve(L);
+  for (size_t l = 0; l < L; ++l) {
+    win_k_.emplace_back(kBlockTokens * kv_dim);
+    win_v_.emplace_back(kBlockTokens * kv_dim);
+  }
+  seal_k_.Resize(kBlockTokens * kv_dim);
+  seal_v_.Resize(kBlockTokens * kv_dim);
+}
+
+KvSequence::~KvSequence() {
+  for (auto& t : tables_)
+    for (BlockId b : t) store_.pool_.Unref(b);
+  store_.live_.erase(this);
+}
+
+size_t KvSequence::window_bytes() const {
+  size_t b = 0;
+  for (size_t l = 0; l < win_k_.size(); ++l) b += (win_k_[l].size() + win_v_[l].size()) * sizeof(uint16_t);
+  return b;
+}
+
+size_t KvSequence::table_bytes() const {
+  size_t b = tables_.capacity() * sizeof(tables_[0]);
+  for (const auto& t : tables_) b += t.capacity() * sizeof(BlockId);
+  return b;
+}
+
+Status KvSequence::Seal(size_t layer, size_t n_full, const uint16_t* nat_k, const uint16_t* nat_v) {
+  const KvGeometry g = store_.geometry();
+  const size_t kv_dim = store_.options_.shape.kv_dim();
+  BlockPool& pool = store_.pool_;
+  std::vector<BlockId> made;
+  for (size_t b = 0; b < n_full; ++b) {
+    const uint16_t* sk = nat_k + b * kBlockTokens * kv_dim;
+    const uint16_t* sv = nat_v + b * kBlockTokens * kv_dim;
+    for (size_t i = 0; i < kBlockTokens * kv_dim; ++i) {
+      seal_k_[i] = F16ToF32(sk[i]);
+      seal_v_[i] = F16ToF32(sv[i]);
+    }
+    const size_t index = tables_[layer].size() + made.size();
+    BlockInfo info{.seq_id = id_, .layer = layer, .block_index = index, .first_pos = index * kBlockTokens,
+                   .k = seal_k_.data(), .v = seal_v_.data(), .kv_dim = kv_dim};
+    const BlockFormats f = store_.policy_->FormatFor(info);
+    Status st = CheckKvFormat(f.k, KvSide::kKey, g);
+    if (st.ok()) st = CheckKvFormat(f.v, KvSide::kValue, g);
+    Result<BlockId> id = st.ok() ? pool.Allocate(f.k, KvBlockBytes(f.k, KvSide::kKey, g), f.v,
+                                                 KvBlockBytes(f.v, KvSide::kValue, g))
+                                 : Result<BlockId>(st);
+    if (id.ok()) st = EncodeKvBlock(f.k, KvSide::kKey, g, seal_k_.data(), pool.mutable_k(*id), f.k_params);
+    if (id.ok() && st.ok()) st = EncodeKvBlock(f.v, KvSide::kValue, g, seal_v_.data(), pool.mutable_v(*id), f.v_params);
+    if (id.ok()) made.push_back(*id);
+    if (!id.ok() || !st.ok()) {
+      for (BlockId m : made) pool.Unref(m);  // leave the sequence as it was
+      return id.ok() ? st : id.status();
+    }
+  }
+  tables_[layer].insert(tables_[layer].end(), made.begin(), made.end());
+  return Status::Ok();
+}
+
+Status KvSequence::AppendAndAttend(size_t layer, size_t n, const float* k, const float* v, const float* q,
+                                   float* out, ThreadPool& pool) {
+  if (size_ + n > capacity_)
+    return Status::Error("context overflow: {} cached + {} new tokens exceed the context of {} tokens", size_, n,
+                         capacity_);
+  const AttentionShape& sh = store_.options_.shape;
+  const size_t kv_dim = sh.kv_dim(), q_dim = sh.q_dim(), hd = sh.head_dim;
+  const size_t group = sh.n_head / sh.n_head_kv;
+  const size_t sealed0 = tables_[layer].size();
+  const size_t base = sealed0 * kBlockTokens;  // position of the first native row
+  const size_t w = size_ - base;               // tokens in the window before this batch
+  const size_t rows = w + n;
+  // Native rows [base, size_ + n): the window, then the new tokens rounded to fp16.
+  if (nat_k_.size() < rows * kv_dim) {
+    nat_k_.Resize(rows * kv_dim);
+    nat_v_.Resize(rows * kv_dim);
+  }
+  std::copy_n(win_k_[layer].data(), w * kv_dim, nat_k_.data());
+  std::copy_n(win_v_[layer].data(), w * kv_dim, nat_v_.data());
+  for (size_t i = 0; i < n * kv_dim; ++i) {
+    nat_k_[w * kv_dim + i] = F32ToF16(k[i]);
+    nat_v_[w * kv_dim + i] = F32ToF16(v[i]);
+  }
+  // Seal every block that is now complete.
+  const size_t n_full = rows / kBlockTokens;
+  CHORUS_RETURN_IF_ERROR(Seal(layer, n_full, nat_k_.data(), nat_v_.data()));
+  const size_t tail = rows - n_full * kBlockTokens;
+  std::copy_n(nat_k_.data() + n_full * kBlockTokens * kv_dim, tail * kv_dim, win_k_[layer].data());
+  std::copy_n(nat_v_.data() + n_full * kBlockTokens * kv_dim, tail * kv_dim, win_v_[layer].data());
+
+  // Views of this layer's blocks, in order.
+  const BlockPool& bp = store_.pool_;
+  std::vector<BlockView> views;
+  views.reserve(tables_[layer].size());
+  for (BlockId id : tables_[layer]) {
+    const BlockMeta& m = bp.meta(id);
+    views.push_back({bp.k_data(id), bp.v_data(id), m.k_format, m.v_format});
+  }
+  if (attn_.size() < static_cast<size_t>(pool.size())) {
+    attn_.clear();
+    for (int i = 0; i < pool.size(); ++i) attn_.push_back(std::make_unique<BlockAttention>(store_.geometry()));
+  }
+  // Token at position p sees sealed blocks [0, p/32) compressed and rows [32·(p/32), p] native.
+  const size_t units = n * sh.n_head_kv;
+  pool.Run([&](int ti, int nt) {
+    BlockAttention& att = *attn_[ti];
+    for (size_t u = ti; u < units; u += nt) {
+      const size_t t = u / sh.n_head_kv, hk = u % sh.n_head_kv;
+      const size_t p = size_ + t;
+      const size_t nb = p / kBlockTokens;
+      const size_t row0 = nb * kBlockTokens - base;
+      const float* qg = q + t * q_dim + hk * group * hd;
+      att.Begin(qg, group);
+      att.AddBlocks(std::span<const BlockView>(views.data(), nb), static_cast<uint32_t>(hk));
+      att.AddNative(nat_k_.data() + row0 * kv_dim + hk * hd, nat_v_.data() + row0 * kv_dim + hk * hd, kv_dim,
+                    p - nb * kBlockTokens + 1);
+      att.Finish(out + t * q_dim + hk * group * hd);
+    }
+  });
+  return Status::Ok();
+}
+
+}  // namespace chorus

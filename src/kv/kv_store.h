@@ -1,0 +1,100 @@
+// KvStore: the block-based KV layer — a BlockPool shared by all sequences, the precision policy
+// asked at sealing time, and per-sequence KvSequence objects (block table per layer + a native
+// fp16 window for the newest tokens). Invariant: a block is sealed once, when its 32 tokens are
+// complete, with the formats the policy picked; it is never re-quantized.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <vector>
+
+#include "kv/block_attention.h"  // BlockView, BlockAttention
+#include "kv/block_pool.h"       // BlockPool, BlockId
+#include "kv/precision_policy.h" // PrecisionPolicy
+#include "kv/sequence_kv.h"      // SequenceKv, AttentionShape
+#include "util/aligned_buffer.h"
+
+namespace chorus {
+
+struct KvStoreOptions {
+  size_t n_layer = 0;
+  AttentionShape shape;
+  size_t budget_bytes = 0;  // 0 = unlimited
+};
+
+// Measured bytes of everything the KV layer holds.
+struct KvUsage {
+  size_t block_bytes = 0;   // sealed blocks (payload + per-block metadata), from the pool
+  size_t window_bytes = 0;  // native windows of every live sequence
+  size_t table_bytes = 0;   // block tables (ids) of every live sequence
+  size_t blocks = 0;        // live blocks
+  size_t tokens = 0;        // tokens held across sequences (each sequence counted)
+  size_t total() const { return block_bytes + window_bytes + table_bytes; }
+};
+
+class KvSequence;
+
+class KvStore {
+ public:
+  // The policy must outlive the store.
+  KvStore(const KvStoreOptions& options, PrecisionPolicy* policy);
+  ~KvStore();
+  KvStore(const KvStore&) = delete;
+  KvStore& operator=(const KvStore&) = delete;
+
+  // A new empty sequence of at most `capacity` tokens.
+  std::unique_ptr<KvSequence> NewSequence(size_t capacity);
+
+  BlockPool& pool() { return pool_; }
+  const BlockPool& pool() const { return pool_; }
+  PrecisionPolicy& policy() { return *policy_; }
+  const KvStoreOptions& options() const { return options_; }
+  KvGeometry geometry() const;
+  KvUsage Usage() const;
+
+ private:
+  friend class KvSequence;
+  KvStoreOptions options_;
+  PrecisionPolicy* policy_;
+  BlockPool pool_;
+  std::set<const KvSequence*> live_;
+  uint64_t next_seq_id_ = 1;
+};
+
+class KvSequence final : public SequenceKv {
+ public:
+  ~KvSequence() override;
+  KvSequence(const KvSequence&) = delete;
+  KvSequence& operator=(const KvSequence&) = delete;
+
+  size_t size() const override { return size_; }
+  size_t capacity() const override { return capacity_; }
+  Status AppendAndAttend(size_t layer, size_t n, const float* k, const float* v, const float* q, float* out,
+                         ThreadPool& pool) override;
+  void Commit(size_t n) override { size_ += n; }
+
+  uint64_t id() const { return id_; }
+  const std::vector<BlockId>& blocks(size_t layer) const { return tables_[layer]; }
+  size_t window_tokens(size_t layer) const { return size_ - tables_[layer].size() * kBlockTokens; }
+  size_t window_bytes() const;
+  size_t table_bytes() const;
+
+ private:
+  friend class KvStore;
+  KvSequence(KvStore& store, uint64_t id, size_t capacity);
+  Status Seal(size_t layer, size_t n_full, const uint16_t* nat_k, const uint16_t* nat_v);
+
+  KvStore& store_;
+  uint64_t id_;
+  size_t capacity_;
+  size_t size_ = 0;
+  std::vector<std::vector<BlockId>> tables_;     // (n_layer, sealed blocks)
+  std::vector<AlignedBuffer<uint16_t>> win_k_;   // (n_layer) (32, kv_dim) fp16 tokens after the last sealed block
+  std::vector<AlignedBuffer<uint16_t>> win_v_;   // (n_layer) (32, kv_dim)
+  AlignedBuffer<uint16_t> nat_k_, nat_v_;        // scratch (window + batch, kv_dim) fp16
+  AlignedBuffer<float> seal_k_, seal_v_;         // scratch (32, kv_dim) f32 for encoding
+  std::vector<std::unique_ptr<BlockAttention>> attn_;  // per pool thread
+};
+
+}  // namespace chorus

@@ -1,0 +1,36 @@
+// PrecisionPolicy: the hook that picks a block's K and V formats when it is sealed (every 32 tokens).
+// Invariant: called only at sealing time (never on the attention hot path); a block's formats never
+// change afterwards. Implementations live in src/policy/ (uniform, polykv, cocktail, comix).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "kv/kv_format.h"  // KvFormat, KvEncodeParams
+
+namespace chorus {
+
+struct BlockFormats {
+  KvFormat k = KvFormat::kF16;
+  KvFormat v = KvFormat::kF16;
+  KvEncodeParams k_params;  // e.g. polykv-paper's layer absmax
+  KvEncodeParams v_params;
+};
+
+// What a policy may look at when choosing: where the block is and its native K/V.
+struct BlockInfo {
+  uint64_t seq_id = 0;      // the sequence (agent or shared context) the block belongs to
+  size_t layer = 0;
+  size_t block_index = 0;   // index of the block within the sequence's own blocks of this layer
+  size_t first_pos = 0;     // absolute position of the block's first token
+  const float* k = nullptr;  // (32, kv_dim) native keys (after RoPE)
+  const float* v = nullptr;  // (32, kv_dim) native values
+  size_t kv_dim = 0;
+};
+
+class PrecisionPolicy {
+ public:
+  virtual ~PrecisionPolicy() = default;
+  virtual BlockFormats FormatFor(const BlockInfo& info) = 0;
+};
+
+}  // namespace chorus
