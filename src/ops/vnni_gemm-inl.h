@@ -14,6 +14,7 @@
 #include "ops/unpack-inl.h"    // UnpackBlocks
 #include "ops/vnni_act-inl.h"  // TileLayout
 #include "ops/vnni_gemv-inl.h"  // FirstBytes
+#include "ops/vnni_unpacked-inl.h"  // UnpackKQuantSimd
 
 HWY_BEFORE_NAMESPACE();
 #if HWY_TARGET == HWY_AVX3_DL
@@ -38,6 +39,8 @@ inline size_t PanelScratchBytes(size_t cols, int sub) {
 // types use the scalar UnpackBlocks. q gets nb * 32 codes.
 inline void UnpackRowVnni(GgmlType type, const uint8_t* row, size_t nb, uint8_t* q, float* dw, float* m) {
   const bool q8 = type == GgmlType::kQ8_0;
+  if (type == GgmlType::kQ4_K || type == GgmlType::kQ5_K || type == GgmlType::kQ6_K)
+    return UnpackKQuantSimd(type, row, nb, q, dw, m);
   if (!q8 && type != GgmlType::kQ4_0 && type != GgmlType::kQ4_1) return UnpackBlocks(type, row, nb, q, dw, m);
   const size_t bs = GgmlTraitsOf(type).block_bytes, qs_off = type == GgmlType::kQ4_1 ? 4 : 2;
   alignas(64) uint8_t idx[64];

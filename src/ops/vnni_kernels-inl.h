@@ -8,6 +8,7 @@
 #endif
 
 #include <algorithm>
+#include <type_traits>
 
 #include "hwy/highway.h"
 #include "ops/float_kernels-inl.h"  // MatMulF32Path, SubBlockOf
@@ -15,6 +16,7 @@
 #include "ops/vnni_act-inl.h"
 #include "ops/vnni_gemm-inl.h"
 #include "ops/vnni_gemv-inl.h"
+#include "ops/vnni_unpacked-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 #if HWY_TARGET == HWY_AVX3_DL
@@ -25,7 +27,10 @@ namespace HWY_NAMESPACE {
 
 // Q4_0/Q4_1 (Q8_0) with ≤ 12 (8) tokens take the decode kernels, ≤ 4 tokens per pass over the
 // rows; beyond that the panel GEMM's packing pays for itself (measured crossovers).
-inline size_t DecodeMaxTok(GgmlType t) { return t == GgmlType::kQ8_0 ? 8 : 12; }
+// The other quantized types decode rows through UnpackedRows up to 8 tokens.
+inline size_t DecodeMaxTok(GgmlType t) {
+  return t == GgmlType::kQ4_0 || t == GgmlType::kQ4_1 ? 12 : 8;
+}
 
 // The decode kernels need VBMI (vpermt2b) and VNNI; Highway's AVX3_DL implies both on every CPU
 // we know of, but check once rather than trust it.
@@ -100,6 +105,47 @@ inline void DecodePath(const JobList& jobs, const float* x, size_t n_tok, Thread
   });
 }
 
+// Tokens in passes of ≤ 4 (balanced); fn(t0, nt) per pass.
+template <class Fn>
+HWY_INLINE void TokenPasses(size_t n_tok, const Fn& fn) {
+  const size_t passes = (n_tok + 3) / 4;
+  for (size_t i = 0; i < passes; ++i) {
+    const size_t t0 = n_tok * i / passes;
+    fn(t0, n_tok * (i + 1) / passes - t0);
+  }
+}
+
+inline void UnpackedDecodePath(const JobList& jobs, const float* x, size_t n_tok, ThreadPool& pool) {
+  const WeightView& w0 = jobs.ws[0];
+  const int sub = SubBlockOf(w0.type);
+  const size_t ld = NaturalLayoutOf(w0.cols, sub).stride;
+  uint8_t* act = ops_internal::ActScratch().Get(ld * n_tok);
+  QuantizeNatural(x, w0.cols, n_tok, sub, act);
+  pool.ParallelFor(jobs.total(), 16, [&](size_t g0, size_t g1) {
+    jobs.ForRange(g0, g1, [&](size_t j, size_t r0, size_t r1) {
+      const WeightView& w = jobs.ws[j];
+      TokenPasses(n_tok, [&](size_t t0, size_t nt) {
+        const uint8_t* a = act + t0 * ld;
+        float* yt = jobs.ys[j] + t0 * w.rows;
+        auto run = [&](auto sub_tag) {
+          constexpr int kSub = decltype(sub_tag)::value;
+          switch (nt) {
+            case 1: return UnpackedRows<kSub, 1>(w, a, ld, yt, r0, r1);
+            case 2: return UnpackedRows<kSub, 2>(w, a, ld, yt, r0, r1);
+            case 3: return UnpackedRows<kSub, 3>(w, a, ld, yt, r0, r1);
+            default: return UnpackedRows<kSub, 4>(w, a, ld, yt, r0, r1);
+          }
+        };
+        if (sub == 32) {
+          run(std::integral_constant<int, 32>());
+        } else {
+          run(std::integral_constant<int, 16>());
+        }
+      });
+    });
+  });
+}
+
 template <int kSub>
 void GemmPanels(const JobList& panels, size_t tile_groups, const TokenTiling& tt, const uint8_t* act,
                 size_t tile_bytes, size_t i0, size_t i1) {
@@ -165,7 +211,10 @@ inline void MatMulVnniPath(const WeightView* ws, float* const* ys, size_t n, con
                            ThreadPool& pool) {
   const GgmlType type = ws[0].type;
   const bool decode_type = type == GgmlType::kQ4_0 || type == GgmlType::kQ4_1 || type == GgmlType::kQ8_0;
-  if (decode_type && n_tok <= DecodeMaxTok(type)) return DecodePath(JobList(ws, ys, n, 1), x, n_tok, pool);
+  if (n_tok <= DecodeMaxTok(type)) {
+    if (decode_type) return DecodePath(JobList(ws, ys, n, 1), x, n_tok, pool);
+    return UnpackedDecodePath(JobList(ws, ys, n, 1), x, n_tok, pool);
+  }
   GemmPath(ws, ys, n, x, n_tok, pool);
 }
 
