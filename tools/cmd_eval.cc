@@ -113,9 +113,12 @@ int RunLogits(const EvalArgs& a) {
     return Fail(Status::Error("-n {} exceeds the model's training context of {}", a.n_tokens, c.n_ctx_train));
   ThreadPool pool(a.threads);
   ForwardPass fwd(model, 512);
-  DenseKvCache kv = fwd.MakeCache(tokens.size());
+  auto kv_config = MakeKvConfig(a.kv_k, a.kv_v, c);
+  if (!kv_config.ok()) return Fail(kv_config.status());
+  KvRuntime kv_rt = MakeKvRuntime(c, kv_config.value());
+  auto kv = kv_rt.store->NewSequence(tokens.size());
   std::vector<float> logits(tokens.size() * c.n_vocab);
-  if (Status s = fwd.Run(tokens, kv, pool, LogitsFor::kAll, logits.data()); !s.ok()) return Fail(s);
+  if (Status s = fwd.Run(tokens, *kv, pool, LogitsFor::kAll, logits.data()); !s.ok()) return Fail(s);
   std::ofstream out(a.out, std::ios::binary);
   if (!out) return Fail(Status::Error("cannot write '{}'", a.out));
   out.write(reinterpret_cast<const char*>(logits.data()), logits.size() * sizeof(float));
@@ -275,6 +278,7 @@ RunFn AddEval(CLI::App& app) {
       ->delimiter(',');
   lg->add_option("-n,--n-tokens", a->n_tokens, "tokens to evaluate")->check(CLI::Range(1, 1 << 20))->capture_default_str();
   lg->add_option("-o,--out", a->out, "output file (raw f32, n_tokens x n_vocab)")->required();
+  AddKvFlags(lg, a->kv_k, a->kv_v);
   return [a, ppl, kld] {
     if (ppl->parsed()) return RunPpl(*a);
     if (kld->parsed()) {

@@ -89,8 +89,13 @@ TEST(LlamaCppLogits, Top1AndKlAgreeOnWikiText) {
   RecordProperty("kl_mean", std::to_string(kl_mean));
   std::printf("positions %zu  top-1 agreement %.4f  KL(top-%zu+rest) mean %.2e max %.2e\n", g.n_pos, top1, g.k,
               kl_mean, kl_max);
-  EXPECT_GE(top1, 0.995);
-  EXPECT_LE(kl_mean, 1e-3);
+  // The floor is set by activation quantization (both engines round activations to int8 per 32
+  // values, so 1e-7 input differences flip codes and the noise decorrelates over 30 layers):
+  // llama.cpp against itself, flash-attn on vs off: KL 3.0e-3, top-1 96.0 %; chorus's dense vs
+  // block attention (outputs equal to 1e-7): KL 2.9e-3, top-1 97.4 % (docs/results/foundation.md).
+  // A bug (wrong RoPE, norm, GQA mapping, scale) gives KL > 0.1 and top-1 < 80 %.
+  EXPECT_GE(top1, 0.96);
+  EXPECT_LE(kl_mean, 4e-3);
 }
 
 }  // namespace
