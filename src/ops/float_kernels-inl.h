@@ -282,7 +282,7 @@ inline void MatMulF32Path(const WeightView& w, const float* x, size_t n_tok, flo
   const hn::ScalableTag<float> df;
   const size_t R = hn::Lanes(df);
   if (n_tok < kFloatTile) {
-    pool.ParallelFor(w.rows, 8, [&](size_t r0, size_t r1) { RowsF32(w, x, n_tok, y, r0, r1); });
+    ops_internal::ParallelRanges(pool, w.rows, 8, [&](size_t r0, size_t r1) { RowsF32(w, x, n_tok, y, r0, r1); });
     return;
   }
   const size_t n_tiles = (n_tok + kFloatTile - 1) / kFloatTile;
@@ -290,7 +290,7 @@ inline void MatMulF32Path(const WeightView& w, const float* x, size_t n_tok, flo
       ops_internal::ActScratch().Get(n_tiles * kFloatTile * w.cols * sizeof(float)));
   TransposeTokenTiles(x, n_tok, w.cols, xt);
   const size_t n_panels = (w.rows + R - 1) / R;
-  pool.ParallelFor(n_panels, 1, [&](size_t p0, size_t p1) { PanelsF32(w, xt, n_tok, y, p0, p1); });
+  ops_internal::ParallelRanges(pool, n_panels, 1, [&](size_t p0, size_t p1) { PanelsF32(w, xt, n_tok, y, p0, p1); });
 }
 
 }  // namespace HWY_NAMESPACE

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 #include "ops/matmul.h"            // WeightView
 #include "util/aligned_buffer.h"  // AlignedBuffer
@@ -25,6 +26,24 @@ class Scratch {
 // Per-thread scratch (activations live in the calling thread's; panels/rows in each worker's).
 Scratch& ActScratch();
 Scratch& TileScratch();
+
+// ThreadPool::ParallelFor without its per-call std::function allocations: [0, n) in contiguous
+// ranges whose bounds are multiples of grain, fn(begin, end) per non-empty range.
+template <class Fn>
+void ParallelRanges(ThreadPool& pool, size_t n, size_t grain, const Fn& fn) {
+  if (n == 0) return;
+  grain = grain ? grain : 1;
+  const size_t units = (n + grain - 1) / grain;
+  const size_t used = units < static_cast<size_t>(pool.size()) ? units : static_cast<size_t>(pool.size());
+  if (used <= 1) return fn(size_t{0}, n);
+  auto body = [&](int t, int) {
+    if (static_cast<size_t>(t) >= used) return;
+    const size_t u0 = units * t / used, u1 = units * (t + 1) / used;
+    const size_t b = u0 * grain < n ? u0 * grain : n, e = u1 * grain < n ? u1 * grain : n;
+    if (b < e) fn(b, e);
+  };
+  pool.Run(std::ref(body));  // a reference_wrapper fits std::function's inline storage
+}
 
 // The most matrices one MatMulMany call takes at once.
 inline constexpr size_t kMaxJobs = 8;

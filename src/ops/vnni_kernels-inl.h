@@ -87,7 +87,7 @@ inline void DecodePath(const JobList& jobs, const float* x, size_t n_tok, Thread
     QuantizeSplit4(x, w0.cols, n_tok, act);
   }
   const size_t passes = (n_tok + 3) / 4;
-  pool.ParallelFor(jobs.total(), 16, [&](size_t g0, size_t g1) {
+  ops_internal::ParallelRanges(pool, jobs.total(), 16, [&](size_t g0, size_t g1) {
     jobs.ForRange(g0, g1, [&](size_t j, size_t r0, size_t r1) {
       const WeightView& w = jobs.ws[j];
       for (size_t i = 0; i < passes; ++i) {
@@ -121,7 +121,7 @@ inline void UnpackedDecodePath(const JobList& jobs, const float* x, size_t n_tok
   const size_t ld = NaturalLayoutOf(w0.cols, sub).stride;
   uint8_t* act = ops_internal::ActScratch().Get(ld * n_tok);
   QuantizeNatural(x, w0.cols, n_tok, sub, act);
-  pool.ParallelFor(jobs.total(), 16, [&](size_t g0, size_t g1) {
+  ops_internal::ParallelRanges(pool, jobs.total(), 16, [&](size_t g0, size_t g1) {
     jobs.ForRange(g0, g1, [&](size_t j, size_t r0, size_t r1) {
       const WeightView& w = jobs.ws[j];
       TokenPasses(n_tok, [&](size_t t0, size_t nt) {
@@ -188,7 +188,7 @@ inline void GemmPath(const WeightView* ws, float* const* ys, size_t n, const flo
     for (size_t i = i0; i < i1; ++i) QuantizeTile(x, cols, tt.Start(i), tt.Size(i), sub, act + i * tile_bytes);
   };
   if (n_tok >= 32) {
-    pool.ParallelFor(tt.n_tiles, 1, quantize);
+    ops_internal::ParallelRanges(pool, tt.n_tiles, 1, quantize);
   } else {
     quantize(0, tt.n_tiles);
   }
@@ -197,7 +197,7 @@ inline void GemmPath(const WeightView* ws, float* const* ys, size_t n, const flo
   const JobList panels(ws, ys, n, kPanelRows);
   const size_t want = static_cast<size_t>(pool.size()) * 4;
   const size_t tile_groups = std::min(tt.n_tiles, std::max<size_t>(1, (want + panels.total() - 1) / panels.total()));
-  pool.ParallelFor(panels.total() * tile_groups, 1, [&](size_t i0, size_t i1) {
+  ops_internal::ParallelRanges(pool, panels.total() * tile_groups, 1, [&](size_t i0, size_t i1) {
     if (sub == 32) {
       GemmPanels<32>(panels, tile_groups, tt, act, tile_bytes, i0, i1);
     } else {
