@@ -6,6 +6,7 @@
 
 #include "model/forward.h"
 #include "model/sampler.h"  // ArgMax
+#include "tools/bench_depth.h"
 #include "tools/common.h"
 #include "util/timer.h"
 
@@ -18,6 +19,8 @@ struct BenchArgs {
   int pp = 512, tg = 128, reps = 3;
   bool no_peer = false, json = false;
   std::string python = "python3";
+  std::vector<size_t> depths;  // decode-at-depth mode
+  std::vector<std::string> kv{"f16/f16"}, peer_kv{"f16", "q8_0", "q4_0"};
 };
 
 double Median(std::vector<double> v) {
@@ -87,6 +90,12 @@ int RunBench(const BenchArgs& a) {
   auto model_r = LoadModel(a.model);
   if (!model_r.ok()) return Fail(model_r.status());
   const Model& model = *model_r.value();
+  if (!a.depths.empty()) {
+    DepthBenchArgs d{.model = a.model, .python = a.python, .depths = a.depths, .kv = a.kv,
+                     .peer_kv = a.no_peer ? std::vector<std::string>{} : a.peer_kv, .threads = a.threads.back(),
+                     .tg = a.tg, .reps = a.reps, .json = a.json};
+    return RunDepthBench(model, d);
+  }
   nlohmann::json report = {{"model", a.model}, {"pp_tokens", a.pp}, {"tg_tokens", a.tg}, {"reps", a.reps}};
   std::map<int, Speeds> ours;
   for (int t : a.threads) {
@@ -158,6 +167,12 @@ RunFn AddBench(CLI::App& app) {
       ->check(CLI::Range(1, 100))->capture_default_str();
   cmd->add_flag("--no-peer", a->no_peer, "skip llama.cpp");
   cmd->add_option("--python", a->python, "python with llama-cpp-python")->capture_default_str();
+  cmd->add_option("--depths", a->depths, "decode-at-depth mode: context depths, e.g. 0,1024,4096,8192")
+      ->delimiter(',');
+  cmd->add_option("--kv", a->kv, "depth mode: chorus K/V formats, e.g. f16/f16,q8/tq3,kivi4/kivi4")
+      ->delimiter(',')->capture_default_str();
+  cmd->add_option("--peer-kv", a->peer_kv, "depth mode: llama.cpp KV types (f16, q8_0, q4_0)")
+      ->delimiter(',')->capture_default_str();
   cmd->add_flag("--json", a->json, "print one JSON object");
   return [a] { return RunBench(*a); };
 }

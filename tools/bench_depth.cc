@@ -1,0 +1,123 @@
+// `chorus bench --depths ... --kv ...`: decode tokens/s after D tokens of context for several KV
+// formats, beside llama.cpp with f16 / q8_0 / q4_0 KV at the same depths and threads, in one run.
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+#include "engine/kv_config.h"
+#include "model/forward.h"
+#include "model/sampler.h"  // ArgMax
+#include "tools/bench_depth.h"
+#include "util/timer.h"
+
+namespace chorus::cli {
+namespace {
+
+std::vector<int32_t> RandomTokens(size_t n, size_t n_vocab, uint64_t seed) {
+  std::vector<int32_t> t(n);
+  for (auto& x : t) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    x = static_cast<int32_t>((seed >> 33) % n_vocab);
+  }
+  return t;
+}
+
+// Median decode tokens/s over reps runs of tg single-token steps after `depth` tokens.
+Result<double> OursAtDepth(const Model& model, const KvConfig& cfg, size_t depth, const DepthBenchArgs& a,
+                           ThreadPool& pool, size_t* kv_bytes) {
+  const ModelConfig& c = model.config();
+  ForwardPass fwd(model, 512);
+  std::vector<float> logits(c.n_vocab);
+  std::vector<double> rates;
+  for (int r = 0; r < a.reps; ++r) {
+    KvRuntime rt = MakeKvRuntime(c, cfg);
+    auto seq = rt.store->NewSequence(depth + a.tg + 1);
+    const auto ctx = RandomTokens(depth + 1, c.n_vocab, 99 + r);
+    CHORUS_RETURN_IF_ERROR(fwd.Run(ctx, *seq, pool, LogitsFor::kLast, logits.data()));
+    Timer t;
+    for (int i = 0; i < a.tg; ++i) {
+      const int32_t one[1] = {ArgMax(logits.data(), c.n_vocab)};
+      CHORUS_RETURN_IF_ERROR(fwd.Run(one, *seq, pool, LogitsFor::kLast, logits.data()));
+    }
+    rates.push_back(a.tg / t.Seconds());
+    *kv_bytes = rt.store->Usage().total();
+  }
+  std::sort(rates.begin(), rates.end());
+  return rates[rates.size() / 2];
+}
+
+Result<double> PeerAtDepth(const std::string& model, const std::string& kv_type, size_t depth, int threads,
+                           const DepthBenchArgs& a) {
+  std::ostringstream cmd;
+  cmd << a.python << " scripts/ref/llama_bench.py --model '" << model << "' --threads " << threads
+      << " --pp 0 --tg " << a.tg << " --reps " << a.reps << " --depth " << depth << " --kv-type " << kv_type
+      << " --json 2>/dev/null";
+  FILE* p = popen(cmd.str().c_str(), "r");
+  if (!p) return Status::Error("cannot start: {}", cmd.str());
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  if (pclose(p) != 0) return Status::Error("llama.cpp peer failed: {}", cmd.str());
+  try {
+    auto j = nlohmann::json::parse(out.substr(out.find('{')));
+    return j["threads"][std::to_string(threads)]["tg"].get<double>();
+  } catch (const std::exception& e) {
+    return Status::Error("cannot parse the peer's output: {}", e.what());
+  }
+}
+
+}  // namespace
+
+int RunDepthBench(const Model& model, const DepthBenchArgs& a) {
+  const ModelConfig& c = model.config();
+  std::vector<KvConfig> configs;
+  for (const std::string& spec : a.kv) {
+    const size_t slash = spec.find('/');
+    if (slash == std::string::npos) return Fail(Status::Error("--kv entry '{}' must be K/V, e.g. q8/tq3", spec));
+    auto cfg = MakeKvConfig(spec.substr(0, slash), spec.substr(slash + 1), c);
+    if (!cfg.ok()) return Fail(cfg.status().Context(spec));
+    configs.push_back(cfg.value());
+  }
+  for (size_t d : a.depths)
+    if (d + a.tg + 1 > c.n_ctx_train)
+      return Fail(Status::Error("depth {} + {} generated tokens exceed the model's context of {}", d, a.tg,
+                                c.n_ctx_train));
+  nlohmann::json report = {{"model", a.model}, {"tg", a.tg}, {"reps", a.reps}, {"threads", a.threads}};
+  ThreadPool pool(a.threads);
+  std::printf("decode tokens/s after D tokens of context (%d threads, %d tokens, median of %d)\n", a.threads, a.tg,
+              a.reps);
+  std::printf("%-8s", "depth");
+  for (const auto& cfg : configs)
+    std::printf(" %16s", (std::string(KvFormatName(cfg.k)) + "/" + std::string(KvFormatName(cfg.v))).c_str());
+  for (const auto& t : a.peer_kv) std::printf(" %16s", ("llama.cpp " + t).c_str());
+  std::printf("\n");
+  for (size_t d : a.depths) {
+    std::printf("%-8zu", d);
+    std::fflush(stdout);
+    nlohmann::json row = {{"depth", d}};
+    for (const auto& cfg : configs) {
+      size_t bytes = 0;
+      auto r = OursAtDepth(model, cfg, d, a, pool, &bytes);
+      if (!r.ok()) return Fail(r.status());
+      const std::string name = std::string(KvFormatName(cfg.k)) + "/" + std::string(KvFormatName(cfg.v));
+      row["chorus"][name] = {{"tg", r.value()}, {"kv_bytes", bytes}};
+      std::printf(" %16.1f", r.value());
+      std::fflush(stdout);
+    }
+    for (const auto& t : a.peer_kv) {
+      auto r = PeerAtDepth(a.model, t, d, a.threads, a);
+      if (r.ok()) row["llama_cpp"][t] = r.value();
+      else row["llama_cpp_error"][t] = r.status().message();
+      if (r.ok()) std::printf(" %16.1f", r.value());
+      else std::printf(" %16s", "n/a");
+      std::fflush(stdout);
+    }
+    std::printf("\n");
+    report["rows"].push_back(row);
+  }
+  if (a.json) PrintJson(report);
+  return 0;
+}
+
+}  // namespace chorus::cli
