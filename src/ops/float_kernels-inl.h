@@ -17,6 +17,7 @@
 HWY_BEFORE_NAMESPACE();
 namespace chorus {
 namespace HWY_NAMESPACE {
+namespace mm {  // matmul internals (names private to these kernels)
 namespace hn = hwy::HWY_NAMESPACE;
 
 inline int SubBlockOf(GgmlType t) { return t == GgmlType::kQ6_K ? 16 : 32; }
@@ -293,6 +294,7 @@ inline void MatMulF32Path(const WeightView& w, const float* x, size_t n_tok, flo
   ops_internal::ParallelRanges(pool, n_panels, 1, [&](size_t p0, size_t p1) { PanelsF32(w, xt, n_tok, y, p0, p1); });
 }
 
+}  // namespace mm
 }  // namespace HWY_NAMESPACE
 }  // namespace chorus
 HWY_AFTER_NAMESPACE();

@@ -16,6 +16,7 @@
 HWY_BEFORE_NAMESPACE();
 namespace chorus {
 namespace HWY_NAMESPACE {
+using namespace mm;  // NOLINT: the kernels of the included -inl.h files
 
 // ws[0, n) share type and cols; ys[j]: (n_tok, ws[j].rows).
 void MatMulImpl(const WeightView* ws, float* const* ys, size_t n, const float* x, size_t n_tok, ThreadPool& pool) {

@@ -17,6 +17,7 @@
 HWY_BEFORE_NAMESPACE();
 namespace chorus {
 namespace HWY_NAMESPACE {
+namespace mm {  // matmul internals (names private to these kernels)
 
 inline float HalfAt(const uint8_t* p) {
   uint16_t h;
@@ -140,6 +141,7 @@ inline void UnpackBlocks(GgmlType type, const uint8_t* src, size_t nb, uint8_t* 
   }
 }
 
+}  // namespace mm
 }  // namespace HWY_NAMESPACE
 }  // namespace chorus
 HWY_AFTER_NAMESPACE();

@@ -18,6 +18,7 @@ HWY_BEFORE_NAMESPACE();
 
 namespace chorus {
 namespace HWY_NAMESPACE {
+namespace mm {  // matmul internals (names private to these kernels)
 
 inline size_t Align64(size_t n) { return (n + 63) & ~size_t{63}; }
 
@@ -164,6 +165,7 @@ inline void QuantizeBiased2(const float* x, size_t cols, size_t n_tok, uint8_t* 
   }
 }
 
+}  // namespace mm
 }  // namespace HWY_NAMESPACE
 }  // namespace chorus
 #endif  // HWY_TARGET == HWY_AVX3_DL

@@ -23,6 +23,7 @@ HWY_BEFORE_NAMESPACE();
 
 namespace chorus {
 namespace HWY_NAMESPACE {
+namespace mm {  // matmul internals (names private to these kernels)
 
 inline constexpr size_t kPanelRows = 16;
 inline constexpr int kMaxTileTok = 12;
@@ -197,6 +198,7 @@ inline TokenTiling TokenTilingOf(size_t n_tok) {
   return TokenTiling{n_tok, (n_tok + kMaxTileTok - 1) / kMaxTileTok};
 }
 
+}  // namespace mm
 }  // namespace HWY_NAMESPACE
 }  // namespace chorus
 #endif  // HWY_TARGET == HWY_AVX3_DL

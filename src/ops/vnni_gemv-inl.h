@@ -19,6 +19,7 @@ HWY_BEFORE_NAMESPACE();
 
 namespace chorus {
 namespace HWY_NAMESPACE {
+namespace mm {  // matmul internals (names private to these kernels)
 
 // Software prefetch distance of the decode streams (bytes ahead of the block being read).
 inline constexpr size_t kPrefetchBytes = 2048;
@@ -318,6 +319,7 @@ void Q8Rows(const uint8_t* w, size_t row_bytes, size_t nb, size_t r0, size_t r1,
   });
 }
 
+}  // namespace mm
 }  // namespace HWY_NAMESPACE
 }  // namespace chorus
 #endif  // HWY_TARGET == HWY_AVX3_DL

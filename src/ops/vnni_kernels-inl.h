@@ -24,6 +24,7 @@ HWY_BEFORE_NAMESPACE();
 
 namespace chorus {
 namespace HWY_NAMESPACE {
+namespace mm {  // matmul internals (names private to these kernels)
 
 // Q4_0/Q4_1 (Q8_0) with ≤ 12 (8) tokens take the decode kernels, ≤ 4 tokens per pass over the
 // rows; beyond that the panel GEMM's packing pays for itself (measured crossovers).
@@ -218,6 +219,7 @@ inline void MatMulVnniPath(const WeightView* ws, float* const* ys, size_t n, con
   GemmPath(ws, ys, n, x, n_tok, pool);
 }
 
+}  // namespace mm
 }  // namespace HWY_NAMESPACE
 }  // namespace chorus
 #endif  // HWY_TARGET == HWY_AVX3_DL

@@ -24,6 +24,7 @@ HWY_BEFORE_NAMESPACE();
 
 namespace chorus {
 namespace HWY_NAMESPACE {
+namespace mm {  // matmul internals (names private to these kernels)
 
 // K-quant super-blocks → 256 natural-order codes + 8 (Q4_K/Q5_K) or 16 (Q6_K) (dw, m) pairs.
 inline void UnpackKQuantSimd(GgmlType type, const uint8_t* src, size_t nb, uint8_t* q, float* dw, float* m) {
@@ -171,6 +172,7 @@ void UnpackedRows(const WeightView& w, const uint8_t* act, size_t ld_act, float*
   });
 }
 
+}  // namespace mm
 }  // namespace HWY_NAMESPACE
 }  // namespace chorus
 #endif  // HWY_TARGET == HWY_AVX3_DL
