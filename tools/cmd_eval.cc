@@ -15,7 +15,7 @@ namespace {
 
 struct EvalArgs {
   std::string model, file, out;
-  std::string kv_k = "f16", kv_v = "f16";
+  KvFlags kv;
   std::vector<std::string> configs;  // "K/V" pairs for kld
   int ctx = 512;
   int chunks = 0;  // 0 = all
@@ -46,7 +46,7 @@ int RunPpl(const EvalArgs& a) {
   const auto bos = model.tokenizer().bos();
   const bool add_bos = model.tokenizer().add_bos() && bos.has_value();
 
-  auto kv_config = MakeKvConfig(a.kv_k, a.kv_v, c);
+  auto kv_config = KvConfigFromFlags(a.kv, c);
   if (!kv_config.ok()) return Fail(kv_config.status());
   KvRuntime kv_rt = MakeKvRuntime(c, kv_config.value());
   ThreadPool pool(a.threads);
@@ -85,7 +85,7 @@ int RunPpl(const EvalArgs& a) {
   if (a.json) {
     PrintJson({{"ppl", ppl}, {"ppl_stderr", ppl_err}, {"ctx", n_ctx}, {"chunks", n_chunks},
                {"scored_tokens", count}, {"file_tokens", tokens.size()}, {"seconds", secs},
-               {"tokenize_seconds", tok_s}, {"threads", a.threads}, {"kv_k", a.kv_k}, {"kv_v", a.kv_v},
+               {"tokenize_seconds", tok_s}, {"threads", a.threads}, {"kv_k", a.kv.k}, {"kv_v", a.kv.v}, {"kv_sink_blocks", a.kv.sink_blocks},
                {"kv_bytes_per_chunk", usage.total()},
                {"kv_bits_per_element", KvBitsPerElement(usage.total(), n_ctx, c)}});
   } else {
@@ -113,7 +113,7 @@ int RunLogits(const EvalArgs& a) {
     return Fail(Status::Error("-n {} exceeds the model's training context of {}", a.n_tokens, c.n_ctx_train));
   ThreadPool pool(a.threads);
   ForwardPass fwd(model, 512);
-  auto kv_config = MakeKvConfig(a.kv_k, a.kv_v, c);
+  auto kv_config = KvConfigFromFlags(a.kv, c);
   if (!kv_config.ok()) return Fail(kv_config.status());
   KvRuntime kv_rt = MakeKvRuntime(c, kv_config.value());
   auto kv = kv_rt.store->NewSequence(tokens.size());
@@ -146,7 +146,7 @@ int RunKld(const EvalArgs& a) {
   if (n_ctx > c.n_ctx_train)
     return Fail(Status::Error("-c {} exceeds the model's training context of {}", a.ctx, c.n_ctx_train));
   std::vector<std::string> specs = a.configs;
-  if (specs.empty()) specs.push_back(a.kv_k + "/" + a.kv_v);
+  if (specs.empty()) specs.push_back(a.kv.k + "/" + a.kv.v);
   struct Run {
     KvConfig config;
     KvRuntime rt;
@@ -160,7 +160,7 @@ int RunKld(const EvalArgs& a) {
     const size_t slash = spec.find('/');
     if (slash == std::string::npos)
       return Fail(Status::Error("--configs entry '{}' must be K/V, e.g. q8/tq3", spec));
-    auto cfg = MakeKvConfig(spec.substr(0, slash), spec.substr(slash + 1), c);
+    auto cfg = KvConfigFromFlags({spec.substr(0, slash), spec.substr(slash + 1), a.kv.sink_blocks}, c);
     if (!cfg.ok()) return Fail(cfg.status().Context(spec));
     runs.push_back(Run{cfg.value(), MakeKvRuntime(c, cfg.value())});
   }
@@ -223,7 +223,7 @@ int RunKld(const EvalArgs& a) {
   }
   std::fprintf(stderr, "\n");
   const double base_ppl = std::exp(base_nll / count);
-  nlohmann::json out = {{"ctx", n_ctx}, {"chunks", n_chunks}, {"scored_tokens", count}, {"base_ppl", base_ppl},
+  nlohmann::json out = {{"kv_sink_blocks", a.kv.sink_blocks}, {"ctx", n_ctx}, {"chunks", n_chunks}, {"scored_tokens", count}, {"base_ppl", base_ppl},
                         {"base_kv_bits_per_element", 16.0}, {"seconds", timer.Seconds()}, {"threads", a.threads}};
   if (!a.json)
     std::printf("%-20s %10s %9s %11s %11s %8s %10s\n", "K/V", "PPL", "dPPL %", "mean KLD", "p99 KLD", "top-1",
@@ -272,13 +272,13 @@ RunFn AddEval(CLI::App& app) {
     s->add_option("-c,--ctx", a->ctx, "tokens per chunk (kld default: 2048)")->check(CLI::Range(2, 1 << 20))
         ->capture_default_str();
     s->add_option("--chunks", a->chunks, "evaluate only the first N chunks (default: all)")->check(CLI::Range(1, 1 << 30));
-    AddKvFlags(s, a->kv_k, a->kv_v);
+    AddKvFlags(s, a->kv);
   }
   kld->add_option("--configs", a->configs, "several K/V pairs at once, e.g. q8/q8,q8/tq3 (the f16 base runs once)")
       ->delimiter(',');
   lg->add_option("-n,--n-tokens", a->n_tokens, "tokens to evaluate")->check(CLI::Range(1, 1 << 20))->capture_default_str();
   lg->add_option("-o,--out", a->out, "output file (raw f32, n_tokens x n_vocab)")->required();
-  AddKvFlags(lg, a->kv_k, a->kv_v);
+  AddKvFlags(lg, a->kv);
   return [a, ppl, kld] {
     if (ppl->parsed()) return RunPpl(*a);
     if (kld->parsed()) {

@@ -13,7 +13,7 @@ namespace {
 
 struct GenerateArgs {
   std::string model, prompt, prompt_file, system;
-  std::string kv_k = "f16", kv_v = "f16";
+  KvFlags kv;
   int n_predict = 64;
   int threads = DefaultThreads();
   int ctx = 0;
@@ -57,7 +57,7 @@ int RunGenerate(const GenerateArgs& a) {
     return Fail(Status::Error("the prompt has {} tokens but the context holds {} (raise -c, up to {})",
                               tokens.size(), n_ctx, c.n_ctx_train));
 
-  auto kv_config = MakeKvConfig(a.kv_k, a.kv_v, c);
+  auto kv_config = KvConfigFromFlags(a.kv, c);
   if (!kv_config.ok()) return Fail(kv_config.status());
   KvRuntime kv_rt = MakeKvRuntime(c, kv_config.value());
   std::unique_ptr<KvSequence> kv_seq = kv_rt.store->NewSequence(n_ctx);
@@ -138,7 +138,7 @@ RunFn AddGenerate(CLI::App& app) {
   cmd->add_option("-t,--threads", a->threads, "threads")->check(CLI::Range(1, 256))->capture_default_str();
   cmd->add_option("-c,--ctx", a->ctx, "context size in tokens (default: min(training context, 4096))")
       ->check(CLI::Range(1, 1 << 24));
-  AddKvFlags(cmd, a->kv_k, a->kv_v);
+  AddKvFlags(cmd, a->kv);
   cmd->add_flag("--json", a->json, "print one JSON object (text and numbers) instead of streaming");
   return [a] { return RunGenerate(*a); };
 }

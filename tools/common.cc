@@ -39,12 +39,22 @@ size_t ResidentBytes() {
   return 0;
 }
 
-void AddKvFlags(CLI::App* cmd, std::string& k, std::string& v) {
+void AddKvFlags(CLI::App* cmd, KvFlags& flags) {
   const char* help =
       "format of sealed KV blocks: f16, q8, kivi4, kivi3, kivi2, tq4, tq3, tq2, polykv-paper "
       "(the newest <32 tokens stay fp16)";
-  cmd->add_option("--kv-k", k, std::string("key ") + help)->capture_default_str();
-  cmd->add_option("--kv-v", v, std::string("value ") + help)->capture_default_str();
+  cmd->add_option("--kv-k", flags.k, std::string("key ") + help)->capture_default_str();
+  cmd->add_option("--kv-v", flags.v, std::string("value ") + help)->capture_default_str();
+  cmd->add_option("--kv-sink", flags.sink_blocks,
+                  "leading 32-token blocks of a context kept f16 (attention sinks); 0 = none")
+      ->check(CLI::Range(0, 1 << 20))->capture_default_str();
+}
+
+Result<KvConfig> KvConfigFromFlags(const KvFlags& flags, const ModelConfig& model) {
+  auto c = MakeKvConfig(flags.k, flags.v, model);
+  if (!c.ok()) return c.status();
+  c->sink_blocks = flags.sink_blocks;
+  return c;
 }
 
 void PrintJson(const nlohmann::json& j) { std::printf("%s\n", j.dump().c_str()); }

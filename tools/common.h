@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "engine/kv_config.h"  // KvConfig
 #include "model/model.h"   // Model
 #include "util/status.h"
 
@@ -36,7 +37,13 @@ size_t ResidentBytes();
 
 void PrintJson(const nlohmann::json& j);
 
-// --kv-k / --kv-v: the K and V formats of sealed KV blocks.
-void AddKvFlags(CLI::App* cmd, std::string& k, std::string& v);
+// --kv-k / --kv-v / --kv-sink: the K and V formats of sealed KV blocks.
+struct KvFlags {
+  std::string k = "f16", v = "f16";
+  size_t sink_blocks = 1;
+};
+void AddKvFlags(CLI::App* cmd, KvFlags& flags);
+// Validated against the model (errors name the flag and list valid formats).
+Result<KvConfig> KvConfigFromFlags(const KvFlags& flags, const ModelConfig& model);
 
 }  // namespace chorus::cli

@@ -23,7 +23,7 @@ Result<KvConfig> MakeKvConfig(std::string_view k, std::string_view v, const Mode
 
 KvRuntime MakeKvRuntime(const ModelConfig& model, const KvConfig& config) {
   KvRuntime r;
-  r.policy = std::make_unique<UniformPolicy>(config.k, config.v);
+  r.policy = std::make_unique<UniformPolicy>(config.k, config.v, config.sink_blocks);
   KvStoreOptions o{.n_layer = model.n_layer,
                    .shape = {.n_head = model.n_head, .n_head_kv = model.n_head_kv, .head_dim = model.head_dim},
                    .budget_bytes = config.budget_bytes};
@@ -39,9 +39,9 @@ double KvBitsPerElement(size_t bytes, size_t tokens, const ModelConfig& model) {
 size_t Fp16KvBytes(size_t tokens, const ModelConfig& model) { return tokens * model.n_layer * model.kv_dim() * 2 * 2; }
 
 std::string DescribeKvUsage(const KvConfig& config, const KvUsage& u, size_t tokens, const ModelConfig& model) {
-  return fmt::format("K {} / V {}: {:.2f} MiB held for {} tokens ({} blocks {:.2f} MiB + windows {:.2f} MiB + "
+  return fmt::format("K {} / V {} (sink blocks f16: {}): {:.2f} MiB held for {} tokens ({} blocks {:.2f} MiB + windows {:.2f} MiB + "
                      "tables {:.1f} KiB) = {:.2f} bits/element (fp16 KV: {:.2f} MiB)",
-                     KvFormatName(config.k), KvFormatName(config.v), u.total() / 1048576.0, tokens, u.blocks,
+                     KvFormatName(config.k), KvFormatName(config.v), config.sink_blocks, u.total() / 1048576.0, tokens, u.blocks,
                      u.block_bytes / 1048576.0, u.window_bytes / 1048576.0, u.table_bytes / 1024.0,
                      KvBitsPerElement(u.total(), tokens, model), Fp16KvBytes(tokens, model) / 1048576.0);
 }

@@ -42,12 +42,8 @@ KvSequence::KvSequence(KvStore& store, uint64_t id, size_t capacity)
     : store_(store), id_(id), capacity_(capacity) {
   const size_t L = store.options_.n_layer, kv_dim = store.options_.shape.kv_dim();
   tables_.resize(L);
-  win_k_.reserve(L);
-  win_v_.reserve(L);
-  for (size_t l = 0; l < L; ++l) {
-    win_k_.emplace_back(kBlockTokens * kv_dim);
-    win_v_.emplace_back(kBlockTokens * kv_dim);
-  }
+  win_k_.resize(L);  // grown on demand, up to 32 rows: a short sequence holds only what it uses
+  win_v_.resize(L);
   seal_k_.Resize(kBlockTokens * kv_dim);
   seal_v_.Resize(kBlockTokens * kv_dim);
 }
@@ -130,6 +126,11 @@ Status KvSequence::AppendAndAttend(size_t layer, size_t n, const float* k, const
   const size_t n_full = rows / kBlockTokens;
   CHORUS_RETURN_IF_ERROR(Seal(layer, n_full, nat_k_.data(), nat_v_.data()));
   const size_t tail = rows - n_full * kBlockTokens;
+  if (win_k_[layer].size() < tail * kv_dim) {
+    const size_t cap = std::min<size_t>(kBlockTokens, std::max<size_t>(tail, 2 * win_k_[layer].size() / kv_dim)) * kv_dim;
+    win_k_[layer].Resize(cap);  // contents are rewritten just below
+    win_v_[layer].Resize(cap);
+  }
   std::copy_n(nat_k_.data() + n_full * kBlockTokens * kv_dim, tail * kv_dim, win_k_[layer].data());
   std::copy_n(nat_v_.data() + n_full * kBlockTokens * kv_dim, tail * kv_dim, win_v_[layer].data());
 

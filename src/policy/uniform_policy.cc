@@ -16,6 +16,7 @@ float AbsMax(const float* x, size_t n) {
 }  // namespace
 
 BlockFormats UniformPolicy::FormatFor(const BlockInfo& info) {
+  if (info.first_pos < sink_blocks_ * kBlockTokens) return BlockFormats{};  // f16/f16
   BlockFormats f{.k = k_, .v = v_};
   const size_t n = static_cast<size_t>(kBlockTokens) * info.kv_dim;
   if (k_ == KvFormat::kPolyKvPaper) {
