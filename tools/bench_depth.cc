@@ -24,16 +24,18 @@ std::vector<int32_t> RandomTokens(size_t n, size_t n_vocab, uint64_t seed) {
 
 // Median decode tokens/s over reps runs of tg single-token steps after `depth` tokens.
 Result<double> OursAtDepth(const Model& model, const KvConfig& cfg, size_t depth, const DepthBenchArgs& a,
-                           ThreadPool& pool, size_t* kv_bytes) {
+                           ThreadPool& pool, size_t* kv_bytes, long* rss_growth) {
   const ModelConfig& c = model.config();
   ForwardPass fwd(model, 512);
   std::vector<float> logits(c.n_vocab);
   std::vector<double> rates;
   for (int r = 0; r < a.reps; ++r) {
+    const auto ctx = RandomTokens(depth + 1, c.n_vocab, 99 + r);
+    const long rss0 = static_cast<long>(ResidentBytes());
     KvRuntime rt = MakeKvRuntime(c, cfg);
     auto seq = rt.store->NewSequence(depth + a.tg + 1);
-    const auto ctx = RandomTokens(depth + 1, c.n_vocab, 99 + r);
     CHORUS_RETURN_IF_ERROR(fwd.Run(ctx, *seq, pool, LogitsFor::kLast, logits.data()));
+    if (r == 0) *rss_growth = static_cast<long>(ResidentBytes()) - rss0;
     Timer t;
     for (int i = 0; i < a.tg; ++i) {
       const int32_t one[1] = {ArgMax(logits.data(), c.n_vocab)};
@@ -98,10 +100,11 @@ int RunDepthBench(const Model& model, const DepthBenchArgs& a) {
     nlohmann::json row = {{"depth", d}};
     for (const auto& cfg : configs) {
       size_t bytes = 0;
-      auto r = OursAtDepth(model, cfg, d, a, pool, &bytes);
+      long rss_growth = 0;
+      auto r = OursAtDepth(model, cfg, d, a, pool, &bytes, &rss_growth);
       if (!r.ok()) return Fail(r.status());
       const std::string name = std::string(KvFormatName(cfg.k)) + "/" + std::string(KvFormatName(cfg.v));
-      row["chorus"][name] = {{"tg", r.value()}, {"kv_bytes", bytes}};
+      row["chorus"][name] = {{"tg", r.value()}, {"kv_bytes", bytes}, {"rss_growth_bytes", rss_growth}};
       std::printf(" %16.1f", r.value());
       std::fflush(stdout);
     }
