@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kv/attention_math.h"  // SoftmaxFold, ScoreF16Rows, AccumulateF16Rows
 #include "kv/hadamard.h"      // HadamardRotate, HadamardRotateInverse
 #include "ops/elementwise.h"  // Dot, Axpy, Scale
 #include "util/fp16.h"        // F16ToF32
@@ -34,24 +35,8 @@ void BlockAttention::Begin(const float* q, size_t n_q) {
 
 
 void BlockAttention::Update(SoftmaxState& st, const float* scores_in, size_t n_rows) {
-  float* s = const_cast<float*>(scores_in);
-  const size_t hd = g_.head_dim;
-  for (size_t i = 0; i < n_q_; ++i) {
-    float* row = s + i * kBlockTokens;
-    float mb = row[0];
-    for (size_t j = 1; j < n_rows; ++j) mb = std::max(mb, row[j]);
-    const float m_new = std::max(st.m[i], mb);
-    if (m_new != st.m[i]) {
-      const float c = st.m[i] == -INFINITY ? 0.0f : std::exp(st.m[i] - m_new);
-      st.l[i] *= c;
-      Scale(st.o.data() + i * hd, hd, c);
-      st.m[i] = m_new;
-    }
-    float sum = 0;
-    for (size_t j = 0; j < n_rows; ++j) sum += (row[j] = std::exp(row[j] - m_new));
-    for (size_t j = n_rows; j < kBlockTokens; ++j) row[j] = 0.0f;
-    st.l[i] += sum;
-  }
+  SoftmaxFold(const_cast<float*>(scores_in), n_q_, kBlockTokens, n_rows, st.m.data(), st.l.data(), st.o.data(),
+              g_.head_dim);
 }
 
 void BlockAttention::AddBlocks(std::span<const BlockView> blocks, uint32_t kv_head) {
@@ -76,20 +61,11 @@ void BlockAttention::AddBlocks(std::span<const BlockView> blocks, uint32_t kv_he
 }
 
 void BlockAttention::AddNative(const uint16_t* k, const uint16_t* v, size_t stride, size_t n_rows) {
-  const size_t hd = g_.head_dim;
   for (size_t r0 = 0; r0 < n_rows; r0 += kBlockTokens) {
     const size_t nr = std::min<size_t>(kBlockTokens, n_rows - r0);
-    for (size_t j = 0; j < nr; ++j) {
-      const uint16_t* kj = k + (r0 + j) * stride;
-      for (size_t c = 0; c < hd; ++c) tmp_[c] = F16ToF32(kj[c]);
-      for (size_t i = 0; i < n_q_; ++i) scores_[i * kBlockTokens + j] = Dot(q_ + i * hd, tmp_.data(), hd);
-    }
+    ScoreF16Rows(q_, n_q_, g_.head_dim, k + r0 * stride, stride, nr, scores_.data(), kBlockTokens);
     Update(plain_, scores_.data(), nr);
-    for (size_t j = 0; j < nr; ++j) {
-      const uint16_t* vj = v + (r0 + j) * stride;
-      for (size_t c = 0; c < hd; ++c) tmp_[c] = F16ToF32(vj[c]);
-      for (size_t i = 0; i < n_q_; ++i) Axpy(scores_[i * kBlockTokens + j], tmp_.data(), hd, plain_.o.data() + i * hd);
-    }
+    AccumulateF16Rows(scores_.data(), n_q_, kBlockTokens, v + r0 * stride, stride, nr, plain_.o.data(), g_.head_dim);
   }
 }
 
