@@ -17,8 +17,6 @@ void SoftmaxState::Reset(size_t n_q, size_t head_dim) {
   o.assign(n_q * head_dim, 0.0f);
 }
 
-bool SoftmaxState::empty() const { return m.empty() || m[0] == -INFINITY; }
-
 BlockAttention::BlockAttention(const KvGeometry& geometry) : g_(geometry) {
   for (KvFormat f : kAllKvFormats) kernels_[static_cast<size_t>(f)] = GetKvBlockKernels(f);
   tmp_.resize(g_.head_dim);
@@ -34,46 +32,54 @@ void BlockAttention::Begin(const float* q, size_t n_q) {
 }
 
 
-void BlockAttention::Update(SoftmaxState& st, const float* scores_in, size_t n_rows) {
-  SoftmaxFold(const_cast<float*>(scores_in), n_q_, kBlockTokens, n_rows, st.m.data(), st.l.data(), st.o.data(),
-              g_.head_dim);
+void BlockAttention::Update(SoftmaxState& st, size_t q0, size_t nq, size_t n_rows) {
+  SoftmaxFold(scores_.data(), nq, kBlockTokens, n_rows, st.m.data() + q0, st.l.data() + q0,
+              st.o.data() + q0 * g_.head_dim, g_.head_dim);
 }
 
-void BlockAttention::AddBlocks(std::span<const BlockView> blocks, uint32_t kv_head) {
+const float* BlockAttention::RotatedQueries() {
+  if (!have_q_rot_) {
+    const size_t hd = g_.head_dim;
+    q_rot_.assign(q_, q_ + n_q_ * hd);
+    for (size_t i = 0; i < n_q_; ++i) HadamardRotate(q_rot_.data() + i * hd, hd);
+    have_q_rot_ = true;
+  }
+  return q_rot_.data();
+}
+
+void BlockAttention::AddBlocks(std::span<const BlockView> blocks, uint32_t kv_head, size_t q0, size_t nq) {
   const size_t hd = g_.head_dim;
+  nq = std::min(nq, n_q_ - q0);
   for (const BlockView& b : blocks) {
-    const float* q = q_;
-    if (KvFormatIsRotated(b.k_format)) {
-      if (!have_q_rot_) {
-        q_rot_.assign(q_, q_ + n_q_ * hd);
-        for (size_t i = 0; i < n_q_; ++i) HadamardRotate(q_rot_.data() + i * hd, hd);
-        have_q_rot_ = true;
-      }
-      q = q_rot_.data();
-    }
-    kernels_[static_cast<size_t>(b.k_format)].score(g_, b.k, kv_head, q, n_q_, scores_.data(), kBlockTokens);
+    const float* q = (KvFormatIsRotated(b.k_format) ? RotatedQueries() : q_) + q0 * hd;
+    kernels_[static_cast<size_t>(b.k_format)].score(g_, b.k, kv_head, q, nq, scores_.data(), kBlockTokens);
     SoftmaxState& st = KvFormatIsRotated(b.v_format) ? rot_ : plain_;
     if (st.m.empty()) st.Reset(n_q_, hd);
-    Update(st, scores_.data(), kBlockTokens);
-    kernels_[static_cast<size_t>(b.v_format)].accumulate(g_, b.v, kv_head, scores_.data(), n_q_, st.o.data(),
-                                                         kBlockTokens);
+    Update(st, q0, nq, kBlockTokens);
+    kernels_[static_cast<size_t>(b.v_format)].accumulate(g_, b.v, kv_head, scores_.data(), nq,
+                                                         st.o.data() + q0 * hd, kBlockTokens);
   }
 }
 
-void BlockAttention::AddNative(const uint16_t* k, const uint16_t* v, size_t stride, size_t n_rows) {
+void BlockAttention::AddNative(const uint16_t* k, const uint16_t* v, size_t stride, size_t n_rows, size_t q0,
+                               size_t nq) {
+  const size_t hd = g_.head_dim;
+  nq = std::min(nq, n_q_ - q0);
   for (size_t r0 = 0; r0 < n_rows; r0 += kBlockTokens) {
     const size_t nr = std::min<size_t>(kBlockTokens, n_rows - r0);
-    ScoreF16Rows(q_, n_q_, g_.head_dim, k + r0 * stride, stride, nr, scores_.data(), kBlockTokens);
-    Update(plain_, scores_.data(), nr);
-    AccumulateF16Rows(scores_.data(), n_q_, kBlockTokens, v + r0 * stride, stride, nr, plain_.o.data(), g_.head_dim);
+    ScoreF16Rows(q_ + q0 * hd, nq, hd, k + r0 * stride, stride, nr, scores_.data(), kBlockTokens);
+    Update(plain_, q0, nq, nr);
+    AccumulateF16Rows(scores_.data(), nq, kBlockTokens, v + r0 * stride, stride, nr, plain_.o.data() + q0 * hd, hd);
   }
 }
 
-void BlockAttention::Finish(float* out) {
+void BlockAttention::Finish(float* out, size_t q0, size_t nq) {
   const size_t hd = g_.head_dim;
-  const bool has_rot = !rot_.m.empty() && !rot_.empty();
-  for (size_t i = 0; i < n_q_; ++i) {
-    float* o = out + i * hd;
+  nq = std::min(nq, n_q_ - q0);
+  const bool has_rot = !rot_.m.empty();
+  for (size_t r = 0; r < nq; ++r) {
+    const size_t i = q0 + r;
+    float* o = out + r * hd;
     const float mp = plain_.m[i], mr = has_rot ? rot_.m[i] : -INFINITY;
     const float m = std::max(mp, mr);
     const float cp = mp == -INFINITY ? 0.0f : std::exp(mp - m);
@@ -81,7 +87,7 @@ void BlockAttention::Finish(float* out) {
     const float denom = plain_.l[i] * cp + (has_rot ? rot_.l[i] * cr : 0.0f);
     const float inv = denom > 0 ? 1.0f / denom : 0.0f;
     for (size_t c = 0; c < hd; ++c) o[c] = plain_.o[i * hd + c] * cp * inv;
-    if (has_rot) {
+    if (has_rot && cr > 0) {
       std::copy_n(rot_.o.data() + i * hd, hd, tmp_.data());
       HadamardRotateInverse(tmp_.data(), hd);
       Axpy(cr * inv, tmp_.data(), hd, o);

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <vector>
 
@@ -27,7 +28,6 @@ struct SoftmaxState {
   std::vector<float> l;  // (n_q)
   std::vector<float> o;  // (n_q, head_dim)
   void Reset(size_t n_q, size_t head_dim);
-  bool empty() const;  // no key seen yet
 };
 
 // Scratch and states for attending n_q stacked queries of one KV head. Reused across calls.
@@ -36,15 +36,20 @@ class BlockAttention {
   BlockAttention(const KvGeometry& geometry);
   // Starts a query group: q (n_q, head_dim), already scaled by 1/sqrt(head_dim).
   void Begin(const float* q, size_t n_q);
+  // The calls below act on queries [q0, q0 + nq) of the group (all by default): a shared prefix is
+  // folded in once for every stacked query, each agent's private keys only into its own queries.
   // Folds in sealed blocks (any mix of formats), reading head `kv_head` of each.
-  void AddBlocks(std::span<const BlockView> blocks, uint32_t kv_head);
+  void AddBlocks(std::span<const BlockView> blocks, uint32_t kv_head, size_t q0 = 0, size_t nq = SIZE_MAX);
   // Folds in native fp16 rows: k, v rows of `stride` elements, this head's slice at k/v.
-  void AddNative(const uint16_t* k, const uint16_t* v, size_t stride, size_t n_rows);
-  // Writes the normalized output (n_q, head_dim), merging the plain and rotated states.
-  void Finish(float* out);
+  void AddNative(const uint16_t* k, const uint16_t* v, size_t stride, size_t n_rows, size_t q0 = 0,
+                 size_t nq = SIZE_MAX);
+  // Writes the normalized output of queries [q0, q0+nq) to out (nq, head_dim), merging the plain
+  // and rotated states.
+  void Finish(float* out, size_t q0 = 0, size_t nq = SIZE_MAX);
 
  private:
-  void Update(SoftmaxState& st, const float* scores, size_t n_rows);
+  void Update(SoftmaxState& st, size_t q0, size_t nq, size_t n_rows);
+  const float* RotatedQueries();
 
   KvGeometry g_;
   size_t n_q_ = 0;

@@ -20,8 +20,13 @@ KvGeometry KvStore::geometry() const {
   return KvGeometry{static_cast<uint32_t>(options_.shape.n_head_kv), static_cast<uint32_t>(options_.shape.head_dim)};
 }
 
-std::unique_ptr<KvSequence> KvStore::NewSequence(size_t capacity) {
+std::unique_ptr<KvSequence> KvStore::NewSequence(size_t capacity, std::shared_ptr<const KvSequence> prefix) {
   std::unique_ptr<KvSequence> s(new KvSequence(*this, next_seq_id_++, capacity));
+  if (prefix) {
+    CHORUS_CHECK(prefix->frozen_ && &prefix->store_ == this);
+    s->base_pos_ = prefix->base_pos_ + prefix->size_;
+    s->prefix_ = std::move(prefix);
+  }
   live_.insert(s.get());
   return s;
 }
@@ -42,6 +47,7 @@ KvSequence::KvSequence(KvStore& store, uint64_t id, size_t capacity)
     : store_(store), id_(id), capacity_(capacity) {
   const size_t L = store.options_.n_layer, kv_dim = store.options_.shape.kv_dim();
   tables_.resize(L);
+  prefix_views_.resize(L);
   win_k_.resize(L);  // grown on demand, up to 32 rows: a short sequence holds only what it uses
   win_v_.resize(L);
   seal_k_.Resize(kBlockTokens * kv_dim);
@@ -79,7 +85,7 @@ Status KvSequence::Seal(size_t layer, size_t n_full, const uint16_t* nat_k, cons
       seal_v_[i] = F16ToF32(sv[i]);
     }
     const size_t index = tables_[layer].size() + made.size();
-    BlockInfo info{.seq_id = id_, .layer = layer, .block_index = index, .first_pos = index * kBlockTokens,
+    BlockInfo info{.seq_id = id_, .layer = layer, .block_index = index, .first_pos = base_pos_ + index * kBlockTokens,
                    .k = seal_k_.data(), .v = seal_v_.data(), .kv_dim = kv_dim};
     const BlockFormats f = store_.policy_->FormatFor(info);
     Status st = CheckKvFormat(f.k, KvSide::kKey, g);
@@ -99,17 +105,14 @@ Status KvSequence::Seal(size_t layer, size_t n_full, const uint16_t* nat_k, cons
   return Status::Ok();
 }
 
-Status KvSequence::AppendAndAttend(size_t layer, size_t n, const float* k, const float* v, const float* q,
-                                   float* out, ThreadPool& pool) {
+Status KvSequence::Append(size_t layer, size_t n, const float* k, const float* v) {
+  if (frozen_) return Status::Error("a shared context is read-only: no tokens can be appended to it");
   if (size_ + n > capacity_)
-    return Status::Error("context overflow: {} cached + {} new tokens exceed the context of {} tokens", size_, n,
-                         capacity_);
-  const AttentionShape& sh = store_.options_.shape;
-  const size_t kv_dim = sh.kv_dim(), q_dim = sh.q_dim(), hd = sh.head_dim;
-  const size_t group = sh.n_head / sh.n_head_kv;
-  const size_t sealed0 = tables_[layer].size();
-  const size_t base = sealed0 * kBlockTokens;  // position of the first native row
-  const size_t w = size_ - base;               // tokens in the window before this batch
+    return Status::Error("context overflow: {} cached + {} new tokens exceed the context of {} tokens",
+                         base_pos_ + size_, n, base_pos_ + capacity_);
+  const size_t kv_dim = store_.options_.shape.kv_dim();
+  const size_t base = tables_[layer].size() * kBlockTokens;  // own index of the first native row
+  const size_t w = size_ - base;                             // tokens in the window before this batch
   const size_t rows = w + n;
   // Native rows [base, size_ + n): the window, then the new tokens rounded to fp16.
   if (nat_k_.size() < rows * kv_dim) {
@@ -122,6 +125,7 @@ Status KvSequence::AppendAndAttend(size_t layer, size_t n, const float* k, const
     nat_k_[w * kv_dim + i] = F32ToF16(k[i]);
     nat_v_[w * kv_dim + i] = F32ToF16(v[i]);
   }
+  nat_base_ = base;
   // Seal every block that is now complete.
   const size_t n_full = rows / kBlockTokens;
   CHORUS_RETURN_IF_ERROR(Seal(layer, n_full, nat_k_.data(), nat_v_.data()));
@@ -133,33 +137,69 @@ Status KvSequence::AppendAndAttend(size_t layer, size_t n, const float* k, const
   }
   std::copy_n(nat_k_.data() + n_full * kBlockTokens * kv_dim, tail * kv_dim, win_k_[layer].data());
   std::copy_n(nat_v_.data() + n_full * kBlockTokens * kv_dim, tail * kv_dim, win_v_[layer].data());
-
-  // Views of this layer's blocks, in order.
+  // Views of this layer's blocks, in order, for the attention that follows.
   const BlockPool& bp = store_.pool_;
-  std::vector<BlockView> views;
-  views.reserve(tables_[layer].size());
+  views_.clear();
   for (BlockId id : tables_[layer]) {
     const BlockMeta& m = bp.meta(id);
-    views.push_back({bp.k_data(id), bp.v_data(id), m.k_format, m.v_format});
+    views_.push_back({bp.k_data(id), bp.v_data(id), m.k_format, m.v_format});
   }
-  if (attn_.size() < static_cast<size_t>(pool.size())) {
+  return Status::Ok();
+}
+
+void KvSequence::AddPrefix(BlockAttention& att, size_t layer, uint32_t kv_head, size_t q0, size_t nq) const {
+  if (!prefix_) return;
+  const KvSequence& P = *prefix_;
+  const size_t kv_dim = store_.options_.shape.kv_dim(), hd = store_.options_.shape.head_dim;
+  const BlockPool& bp = store_.pool_;
+  std::vector<BlockView>& pv = P.prefix_views_[layer];
+  if (pv.size() != P.tables_[layer].size()) {  // built once per layer: the prefix is frozen
+    pv.clear();
+    for (BlockId id : P.tables_[layer]) {
+      const BlockMeta& m = bp.meta(id);
+      pv.push_back({bp.k_data(id), bp.v_data(id), m.k_format, m.v_format});
+    }
+  }
+  att.AddBlocks(pv, kv_head, q0, nq);
+  const size_t tail = P.window_tokens(layer);
+  if (tail > 0)
+    att.AddNative(P.win_k_[layer].data() + kv_head * hd, P.win_v_[layer].data() + kv_head * hd, kv_dim, tail, q0, nq);
+}
+
+void KvSequence::AddOwn(BlockAttention& att, size_t t, uint32_t kv_head, size_t q0, size_t nq) const {
+  const size_t kv_dim = store_.options_.shape.kv_dim(), hd = store_.options_.shape.head_dim;
+  const size_t p = size_ + t;  // own index of the token
+  const size_t nb = p / kBlockTokens;
+  const size_t row0 = nb * kBlockTokens - nat_base_;
+  att.AddBlocks(std::span<const BlockView>(views_.data(), nb), kv_head, q0, nq);
+  att.AddNative(nat_k_.data() + row0 * kv_dim + kv_head * hd, nat_v_.data() + row0 * kv_dim + kv_head * hd, kv_dim,
+                p - nb * kBlockTokens + 1, q0, nq);
+}
+
+void KvSequence::EnsureAttention(int n) {
+  if (attn_.size() < static_cast<size_t>(n)) {
     attn_.clear();
-    for (int i = 0; i < pool.size(); ++i) attn_.push_back(std::make_unique<BlockAttention>(store_.geometry()));
+    for (int i = 0; i < n; ++i) attn_.push_back(std::make_unique<BlockAttention>(store_.geometry()));
   }
-  // Token at position p sees sealed blocks [0, p/32) compressed and rows [32·(p/32), p] native.
+}
+
+Status KvSequence::AppendAndAttend(size_t layer, size_t n, const float* k, const float* v, const float* q,
+                                   float* out, ThreadPool& pool) {
+  CHORUS_RETURN_IF_ERROR(Append(layer, n, k, v));
+  const AttentionShape& sh = store_.options_.shape;
+  const size_t q_dim = sh.q_dim(), hd = sh.head_dim, group = sh.n_head / sh.n_head_kv;
+  EnsureAttention(pool.size());
+  // Token at own index p sees the prefix, its sealed blocks [0, p/32) compressed and rows
+  // [32·(p/32), p] native.
   const size_t units = n * sh.n_head_kv;
   pool.Run([&](int ti, int nt) {
     BlockAttention& att = *attn_[ti];
     for (size_t u = ti; u < units; u += nt) {
-      const size_t t = u / sh.n_head_kv, hk = u % sh.n_head_kv;
-      const size_t p = size_ + t;
-      const size_t nb = p / kBlockTokens;
-      const size_t row0 = nb * kBlockTokens - base;
-      const float* qg = q + t * q_dim + hk * group * hd;
-      att.Begin(qg, group);
-      att.AddBlocks(std::span<const BlockView>(views.data(), nb), static_cast<uint32_t>(hk));
-      att.AddNative(nat_k_.data() + row0 * kv_dim + hk * hd, nat_v_.data() + row0 * kv_dim + hk * hd, kv_dim,
-                    p - nb * kBlockTokens + 1);
+      const size_t t = u / sh.n_head_kv;
+      const auto hk = static_cast<uint32_t>(u % sh.n_head_kv);
+      att.Begin(q + t * q_dim + hk * group * hd, group);
+      AddPrefix(att, layer, hk, 0, group);
+      AddOwn(att, t, hk, 0, group);
       att.Finish(out + t * q_dim + hk * group * hd);
     }
   });

@@ -43,8 +43,10 @@ class KvStore {
   KvStore(const KvStore&) = delete;
   KvStore& operator=(const KvStore&) = delete;
 
-  // A new empty sequence of at most `capacity` tokens.
-  std::unique_ptr<KvSequence> NewSequence(size_t capacity);
+  // A new empty sequence of at most `capacity` tokens of its own. With a prefix (a frozen
+  // sequence of this store, e.g. a shared document), its tokens continue after the prefix's
+  // positions and attend to the prefix's blocks and tail too; the prefix stays alive while read.
+  std::unique_ptr<KvSequence> NewSequence(size_t capacity, std::shared_ptr<const KvSequence> prefix = nullptr);
 
   BlockPool& pool() { return pool_; }
   const BlockPool& pool() const { return pool_; }
@@ -68,11 +70,26 @@ class KvSequence final : public SequenceKv {
   KvSequence(const KvSequence&) = delete;
   KvSequence& operator=(const KvSequence&) = delete;
 
-  size_t size() const override { return size_; }
+  size_t size() const override { return size_; }  // own tokens (after the prefix)
   size_t capacity() const override { return capacity_; }
+  size_t Position(size_t t) const override { return base_pos_ + size_ + t; }
   Status AppendAndAttend(size_t layer, size_t n, const float* k, const float* v, const float* q, float* out,
                          ThreadPool& pool) override;
   void Commit(size_t n) override { size_ += n; }
+
+  // Read-only from now on (a shared context): Append fails, sequences may use it as a prefix.
+  void Freeze() { frozen_ = true; }
+  bool frozen() const { return frozen_; }
+  const KvSequence* prefix() const { return prefix_.get(); }
+  size_t base_position() const { return base_pos_; }
+
+  // The two halves of AppendAndAttend, for batches of several sequences (kv/kv_batch.h):
+  // Append stores and seals this layer's K/V of the next n own tokens (native rows kept for the
+  // attention of this layer); AddPrefix / AddOwn fold the prefix, and the keys visible to own
+  // token t of the batch, into queries [q0, q0+nq) of att.
+  Status Append(size_t layer, size_t n, const float* k, const float* v);
+  void AddPrefix(BlockAttention& att, size_t layer, uint32_t kv_head, size_t q0, size_t nq) const;
+  void AddOwn(BlockAttention& att, size_t t, uint32_t kv_head, size_t q0, size_t nq) const;
 
   uint64_t id() const { return id_; }
   const std::vector<BlockId>& blocks(size_t layer) const { return tables_[layer]; }
@@ -84,12 +101,19 @@ class KvSequence final : public SequenceKv {
   friend class KvStore;
   KvSequence(KvStore& store, uint64_t id, size_t capacity);
   Status Seal(size_t layer, size_t n_full, const uint16_t* nat_k, const uint16_t* nat_v);
+  void EnsureAttention(int n);
 
   KvStore& store_;
   uint64_t id_;
   size_t capacity_;
   size_t size_ = 0;
+  size_t base_pos_ = 0;   // absolute position of own token 0 (= prefix length)
+  bool frozen_ = false;
+  std::shared_ptr<const KvSequence> prefix_;
   std::vector<std::vector<BlockId>> tables_;     // (n_layer, sealed blocks)
+  mutable std::vector<std::vector<BlockView>> prefix_views_;  // (n_layer) views when used as a frozen prefix
+  std::vector<BlockView> views_;                 // this layer's own blocks, set by Append
+  size_t nat_base_ = 0;                          // own index of nat_ row 0
   std::vector<AlignedBuffer<uint16_t>> win_k_;   // (n_layer) (32, kv_dim) fp16 tokens after the last sealed block
   std::vector<AlignedBuffer<uint16_t>> win_v_;   // (n_layer) (32, kv_dim)
   AlignedBuffer<uint16_t> nat_k_, nat_v_;        // scratch (window + batch, kv_dim) fp16

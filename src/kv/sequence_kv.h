@@ -22,6 +22,8 @@ class SequenceKv {
   virtual ~SequenceKv() = default;
   virtual size_t size() const = 0;      // tokens committed
   virtual size_t capacity() const = 0;  // most tokens it may hold
+  // Absolute position (for RoPE) of row t of the next batch.
+  virtual size_t Position(size_t t) const { return size() + t; }
   // Stores this layer's K/V of positions [size(), size() + n) and writes causal attention of the n
   // queries over positions [0, own position]: k, v: (n, kv_dim); q: (n, q_dim) already scaled by
   // 1/sqrt(head_dim); out: (n, q_dim). An error leaves the sequence unchanged for this layer.

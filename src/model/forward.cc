@@ -44,7 +44,7 @@ Status ForwardPass::Run(std::span<const int32_t> tokens, SequenceKv& kv, ThreadP
       return Status::Error("token id {} at index {} is outside the vocabulary [0, {})", tokens[i], i, c_.n_vocab);
   if (kv.size() + tokens.size() > kv.capacity())
     return Status::Error("context overflow: {} cached + {} new tokens exceed the context of {} tokens",
-                         kv.size(), tokens.size(), kv.capacity());
+                         kv.Position(0), tokens.size(), kv.Position(0) - kv.size() + kv.capacity());
   for (size_t done = 0; done < tokens.size(); done += max_batch_) {
     const size_t n = std::min(max_batch_, tokens.size() - done);
     const bool last_piece = done + n == tokens.size();
@@ -58,12 +58,12 @@ Status ForwardPass::Run(std::span<const int32_t> tokens, SequenceKv& kv, ThreadP
 
 Status ForwardPass::RunBatch(std::span<const int32_t> tokens, SequenceKv& kv, ThreadPool& pool,
                              LogitsFor which, float* logits) {
-  const size_t n = tokens.size(), d = c_.n_embd, pos0 = kv.size();
+  const size_t n = tokens.size(), d = c_.n_embd;
   const ModelWeights& w = model_.weights();
   for (size_t t = 0; t < n; ++t) {
     DequantizeRow(w.token_embd.type, w.token_embd.data + tokens[t] * w.token_embd.row_bytes,
                   x_.data() + t * d, d);
-    RopeTable(static_cast<int64_t>(pos0 + t), c_.rope_dim, c_.rope_base, rope_.data() + t * c_.rope_dim);
+    RopeTable(static_cast<int64_t>(kv.Position(t)), c_.rope_dim, c_.rope_base, rope_.data() + t * c_.rope_dim);
   }
   auto norm_rows = [&](const float* weight) {
     pool.ParallelFor(n, 1, [&](size_t b, size_t e) {
