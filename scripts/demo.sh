@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The main job on a fresh machine: set everything up (packages, model, build), then run chorus on
-# the real model. Usage: scripts/demo.sh [-t THREADS]
+# The main job on a fresh machine: set everything up (packages, model, build), then a multi-agent
+# demo on the real model: one shared, compressed document, one agent per question. Usage: scripts/demo.sh [-t THREADS]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -12,6 +12,5 @@ echo
 echo "==> chorus inspect"
 build/bin/chorus inspect "$model" | head -16
 echo
-echo "==> chorus generate --chat (greedy, $threads threads)"
-build/bin/chorus generate -m "$model" -t "$threads" --chat --temp 0 -n 96 \
-  -p "In three sentences: why does a shared, compressed KV cache help many agents that read one long document?"
+echo "==> chorus agents: 7 agents share one compressed document (WikiText-2 'Du Fu'), $threads threads"
+build/bin/chorus agents -m "$model" -t "$threads" --doc examples/du_fu.txt --questions examples/du_fu_questions.txt -n 64

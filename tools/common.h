@@ -19,6 +19,7 @@ RunFn AddGenerate(CLI::App& app);
 RunFn AddInspect(CLI::App& app);
 RunFn AddEval(CLI::App& app);
 RunFn AddBench(CLI::App& app);
+RunFn AddAgents(CLI::App& app);
 
 // Prints "error: <message>" on one line to stderr and returns exit code 1.
 int Fail(const Status& s);

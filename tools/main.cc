@@ -9,7 +9,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "chorus 0.1");
   using namespace chorus::cli;
-  RunFn gen = AddGenerate(app), ins = AddInspect(app), ev = AddEval(app), be = AddBench(app);
+  RunFn gen = AddGenerate(app), ins = AddInspect(app), ev = AddEval(app), be = AddBench(app),
+        ag = AddAgents(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -27,6 +28,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("inspect")) return ins();
     if (app.got_subcommand("eval")) return ev();
     if (app.got_subcommand("bench")) return be();
+    if (app.got_subcommand("agents")) return ag();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

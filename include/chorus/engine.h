@@ -1,0 +1,94 @@
+// chorus public API: one engine, shared documents (compressed once, read by every agent), agents
+// that decode together in one batch per step.
+//
+//   auto engine = chorus::Engine::Open({.model_path = "model.gguf"}).value();
+//   auto doc = engine->Share(document_text).value();          // prefilled and compressed once
+//   auto a = engine->Spawn(doc, "\n\nQuestion: ...", {}).value();
+//   while (engine->running() > 0) engine->Step();             // one token for every agent
+//   engine->agent(a)->text;
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "chorus/status.h"  // Status, Result
+
+namespace chorus {
+
+struct EngineOptions {
+  std::string model_path;
+  int threads = 0;           // 0 = every core
+  size_t n_ctx = 0;          // positions per agent (document + prompt + answer); 0 = min(training, 8192)
+  std::string shared_k = "q8", shared_v = "tq3";    // formats of shared-context blocks
+  std::string private_k = "q8", private_v = "q8";   // formats of each agent's own blocks
+  size_t sink_blocks = 1;    // leading blocks of a context kept f16
+  size_t kv_budget_bytes = 0;  // 0 = unlimited; agents that do not fit are refused with a message
+};
+
+struct AgentOptions {
+  float temperature = 0.0f;  // 0 = greedy
+  int top_k = 40;
+  float top_p = 0.95f;
+  uint64_t seed = 0;
+  int max_tokens = 128;
+};
+
+using ContextId = uint64_t;
+using AgentId = uint64_t;
+
+struct AgentState {
+  std::string text;             // generated so far
+  std::vector<int32_t> tokens;  // generated ids
+  size_t prompt_tokens = 0;
+  bool done = false;
+  std::string stop;             // "end of generation", "max tokens", "context full"
+  size_t peak_private_bytes = 0;  // measured bytes of its own KV (blocks + window + table)
+  double seconds = 0;           // wall time from spawn to done
+};
+
+struct EngineKvReport {
+  size_t shared_bytes = 0;   // blocks + tails of live shared contexts
+  size_t private_bytes = 0;  // every running agent's own KV
+  size_t total_bytes = 0;    // everything the KV layer holds (pool + windows + tables)
+  size_t budget_bytes = 0;
+};
+
+class Engine {
+ public:
+  using Progress = std::function<void(size_t done, size_t total)>;
+
+  static Result<std::unique_ptr<Engine>> Open(const EngineOptions& options);
+  ~Engine();
+
+  // Prefills `text` once (raw, special tokens parsed), compresses it with the shared formats and
+  // seals it read-only. The same model + tokens twice returns the same context (stored once).
+  Result<ContextId> Share(std::string_view text, const Progress& progress = {});
+  // The caller's reference to a context is dropped; it is freed when no running agent reads it.
+  void Release(ContextId context);
+
+  // An agent whose prompt continues the context (context 0 = none); its prompt is prefilled now.
+  Result<AgentId> Spawn(ContextId context, std::string_view prompt, const AgentOptions& options);
+  // Advances every running agent by one token, all in one batched forward pass.
+  Status Step();
+  size_t running() const;
+  const AgentState* agent(AgentId id) const;
+
+  EngineKvReport KvReport() const;
+  // Tokens of a context, and bytes an fp16 KV of n tokens would take (the baseline).
+  size_t ContextTokens(ContextId context) const;
+  size_t Fp16Bytes(size_t tokens) const;
+  // Number of live shared contexts (a context freed when unused disappears).
+  size_t live_contexts() const;
+
+  struct Impl;
+
+ private:
+  explicit Engine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace chorus

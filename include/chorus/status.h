@@ -1,0 +1,3 @@
+// Public: Status and Result<T> (errors that name the problem).
+#pragma once
+#include "util/status.h"  // IWYU pragma: export

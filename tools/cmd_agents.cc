@@ -1,0 +1,172 @@
+// `chorus agents`: one shared document, one agent per question, all decoding together; prints each
+// answer and the measured KV memory against an fp16 copy per agent.
+#include <fstream>
+#include <sstream>
+
+#include "chorus/engine.h"
+#include "model/chat_template.h"  // ApplyChatTemplate
+#include "tools/common.h"
+#include "util/timer.h"
+
+namespace chorus::cli {
+namespace {
+
+struct AgentsArgs {
+  std::string model, doc, questions, policy = "chorus";
+  std::string shared_k, shared_v, private_k = "q8", private_v = "q8";
+  int threads = DefaultThreads(), max_tokens = 96, ctx = 0;
+  size_t budget = 0, sink = 1;
+  bool json = false, quiet = false;
+};
+
+// The chat template split around the user's content: (before, after).
+Result<std::pair<std::string, std::string>> ChatFrame(const Model& model) {
+  const std::string mark = "\x01CHORUS_CONTENT\x01";
+  auto tmpl = model.chat_template();
+  if (!tmpl) return std::pair<std::string, std::string>{"", "\nAnswer:"};
+  std::vector<ChatMessage> msgs{{"user", mark}};
+  auto text = ApplyChatTemplate(*tmpl, msgs, true);
+  if (!text.ok()) return text.status();
+  const size_t at = text->find(mark);
+  return std::pair<std::string, std::string>{text->substr(0, at), text->substr(at + mark.size())};
+}
+
+int RunAgents(const AgentsArgs& a) {
+  auto doc = ReadFile(a.doc);
+  if (!doc.ok()) return Fail(doc.status());
+  auto qtext = ReadFile(a.questions);
+  if (!qtext.ok()) return Fail(qtext.status());
+  std::vector<std::string> questions;
+  std::istringstream qs(qtext.value());
+  for (std::string line; std::getline(qs, line);)
+    if (line.find_first_not_of(" \t\r") != std::string::npos) questions.push_back(line);
+  if (questions.empty()) return Fail(Status::Error("'{}' has no questions (one per line)", a.questions));
+
+  EngineOptions eo{.model_path = a.model, .threads = a.threads, .n_ctx = static_cast<size_t>(a.ctx),
+                   .private_k = a.private_k, .private_v = a.private_v, .sink_blocks = a.sink,
+                   .kv_budget_bytes = a.budget};
+  if (a.policy == "polykv-paper") {
+    eo.shared_k = "polykv-paper", eo.shared_v = "tq3", eo.sink_blocks = 0;
+  } else if (a.policy == "polykv") {
+    eo.shared_k = "q8", eo.shared_v = "tq3";
+  } else if (a.policy == "chorus") {
+    eo.shared_k = "q8", eo.shared_v = "tq3";
+  } else {
+    return Fail(Status::Error("unknown --policy '{}' (valid: chorus, polykv, polykv-paper)", a.policy));
+  }
+  if (!a.shared_k.empty()) eo.shared_k = a.shared_k;
+  if (!a.shared_v.empty()) eo.shared_v = a.shared_v;
+  auto engine_r = Engine::Open(eo);
+  if (!engine_r.ok()) return Fail(engine_r.status());
+  Engine& engine = *engine_r.value();
+  auto model_r = LoadModel(a.model);  // for the chat frame only (mmap'ed: no copy)
+  if (!model_r.ok()) return Fail(model_r.status());
+  auto frame = ChatFrame(*model_r.value());
+  if (!frame.ok()) return Fail(frame.status());
+
+  Timer t_share;
+  auto ctx = engine.Share(frame->first + doc.value(), [&](size_t done, size_t total) {
+    if (!a.quiet) std::fprintf(stderr, "\rprefilling the shared document: %zu/%zu tokens", done, total);
+  });
+  if (!a.quiet) std::fprintf(stderr, "\n");
+  if (!ctx.ok()) return Fail(ctx.status());
+  const double share_s = t_share.Seconds();
+  const size_t doc_tokens = engine.ContextTokens(*ctx);
+
+  Timer t_run;
+  std::vector<AgentId> ids;
+  std::vector<std::string> refused;
+  for (const auto& q : questions) {
+    AgentOptions ao{.temperature = 0.0f, .max_tokens = a.max_tokens};
+    auto id = engine.Spawn(*ctx, "\n\nQuestion: " + q + frame->second, ao);
+    if (!id.ok()) {
+      refused.push_back(id.status().message());
+      std::fprintf(stderr, "agent %zu refused: %s\n", ids.size() + refused.size(), id.status().message().c_str());
+      continue;
+    }
+    ids.push_back(*id);
+  }
+  if (ids.empty()) return Fail(Status::Error("no agent could start: {}", refused.front()));
+  size_t peak_total = engine.KvReport().total_bytes, peak_private = engine.KvReport().private_bytes;
+  const size_t shared_bytes = engine.KvReport().shared_bytes;
+  Timer t_decode;
+  size_t steps = 0;
+  while (engine.running() > 0) {
+    if (Status s = engine.Step(); !s.ok()) return Fail(s);
+    ++steps;
+    const EngineKvReport r = engine.KvReport();
+    peak_total = std::max(peak_total, r.total_bytes);
+    peak_private = std::max(peak_private, r.private_bytes);
+    if (!a.quiet && !a.json) std::fprintf(stderr, "\rstep %zu: %zu agents running", steps, engine.running());
+  }
+  if (!a.quiet && !a.json) std::fprintf(stderr, "\n");
+  const double decode_s = t_decode.Seconds(), run_s = t_run.Seconds();
+  size_t generated = 0, baseline = 0;
+  nlohmann::json agents_json = nlohmann::json::array();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const AgentState& s = *engine.agent(ids[i]);
+    generated += s.tokens.size();
+    baseline += engine.Fp16Bytes(doc_tokens + s.prompt_tokens + s.tokens.size());
+    agents_json.push_back({{"question", questions[i]}, {"answer", s.text}, {"tokens", s.tokens.size()},
+                           {"prompt_tokens", s.prompt_tokens}, {"stop", s.stop},
+                           {"private_bytes", s.peak_private_bytes}, {"tokens_per_s", s.tokens.size() / s.seconds}});
+    if (!a.json) std::printf("\n[agent %zu] %s\n%s\n", i + 1, questions[i].c_str(), s.text.c_str());
+  }
+  const double reduction = 100.0 * (1.0 - double(peak_total) / baseline);
+  if (a.json) {
+    PrintJson({{"agents", agents_json}, {"refused", refused}, {"doc_tokens", doc_tokens},
+               {"shared_k", eo.shared_k}, {"shared_v", eo.shared_v}, {"private_k", eo.private_k},
+               {"private_v", eo.private_v}, {"shared_bytes", shared_bytes}, {"peak_private_bytes", peak_private},
+               {"peak_total_bytes", peak_total}, {"fp16_per_agent_baseline_bytes", baseline},
+               {"reduction_pct", reduction}, {"prefill_seconds", share_s}, {"decode_seconds", decode_s},
+               {"generated_tokens", generated}, {"aggregate_tokens_per_s", generated / decode_s},
+               {"run_seconds", run_s}, {"threads", a.threads}});
+    return 0;
+  }
+  std::printf("\n%zu agents over a %zu-token document (shared K %s / V %s, private K %s / V %s, %d threads)\n",
+              ids.size(), doc_tokens, eo.shared_k.c_str(), eo.shared_v.c_str(), eo.private_k.c_str(),
+              eo.private_v.c_str(), a.threads);
+  std::printf("  shared KV (stored once)        %10.2f MiB\n", shared_bytes / 1048576.0);
+  for (size_t i = 0; i < ids.size(); ++i)
+    std::printf("  agent %-3zu private KV (peak)   %10.2f MiB  %4zu tokens  %6.1f tok/s\n", i + 1,
+                engine.agent(ids[i])->peak_private_bytes / 1048576.0, engine.agent(ids[i])->tokens.size(),
+                engine.agent(ids[i])->tokens.size() / engine.agent(ids[i])->seconds);
+  std::printf("  total KV held (peak, measured) %10.2f MiB\n", peak_total / 1048576.0);
+  std::printf("  fp16 copy per agent (baseline) %10.2f MiB\n", baseline / 1048576.0);
+  std::printf("  reduction                      %9.1f %%\n", reduction);
+  std::printf("  document prefill %.2f s (%.0f tok/s); decode %zu tokens in %.2f s = %.1f tok/s aggregate\n", share_s,
+              doc_tokens / share_s, generated, decode_s, generated / decode_s);
+  return 0;
+}
+
+}  // namespace
+
+RunFn AddAgents(CLI::App& app) {
+  auto a = std::make_shared<AgentsArgs>();
+  CLI::App* cmd = app.add_subcommand("agents", "Many agents, one document: the document's KV is computed and "
+                                               "compressed once, every agent (one per question) reads it, all "
+                                               "decode together in one batch per step.");
+  cmd->add_option("-m,--model", a->model, "GGUF model file")->required();
+  cmd->add_option("--doc", a->doc, "the shared document (text file)")->required();
+  cmd->add_option("--questions", a->questions, "questions, one per line: one agent each")->required();
+  cmd->add_option("-n,--max-tokens", a->max_tokens, "tokens per answer")->check(CLI::Range(1, 1 << 16))
+      ->capture_default_str();
+  cmd->add_option("--policy", a->policy, "shared-context preset: chorus (q8/tq3), polykv (q8/tq3), "
+                                         "polykv-paper (the paper's per-layer int8 K, tq3 V, no sink block)")
+      ->capture_default_str();
+  cmd->add_option("--kv-shared-k", a->shared_k, "override the shared K format");
+  cmd->add_option("--kv-shared-v", a->shared_v, "override the shared V format");
+  cmd->add_option("--kv-private-k", a->private_k, "K format of each agent's own blocks")->capture_default_str();
+  cmd->add_option("--kv-private-v", a->private_v, "V format of each agent's own blocks")->capture_default_str();
+  cmd->add_option("--kv-sink", a->sink, "leading 32-token blocks of a context kept f16")->capture_default_str();
+  cmd->add_option("--kv-budget", a->budget, "KV byte budget; agents that do not fit are refused with a message")
+      ->check(CLI::Range(size_t{1}, SIZE_MAX));
+  cmd->add_option("-c,--ctx", a->ctx, "positions per agent (document + question + answer)")
+      ->check(CLI::Range(1, 1 << 24));
+  cmd->add_option("-t,--threads", a->threads, "threads")->check(CLI::Range(1, 256))->capture_default_str();
+  cmd->add_flag("--quiet", a->quiet, "no progress lines");
+  cmd->add_flag("--json", a->json, "print one JSON object");
+  return [a] { return RunAgents(*a); };
+}
+
+}  // namespace chorus::cli
