@@ -1,0 +1,133 @@
+// Engine on the real model: the shared context is stored once whatever the number of agents, total KV =
+// shared + Σ private, agents joining and finishing at random leak nothing and answer exactly as when
+// run alone, and bad requests get clear errors.
+#include "chorus/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+#include <string>
+
+#include "model/chat_template.h"
+
+namespace chorus {
+namespace {
+
+constexpr const char* kModel = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+
+std::string Document() {
+  std::string d =
+      "The Roman Empire was the post-Republican state of ancient Rome. It included large territorial holdings "
+      "around the Mediterranean Sea in Europe, North Africa, and Western Asia, and was ruled by emperors. ";
+  std::string out;
+  for (int i = 0; i < 6; ++i) out += d;  // ~300 tokens: several sealed blocks and a tail
+  return out;
+}
+
+std::unique_ptr<Engine> Open(size_t budget = 0) {
+  auto e = Engine::Open({.model_path = kModel, .threads = 2, .n_ctx = 1024, .kv_budget_bytes = budget});
+  EXPECT_TRUE(e.ok()) << e.status().message() << " — run scripts/fetch_model.sh";
+  return e.ok() ? std::move(e).value() : nullptr;
+}
+
+TEST(Engine, SharedBytesIndependentOfAgentCount) {
+  for (size_t n : {1u, 4u, 16u}) {
+    auto engine = Open();
+    ASSERT_TRUE(engine);
+    auto ctx = engine->Share(Document());
+    ASSERT_TRUE(ctx.ok()) << ctx.status().message();
+    const size_t shared_alone = engine->KvReport().shared_bytes;
+    for (size_t i = 0; i < n; ++i)
+      ASSERT_TRUE(engine->Spawn(*ctx, "\nQuestion " + std::to_string(i) + ": who ruled?\nAnswer:",
+                                {.max_tokens = 40}).ok());
+    ASSERT_TRUE(engine->Step().ok());
+    const EngineKvReport r = engine->KvReport();
+    EXPECT_EQ(r.shared_bytes, shared_alone) << n << " agents";
+    EXPECT_EQ(r.total_bytes, r.shared_bytes + r.private_bytes) << n << " agents";
+    // Sharing the same document again stores nothing new.
+    auto again = engine->Share(Document());
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(*again, *ctx);
+    EXPECT_EQ(engine->KvReport().shared_bytes, shared_alone);
+  }
+}
+
+std::string Alone(ContextId* ctx_out, const std::string& prompt, int max_tokens) {
+  auto engine = Open();
+  auto ctx = engine->Share(Document());
+  auto id = engine->Spawn(*ctx, prompt, {.max_tokens = max_tokens});
+  EXPECT_TRUE(id.ok());
+  while (engine->running()) EXPECT_TRUE(engine->Step().ok());
+  return engine->agent(*id)->text;
+}
+
+TEST(Engine, LifecycleUnderLoad) {
+  auto engine = Open();
+  ASSERT_TRUE(engine);
+  auto ctx = engine->Share(Document());
+  ASSERT_TRUE(ctx.ok());
+  std::mt19937 rng(11);
+  std::map<AgentId, std::pair<std::string, int>> spawned;  // prompt, max_tokens
+  const char* topics[] = {"emperors", "the Mediterranean", "North Africa", "Rome", "Europe", "Asia"};
+  int joined = 0;
+  for (int step = 0; step < 60 && (joined < 10 || engine->running()); ++step) {
+    // Up to 6 running at once, joining at random steps with random answer lengths.
+    if (joined < 10 && engine->running() < 6 && rng() % 3 == 0) {
+      const std::string p = std::string("\nQuestion: what about ") + topics[joined % 6] + "?\nAnswer:";
+      const int max_tokens = 3 + rng() % 12;
+      auto id = engine->Spawn(*ctx, p, {.max_tokens = max_tokens});
+      ASSERT_TRUE(id.ok()) << id.status().message();
+      spawned[*id] = {p, max_tokens};
+      ++joined;
+    }
+    ASSERT_TRUE(engine->Step().ok());
+  }
+  while (engine->running()) ASSERT_TRUE(engine->Step().ok());
+  EXPECT_EQ(joined, 10);
+  EXPECT_EQ(engine->KvReport().private_bytes, 0u);  // every finished agent freed its blocks
+  const size_t shared = engine->KvReport().shared_bytes;
+  EXPECT_EQ(engine->KvReport().total_bytes, shared);
+  engine->Release(*ctx);
+  EXPECT_EQ(engine->live_contexts(), 0u);
+  EXPECT_EQ(engine->KvReport().total_bytes, 0u);  // the context is freed with its last reader
+  for (const auto& [id, pm] : spawned) {
+    ContextId unused;
+    EXPECT_EQ(engine->agent(id)->text, Alone(&unused, pm.first, pm.second)) << pm.first;
+  }
+}
+
+TEST(Engine, BadRequestsAreClearErrors) {
+  auto engine = Open();
+  ASSERT_TRUE(engine);
+  std::string huge;
+  for (int i = 0; i < 400; ++i) huge += "many words of a long document ";
+  auto too_long = engine->Share(huge);
+  ASSERT_FALSE(too_long.ok());
+  EXPECT_NE(too_long.status().message().find("context"), std::string::npos) << too_long.status().message();
+  auto ctx = engine->Share(Document());
+  ASSERT_TRUE(ctx.ok());
+  EXPECT_FALSE(engine->Spawn(*ctx, "", {}).ok());
+  EXPECT_FALSE(engine->Spawn(12345, "hi", {}).ok());
+  auto over = engine->Spawn(*ctx, "hi", {.max_tokens = 5000});
+  ASSERT_FALSE(over.ok());
+  EXPECT_NE(over.status().message().find("exceed the context"), std::string::npos);
+
+  // A budget that fits the document and one agent, not two: the second is refused with numbers.
+  auto small = Open();
+  auto c2 = small->Share(Document());
+  ASSERT_TRUE(c2.ok());
+  const size_t shared = small->KvReport().total_bytes;
+  auto tight = Open(shared + 2200000);
+  auto c3 = tight->Share(Document());
+  ASSERT_TRUE(c3.ok()) << c3.status().message();
+  auto first = tight->Spawn(*c3, "\nQuestion: who?\nAnswer:", {.max_tokens = 64});
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  auto refused = tight->Spawn(*c3, "\nQuestion: where?\nAnswer:", {.max_tokens = 64});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("budget"), std::string::npos) << refused.status().message();
+  while (tight->running()) ASSERT_TRUE(tight->Step().ok());  // the admitted agent is unharmed
+}
+
+}  // namespace
+}  // namespace chorus
