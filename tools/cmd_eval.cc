@@ -279,7 +279,9 @@ RunFn AddEval(CLI::App& app) {
   lg->add_option("-n,--n-tokens", a->n_tokens, "tokens to evaluate")->check(CLI::Range(1, 1 << 20))->capture_default_str();
   lg->add_option("-o,--out", a->out, "output file (raw f32, n_tokens x n_vocab)")->required();
   AddKvFlags(lg, a->kv);
-  return [a, ppl, kld] {
+  auto [polykv, polykv_run] = AddPolykvEval(cmd);
+  return [a, ppl, kld, polykv = polykv, polykv_run = polykv_run] {
+    if (polykv->parsed()) return polykv_run();
     if (ppl->parsed()) return RunPpl(*a);
     if (kld->parsed()) {
       if (kld->count("--ctx") == 0) a->ctx = 2048;

@@ -77,6 +77,15 @@ class Engine {
   size_t running() const;
   const AgentState* agent(AgentId id) const;
 
+  // Teacher-forced scoring of `text` as the continuation of a context (perplexity protocol):
+  // the summed negative log-likelihood of its tokens 2..n (token 1 has no logits in the
+  // continuation) and their count. Nothing is kept afterwards.
+  struct ScoreResult {
+    double nll = 0;
+    size_t count = 0;
+  };
+  Result<ScoreResult> Score(ContextId context, std::string_view text);
+
   EngineKvReport KvReport() const;
   // Tokens of a context, and bytes an fp16 KV of n tokens would take (the baseline).
   size_t ContextTokens(ContextId context) const;

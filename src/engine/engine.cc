@@ -15,6 +15,7 @@
 #include "model/forward.h"          // ForwardPass
 #include "model/model.h"            // Model
 #include "model/sampler.h"          // Sampler
+#include "ops/elementwise.h"         // LogSumExp
 #include "policy/uniform_policy.h"  // UniformPolicy
 #include "util/timer.h"
 
@@ -290,6 +291,32 @@ Status Engine::Step() {
     for (size_t i = 0; i < n; ++i) m.Accept(*live[b0 + i], m.logits.data() + i * V);
   }
   return Status::Ok();
+}
+
+Result<Engine::ScoreResult> Engine::Score(ContextId context, std::string_view text) {
+  Impl& m = *impl_;
+  auto it = m.contexts.find(context);
+  if (it == m.contexts.end()) return Status::Error("unknown or freed context {}", context);
+  const std::vector<int32_t> tokens = m.model->tokenizer().Encode(text, false, false);
+  if (tokens.size() < 2) return Status::Error("the text to score needs at least 2 tokens");
+  if (it->second.tokens + tokens.size() > m.n_ctx)
+    return Status::Error("context ({}) + text ({}) exceed the context of {}", it->second.tokens, tokens.size(),
+                         m.n_ctx);
+  const size_t V = m.model->config().n_vocab;
+  auto seq = m.store->NewSequence(tokens.size(), it->second.seq);
+  ScoreResult r;
+  std::vector<float> logits(std::min<size_t>(512, tokens.size()) * V);
+  for (size_t done = 0; done < tokens.size(); done += 512) {
+    const size_t n = std::min<size_t>(512, tokens.size() - done);
+    CHORUS_RETURN_IF_ERROR(m.fwd->Run(std::span<const int32_t>(tokens).subspan(done, n), *seq, *m.pool,
+                                      LogitsFor::kAll, logits.data()));
+    for (size_t j = 0; j < n && done + j + 1 < tokens.size(); ++j) {
+      const float* row = logits.data() + j * V;
+      r.nll -= row[tokens[done + j + 1]] - LogSumExp(row, V);
+      ++r.count;
+    }
+  }
+  return r;
 }
 
 size_t Engine::running() const {
