@@ -24,19 +24,32 @@ struct EvalArgs {
   bool json = false;
 };
 
+struct EvalInputs {
+  std::string text;
+  std::unique_ptr<Model> model;
+};
+
+// The text file and the model of an eval command (errors name the path).
+Result<EvalInputs> LoadInputs(const EvalArgs& a) {
+  auto text = ReadFile(a.file);
+  if (!text.ok()) return text.status();
+  auto model = LoadModel(a.model);
+  if (!model.ok()) return model.status();
+  return EvalInputs{std::move(text).value(), std::move(model).value()};
+}
+
 // Perplexity over non-overlapping chunks of n_ctx tokens, each from an empty cache, scoring the
 // second half of each chunk (tokens n_ctx/2 .. n_ctx-1), BOS first when the model adds one.
 int RunPpl(const EvalArgs& a) {
-  auto text = ReadFile(a.file);
-  if (!text.ok()) return Fail(text.status());
-  auto model_r = LoadModel(a.model);
-  if (!model_r.ok()) return Fail(model_r.status());
-  const Model& model = *model_r.value();
+  auto in = LoadInputs(a);
+  if (!in.ok()) return Fail(in.status());
+  const Model& model = *in->model;
+  const std::string& text = in->text;
   const ModelConfig& c = model.config();
   if (static_cast<size_t>(a.ctx) > c.n_ctx_train)
     return Fail(Status::Error("-c {} exceeds the model's training context of {}", a.ctx, c.n_ctx_train));
   Timer t_tok;
-  std::vector<int32_t> tokens = model.tokenizer().Encode(text.value(), /*add_special=*/false, false);
+  std::vector<int32_t> tokens = model.tokenizer().Encode(text, /*add_special=*/false, false);
   const double tok_s = t_tok.Seconds();
   const size_t n_ctx = a.ctx;
   size_t n_chunks = tokens.size() / n_ctx;
@@ -99,13 +112,12 @@ int RunPpl(const EvalArgs& a) {
 // Dumps raw little-endian f32 logits (n_tokens, n_vocab) for the first n tokens of a file, run as
 // one sequence from position 0.
 int RunLogits(const EvalArgs& a) {
-  auto text = ReadFile(a.file);
-  if (!text.ok()) return Fail(text.status());
-  auto model_r = LoadModel(a.model);
-  if (!model_r.ok()) return Fail(model_r.status());
-  const Model& model = *model_r.value();
+  auto in = LoadInputs(a);
+  if (!in.ok()) return Fail(in.status());
+  const Model& model = *in->model;
+  const std::string& text = in->text;
   const ModelConfig& c = model.config();
-  std::vector<int32_t> tokens = model.tokenizer().Encode(text.value(), false, false);
+  std::vector<int32_t> tokens = model.tokenizer().Encode(text, false, false);
   if (tokens.size() < static_cast<size_t>(a.n_tokens))
     return Fail(Status::Error("'{}' has only {} tokens, fewer than -n {}", a.file, tokens.size(), a.n_tokens));
   tokens.resize(a.n_tokens);
@@ -136,11 +148,10 @@ int RunLogits(const EvalArgs& a) {
 // positions (llama.cpp's chunking: chunks of -c tokens, second half scored), for one or more
 // K/V format pairs; the f16 base is computed once per chunk.
 int RunKld(const EvalArgs& a) {
-  auto text = ReadFile(a.file);
-  if (!text.ok()) return Fail(text.status());
-  auto model_r = LoadModel(a.model);
-  if (!model_r.ok()) return Fail(model_r.status());
-  const Model& model = *model_r.value();
+  auto in = LoadInputs(a);
+  if (!in.ok()) return Fail(in.status());
+  const Model& model = *in->model;
+  const std::string& text = in->text;
   const ModelConfig& c = model.config();
   const size_t V = c.n_vocab, n_ctx = a.ctx;
   if (n_ctx > c.n_ctx_train)
@@ -164,7 +175,7 @@ int RunKld(const EvalArgs& a) {
     if (!cfg.ok()) return Fail(cfg.status().Context(spec));
     runs.push_back(Run{cfg.value(), MakeKvRuntime(c, cfg.value())});
   }
-  std::vector<int32_t> tokens = model.tokenizer().Encode(text.value(), false, false);
+  std::vector<int32_t> tokens = model.tokenizer().Encode(text, false, false);
   size_t n_chunks = tokens.size() / n_ctx;
   if (n_chunks == 0)
     return Fail(Status::Error("'{}' has {} tokens, fewer than one chunk of -c {}", a.file, tokens.size(), n_ctx));
