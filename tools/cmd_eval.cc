@@ -39,7 +39,8 @@ Result<EvalInputs> LoadInputs(const EvalArgs& a) {
 }
 
 // Perplexity over non-overlapping chunks of n_ctx tokens, each from an empty cache, scoring the
-// second half of each chunk (tokens n_ctx/2 .. n_ctx-1), BOS first when the model adds one.
+// second half of each chunk (logits n_ctx/2 .. n_ctx-2 predict the next token: 255 per chunk at
+// 512, exactly as llama-perplexity), the first token replaced by BOS when the model adds one.
 int RunPpl(const EvalArgs& a) {
   auto in = LoadInputs(a);
   if (!in.ok()) return Fail(in.status());
@@ -76,7 +77,7 @@ int RunPpl(const EvalArgs& a) {
     auto kv = kv_rt.store->NewSequence(n_ctx);
     if (Status s = fwd.Run(chunk, *kv, pool, LogitsFor::kAll, logits.data()); !s.ok()) return Fail(s);
     usage = kv_rt.store->Usage();
-    for (size_t j = first - 1; j + 1 < n_ctx; ++j) {
+    for (size_t j = first; j + 1 < n_ctx; ++j) {  // llama-perplexity: logits first..n_ctx-2
       const float* row = logits.data() + j * c.n_vocab;
       const double lp = row[chunk[j + 1]] - LogSumExp(row, c.n_vocab);
       nll -= lp;
@@ -186,7 +187,7 @@ int RunKld(const EvalArgs& a) {
   KvRuntime base_rt = MakeKvRuntime(c, KvConfig{});
   ThreadPool pool(a.threads);
   ForwardPass fwd(model, 512);
-  const size_t first = n_ctx / 2, n_scored = n_ctx - first;  // rows first-1 .. n_ctx-2
+  const size_t first = n_ctx / 2, n_scored = n_ctx - first - 1;  // rows first .. n_ctx-2
   std::vector<float> logits(n_ctx * V), base_lp(n_scored * V), lp(V);
   double base_nll = 0;
   size_t count = 0;
@@ -199,7 +200,7 @@ int RunKld(const EvalArgs& a) {
       if (Status s = fwd.Run(chunk, *kv, pool, LogitsFor::kAll, logits.data()); !s.ok()) return Fail(s);
     }
     for (size_t r = 0; r < n_scored; ++r) {
-      const size_t j = first - 1 + r;
+      const size_t j = first + r;
       const float* row = logits.data() + j * V;
       const float lse = static_cast<float>(LogSumExp(row, V));
       for (size_t i = 0; i < V; ++i) base_lp[r * V + i] = row[i] - lse;
@@ -211,7 +212,7 @@ int RunKld(const EvalArgs& a) {
       if (Status s = fwd.Run(chunk, *kv, pool, LogitsFor::kAll, logits.data()); !s.ok()) return Fail(s);
       run.bytes = run.rt.store->Usage().total();
       for (size_t r = 0; r < n_scored; ++r) {
-        const size_t j = first - 1 + r;
+        const size_t j = first + r;
         const float* row = logits.data() + j * V;
         const float lse = static_cast<float>(LogSumExp(row, V));
         const float* b = base_lp.data() + r * V;
