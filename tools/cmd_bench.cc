@@ -6,6 +6,7 @@
 
 #include "model/forward.h"
 #include "model/sampler.h"  // ArgMax
+#include "tools/bench_agents.h"
 #include "tools/bench_depth.h"
 #include "tools/common.h"
 #include "util/timer.h"
@@ -20,6 +21,9 @@ struct BenchArgs {
   bool no_peer = false, json = false;
   std::string python = "python3";
   std::vector<size_t> depths;  // decode-at-depth mode
+  std::vector<size_t> agents;  // multi-agent mode
+  size_t doc_tokens = 4096;
+  std::string doc_file = "../shared/data/wikitext-2/test.txt";
   std::vector<std::string> kv{"f16/f16"}, peer_kv{"f16", "q8_0", "q4_0"};
 };
 
@@ -90,6 +94,18 @@ int RunBench(const BenchArgs& a) {
   auto model_r = LoadModel(a.model);
   if (!model_r.ok()) return Fail(model_r.status());
   const Model& model = *model_r.value();
+  if (!a.agents.empty()) {
+    auto text = ReadFile(a.doc_file);
+    if (!text.ok()) return Fail(text.status());
+    std::vector<int32_t> toks = model.tokenizer().Encode(text.value(), false, false);
+    if (toks.size() < a.doc_tokens) return Fail(Status::Error("'{}' has fewer than {} tokens", a.doc_file, a.doc_tokens));
+    toks.resize(a.doc_tokens);
+    AgentsBenchArgs g{.model = a.model, .python = a.python, .agents = a.agents, .doc_tokens = a.doc_tokens,
+                      .kv = a.kv.size() == 1 && a.kv[0] == "f16/f16" ? std::vector<std::string>{"q8/tq3", "f16/f16"} : a.kv,
+                      .peer_kv = a.no_peer ? std::vector<std::string>{} : a.peer_kv, .threads = a.threads.back(),
+                      .tg = a.tg, .json = a.json};
+    return RunAgentsBench(model.tokenizer().Decode(toks), g);
+  }
   if (!a.depths.empty()) {
     DepthBenchArgs d{.model = a.model, .python = a.python, .depths = a.depths, .kv = a.kv,
                      .peer_kv = a.no_peer ? std::vector<std::string>{} : a.peer_kv, .threads = a.threads.back(),
@@ -169,6 +185,11 @@ RunFn AddBench(CLI::App& app) {
   cmd->add_option("--python", a->python, "python with llama-cpp-python")->capture_default_str();
   cmd->add_option("--depths", a->depths, "decode-at-depth mode: context depths, e.g. 0,1024,4096,8192")
       ->delimiter(',');
+  cmd->add_option("--agents", a->agents, "multi-agent mode: agent counts, e.g. 1,4,8,15 (one shared document)")
+      ->delimiter(',')->check(CLI::Range(1, 512));
+  cmd->add_option("--doc-tokens", a->doc_tokens, "multi-agent mode: shared document tokens (from --doc-file)")
+      ->capture_default_str();
+  cmd->add_option("--doc-file", a->doc_file, "multi-agent mode: text the document is cut from")->capture_default_str();
   cmd->add_option("--kv", a->kv, "depth mode: chorus K/V formats, e.g. f16/f16,q8/tq3,kivi4/kivi4")
       ->delimiter(',')->capture_default_str();
   cmd->add_option("--peer-kv", a->peer_kv, "depth mode: llama.cpp KV types (f16, q8_0, q4_0)")

@@ -35,6 +35,7 @@ struct AgentOptions {
   float top_p = 0.95f;
   uint64_t seed = 0;
   int max_tokens = 128;
+  bool ignore_eog = false;  // benchmarks: keep generating past end-of-generation tokens
 };
 
 using ContextId = uint64_t;

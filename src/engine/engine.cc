@@ -118,7 +118,7 @@ struct Engine::Impl {
   void Accept(Agent& a, const float* row) {
     const Tokenizer& tok = model->tokenizer();
     const int32_t t = a.sampler->Sample(row, model->config().n_vocab);
-    if (tok.IsEndOfGeneration(t)) {
+    if (tok.IsEndOfGeneration(t) && !a.options.ignore_eog) {
       Finish(a, "end of generation");
       return;
     }

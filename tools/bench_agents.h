@@ -1,0 +1,22 @@
+// Multi-agent decode benchmark beside llama.cpp's shared-sequence batched decode.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "tools/common.h"
+
+namespace chorus::cli {
+
+struct AgentsBenchArgs {
+  std::string model, python = "python3";
+  std::vector<size_t> agents;
+  size_t doc_tokens = 4096;
+  std::vector<std::string> kv{"q8/tq3", "f16/f16"};
+  std::vector<std::string> peer_kv{"f16", "q8_0", "q4_0"};
+  int threads = 2, tg = 128;
+  bool json = false;
+};
+
+int RunAgentsBench(const std::string& doc_text, const AgentsBenchArgs& a);
+
+}  // namespace chorus::cli
