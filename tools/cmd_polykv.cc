@@ -16,7 +16,7 @@ struct PolykvArgs {
   std::string model, file;
   std::vector<size_t> doc_tokens{600, 1900, 5000};
   std::vector<size_t> agents{1, 3, 5, 10, 15};
-  std::vector<std::string> configs{"polykv-paper/tq3", "q8/tq3", "tq4/tq3"};
+  std::vector<std::string> configs{"polykv-paper/tq3", "q8/tq3", "tq4/tq3", "tq4/tq2"};
   std::string private_kv = "q8/q8";
   int max_tokens = 32, threads = DefaultThreads();
   bool json = false;
@@ -56,24 +56,29 @@ struct RunResult {
 
 Result<RunResult> RunOne(const PolykvArgs& a, const std::string& k, const std::string& v, const std::string& pk,
                          const std::string& pv, size_t sink, const std::string& pool_text,
-                         const std::string& rest_text) {
+                         const std::string& rest_text, const std::pair<std::string, std::string>& frame) {
   EngineOptions eo{.model_path = a.model, .threads = a.threads, .shared_k = k, .shared_v = v, .private_k = pk,
                    .private_v = pv, .sink_blocks = sink};
   auto engine_r = Engine::Open(eo);
   if (!engine_r.ok()) return engine_r.status();
   Engine& e = *engine_r.value();
   RunResult r;
-  auto ctx = e.Share(pool_text);
-  if (!ctx.ok()) return ctx.status();
-  r.shared_bytes = e.KvReport().shared_bytes;
-  auto sc = e.Score(*ctx, rest_text);
+  // Perplexity: the raw pool, then the raw rest (the paper's protocol).
+  auto raw = e.Share(pool_text);
+  if (!raw.ok()) return raw.status();
+  auto sc = e.Score(*raw, rest_text);
   if (!sc.ok()) return sc.status();
   r.ppl = std::exp(sc->nll / sc->count);
+  e.Release(*raw);
+  // Agents: the pool inside the chat template's user turn, each question after it.
+  auto ctx = e.Share(frame.first + pool_text);
+  if (!ctx.ok()) return ctx.status();
+  r.shared_bytes = e.KvReport().shared_bytes;
   const size_t pool_tokens = e.ContextTokens(*ctx);
   for (size_t n : a.agents) {
     std::vector<AgentId> ids;
     for (size_t i = 0; i < n; ++i) {
-      auto id = e.Spawn(*ctx, std::string("\n\nQuestion: ") + kQuestions[i % 15] + "\nAnswer:",
+      auto id = e.Spawn(*ctx, std::string("\n\nQuestion: ") + kQuestions[i % 15] + frame.second,
                         {.max_tokens = a.max_tokens});
       if (!id.ok()) return id.status();
       ids.push_back(*id);
@@ -101,6 +106,8 @@ int RunPolykv(const PolykvArgs& a) {
   auto model_r = LoadModel(a.model);
   if (!model_r.ok()) return Fail(model_r.status());
   const Tokenizer& tok = model_r.value()->tokenizer();
+  auto frame = ChatFrame(*model_r.value());
+  if (!frame.ok()) return Fail(frame.status());
   const std::vector<int32_t> all = tok.Encode(text.value(), false, false);
   nlohmann::json out = {{"max_tokens", a.max_tokens}, {"private_kv", a.private_kv}, {"threads", a.threads}};
   const size_t slash = a.private_kv.find('/');
@@ -114,7 +121,7 @@ int RunPolykv(const PolykvArgs& a) {
     const std::string pool_text = tok.Decode(std::span<const int32_t>(all).subspan(off, cut));
     const std::string rest_text = tok.Decode(std::span<const int32_t>(all).subspan(off + cut, d - cut));
     std::fprintf(stderr, "document of %zu tokens: f16 base ...\n", d);
-    auto base = RunOne(a, "f16", "f16", "f16", "f16", 0, pool_text, rest_text);
+    auto base = RunOne(a, "f16", "f16", "f16", "f16", 0, pool_text, rest_text, frame.value());
     if (!base.ok()) return Fail(base.status());
     nlohmann::json doc = {{"doc_tokens", d}, {"pool_tokens", cut}, {"base_ppl", base->ppl}};
     for (const std::string& cfg : a.configs) {
@@ -123,7 +130,8 @@ int RunPolykv(const PolykvArgs& a) {
       const std::string k = cfg.substr(0, s2), v = cfg.substr(s2 + 1);
       const bool paper = k == "polykv-paper";
       std::fprintf(stderr, "document of %zu tokens: %s ...\n", d, cfg.c_str());
-      auto r = RunOne(a, k, v, paper ? "polykv-paper" : pk, paper ? "tq3" : pv, paper ? 0 : 1, pool_text, rest_text);
+      auto r = RunOne(a, k, v, paper ? "polykv-paper" : pk, paper ? "tq3" : pv, paper ? 0 : 1, pool_text, rest_text,
+                      frame.value());
       if (!r.ok()) return Fail(r.status().Context(cfg));
       nlohmann::json c = {{"config", cfg}, {"ppl", r->ppl}, {"ppl_delta_pct", 100 * (r->ppl / base->ppl - 1)},
                           {"shared_bytes", r->shared_bytes}};
@@ -134,7 +142,9 @@ int RunPolykv(const PolykvArgs& a) {
           f1 += TokenF1(base->answers[n][i], r->answers[n][i]);
           exact += base->answers[n][i] == r->answers[n][i];
         }
-        c["agents"].push_back({{"n", n}, {"kv_bytes", r->peak_bytes[n]}, {"fp16_copies_bytes", r->baseline_bytes[n]},
+        size_t answer_tokens = 0;
+        for (const auto& ans : r->answers[n]) answer_tokens += ans.size();
+        c["agents"].push_back({{"n", n}, {"mean_answer_tokens", double(answer_tokens) / n}, {"kv_bytes", r->peak_bytes[n]}, {"fp16_copies_bytes", r->baseline_bytes[n]},
                                {"reduction_pct", 100.0 * (1 - double(r->peak_bytes[n]) / r->baseline_bytes[n])},
                                {"answer_f1", f1 / n}, {"answers_identical", exact}});
       }

@@ -1,6 +1,8 @@
 // Shared command-line helpers.
 #include "tools/common.h"
 
+#include "model/chat_template.h"  // ApplyChatTemplate
+
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -55,6 +57,17 @@ Result<KvConfig> KvConfigFromFlags(const KvFlags& flags, const ModelConfig& mode
   if (!c.ok()) return c.status();
   c->sink_blocks = flags.sink_blocks;
   return c;
+}
+
+Result<std::pair<std::string, std::string>> ChatFrame(const Model& model) {
+  const std::string mark = "\x01CHORUS_CONTENT\x01";
+  auto tmpl = model.chat_template();
+  if (!tmpl) return std::pair<std::string, std::string>{"", "\nAnswer:"};
+  std::vector<ChatMessage> msgs{{"user", mark}};
+  auto text = ApplyChatTemplate(*tmpl, msgs, true);
+  if (!text.ok()) return text.status();
+  const size_t at = text->find(mark);
+  return std::pair<std::string, std::string>{text->substr(0, at), text->substr(at + mark.size())};
 }
 
 void PrintJson(const nlohmann::json& j) { std::printf("%s\n", j.dump().c_str()); }

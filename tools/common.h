@@ -39,6 +39,10 @@ size_t ResidentBytes();
 
 void PrintJson(const nlohmann::json& j);
 
+// The model's chat template split around a user turn's content: (before, after); without a
+// template, ("", "\nAnswer:").
+Result<std::pair<std::string, std::string>> ChatFrame(const Model& model);
+
 // --kv-k / --kv-v / --kv-sink: the K and V formats of sealed KV blocks.
 struct KvFlags {
   std::string k = "f16", v = "f16";

@@ -23,7 +23,7 @@ struct EngineOptions {
   std::string model_path;
   int threads = 0;           // 0 = every core
   size_t n_ctx = 0;          // positions per agent (document + prompt + answer); 0 = min(training, 8192)
-  std::string shared_k = "q8", shared_v = "tq3";    // formats of shared-context blocks
+  std::string shared_k = "tq4", shared_v = "tq3";   // shared-context blocks (measured: docs/results/polykv.md)
   std::string private_k = "q8", private_v = "q8";   // formats of each agent's own blocks
   size_t sink_blocks = 1;    // leading blocks of a context kept f16
   size_t kv_budget_bytes = 0;  // 0 = unlimited; agents that do not fit are refused with a message
