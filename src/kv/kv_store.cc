@@ -137,8 +137,19 @@ Status KvSequence::Append(size_t layer, size_t n, const float* k, const float* v
   }
   std::copy_n(nat_k_.data() + n_full * kBlockTokens * kv_dim, tail * kv_dim, win_k_[layer].data());
   std::copy_n(nat_v_.data() + n_full * kBlockTokens * kv_dim, tail * kv_dim, win_v_[layer].data());
-  // Views of this layer's blocks, in order, for the attention that follows.
+  // Views of this layer's blocks (and, once, of the frozen prefix's), for the attention that
+  // follows — built here, serially, because the attention runs on several threads.
   const BlockPool& bp = store_.pool_;
+  if (prefix_) {
+    std::vector<BlockView>& pv = prefix_->prefix_views_[layer];
+    if (pv.size() != prefix_->tables_[layer].size()) {
+      pv.clear();
+      for (BlockId id : prefix_->tables_[layer]) {
+        const BlockMeta& m = bp.meta(id);
+        pv.push_back({bp.k_data(id), bp.v_data(id), m.k_format, m.v_format});
+      }
+    }
+  }
   views_.clear();
   for (BlockId id : tables_[layer]) {
     const BlockMeta& m = bp.meta(id);
@@ -151,15 +162,7 @@ void KvSequence::AddPrefix(BlockAttention& att, size_t layer, uint32_t kv_head, 
   if (!prefix_) return;
   const KvSequence& P = *prefix_;
   const size_t kv_dim = store_.options_.shape.kv_dim(), hd = store_.options_.shape.head_dim;
-  const BlockPool& bp = store_.pool_;
-  std::vector<BlockView>& pv = P.prefix_views_[layer];
-  if (pv.size() != P.tables_[layer].size()) {  // built once per layer: the prefix is frozen
-    pv.clear();
-    for (BlockId id : P.tables_[layer]) {
-      const BlockMeta& m = bp.meta(id);
-      pv.push_back({bp.k_data(id), bp.v_data(id), m.k_format, m.v_format});
-    }
-  }
+  const std::vector<BlockView>& pv = P.prefix_views_[layer];  // built serially by Append
   att.AddBlocks(pv, kv_head, q0, nq);
   const size_t tail = P.window_tokens(layer);
   if (tail > 0)
