@@ -7,8 +7,9 @@
 #   2. scripts/ref/llama_logits.py --full-out → REF (the same, from llama.cpp; goldens go to the
 #      temp dir, the committed ones are not touched)
 #   3. token ids must be identical (the tokenizer), then scripts/ref/compare_logits.py:
-#      KL(llama.cpp || chorus) mean/p99/max, top-1 agreement; fails if mean KL > 1e-3 or
-#      top-1 < 0.995 (the thresholds of tests/e2e/llamacpp_logits_test.cc).
+#      KL(llama.cpp || chorus) mean/p99/max, top-1 agreement; fails if mean KL > 4e-3 or
+#      top-1 < 0.96 (the thresholds of tests/e2e/llamacpp_logits_test.cc: the activation-rounding
+#      noise floor, docs/results/foundation.md).
 #   4. with --ppl-chunks N: chorus eval ppl vs scripts/ref/llama_ppl.py on the first N chunks.
 # Exit status 0 only if every check passes. Temp files are removed unless --keep DIR.
 set -euo pipefail
@@ -61,7 +62,7 @@ PY
 failed=()
 echo "==> KL(llama.cpp || chorus), top-1"
 python3 scripts/ref/compare_logits.py "$tmp/ref.npy" "$tmp/ours.f32" --golden "$tmp/ref.json" \
-  --max-kl-mean 1e-3 --min-top1 0.995 || failed+=("logits")
+  --max-kl-mean 4e-3 --min-top1 0.96 || failed+=("logits")
 
 if [ "$ppl_chunks" -gt 0 ]; then
   echo "==> perplexity, first $ppl_chunks chunks of 512"
