@@ -56,7 +56,7 @@ Batch RandomBatch(size_t n, std::mt19937& rng, const AttentionShape& kShape = kS
   b.k.resize(n * kShape.kv_dim());
   b.v.resize(n * kShape.kv_dim());
   b.q.resize(n * kShape.q_dim());
-  for (auto& x : b.k) x = nd(rng) * (getenv("KSCALE") ? atof(getenv("KSCALE")) : 2.0f);
+  for (auto& x : b.k) x = nd(rng) * 2.0f;
   for (auto& x : b.v) x = nd(rng);
   for (auto& x : b.q) x = nd(rng) * 0.125f;
   return b;

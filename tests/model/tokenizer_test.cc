@@ -35,7 +35,7 @@ std::string ReadFile(const std::string& path) {
 
 std::string WikiTextPath() {
   if (const char* env = std::getenv("CHORUS_WIKITEXT_DIR")) return std::string(env) + "/test.txt";
-  for (const std::string& dir : {std::string(CHORUS_SOURCE_DIR) + "/shared/data/wikitext-2",
+  for (const std::string& dir : {std::string(CHORUS_SOURCE_DIR) + "/../shared/data/wikitext-2",
                                 std::string("/work/shared/data/wikitext-2")}) {
     if (std::filesystem::exists(dir + "/test.txt")) return dir + "/test.txt";
   }
