@@ -89,8 +89,8 @@ def prefill(m: R.Model, rng, n: int) -> None:
     m.synchronize()
 
 
-def run_pp(m: R.Model, rng, n_prompt: int, depth: int) -> float:
-    """Seconds for one n_prompt-token decode after `depth` tokens of context."""
+def run_pp(m: R.Model, rng, n_prompt: int, depth: int) -> tuple[float, float]:
+    """(wall, process CPU) seconds for one n_prompt-token decode after `depth` tokens of context."""
     m.clear()
     if depth:
         prefill(m, rng, depth)
@@ -99,45 +99,52 @@ def run_pp(m: R.Model, rng, n_prompt: int, depth: int) -> float:
     want[-1] = True
     if n_prompt <= m.n_batch:
         m.fill(toks, depth, want)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         m.run()
         m.synchronize()
-        return time.perf_counter() - t0
+        return time.perf_counter() - t0, time.process_time() - c0
     # prompt larger than n_batch: several decodes, like llama-bench's test_prompt
-    total, pos = 0.0, 0
+    total, cpu, pos = 0.0, 0.0, 0
     while pos < n_prompt:
         k = min(m.n_batch, n_prompt - pos)
         m.fill(toks[pos:pos + k], depth + pos, want[pos:pos + k])
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         m.run()
         total += time.perf_counter() - t0
+        cpu += time.process_time() - c0
         pos += k
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     m.synchronize()
-    return total + time.perf_counter() - t0
+    return total + time.perf_counter() - t0, cpu + time.process_time() - c0
 
 
-def run_tg(m: R.Model, rng, n_gen: int, depth: int) -> float:
-    """Seconds for n_gen single-token decodes after `depth` tokens of context."""
+def run_tg(m: R.Model, rng, n_gen: int, depth: int) -> tuple[float, float]:
+    """(wall, process CPU) seconds for n_gen single-token decodes after `depth` tokens of context."""
     m.clear()
     if depth:
         prefill(m, rng, depth)
     toks = rng.integers(0, m.n_vocab, n_gen)
-    total = 0.0
+    total = cpu = 0.0
     for i in range(n_gen):
         m.fill(toks[i:i + 1], depth + i, True)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         m.run()
         m.synchronize()
         total += time.perf_counter() - t0
-    return total
+        cpu += time.process_time() - c0
+    return total, cpu
 
 
-def summarize(n_tok: int, secs: list[float]) -> dict:
+def summarize(n_tok: int, secs: list[float], cpus: list[float]) -> dict:
     ts = [n_tok / s for s in secs]
     return {"tps_median": statistics.median(ts), "tps_best": max(ts), "tps_mean": statistics.fmean(ts),
             "tps_stdev": statistics.stdev(ts) if len(ts) > 1 else 0.0,
-            "samples_tps": [round(x, 2) for x in ts], "samples_s": [round(s, 5) for s in secs]}
+            "samples_tps": [round(x, 2) for x in ts], "samples_s": [round(s, 5) for s in secs],
+            # tokens per CPU-second of this process (all its threads). Diagnostic: ≈ tps at 1 thread
+            # when the process was never descheduled; it does not see contention for caches or
+            # hyper-thread siblings, so it is no substitute for a quiet machine.
+            "tokens_per_cpu_s_median": statistics.median(n_tok / max(c, 1e-9) for c in cpus),
+            "samples_cpu_s": [round(c, 5) for c in cpus]}
 
 
 def main() -> int:
@@ -204,12 +211,14 @@ def main() -> int:
             m = R.Model(a.model, n_ctx=a.depth + n_tok, n_batch=n_batch, n_ubatch=n_ubatch, n_threads=nt,
                         kv_type=a.kv_type, flash_attn=fa, verbose=a.verbose)
             fn(m, rng, warm_n, 0)  # warm-up, as llama-bench: a full pp / a 1-token tg
-            secs, idles = [], []
+            secs, cpus, idles = [], [], []
             for _ in range(a.reps):
                 idles.append(wait_idle(a.wait_idle, a.idle_threshold))
-                secs.append(fn(m, rng, n_tok, a.depth))
+                wall, cpu = fn(m, rng, n_tok, a.depth)
+                secs.append(wall)
+                cpus.append(cpu)
             m.close()
-            s = summarize(n_tok, secs)
+            s = summarize(n_tok, secs, cpus)
             if a.wait_idle > 0:
                 s["cpu_idle_before_rep"] = [round(x, 3) for x in idles]
             result["threads"][str(nt)][name] = round(s["tps_median"], 2)
