@@ -89,6 +89,37 @@ struct TqRows {  // head_dim is a multiple of 32, hence of N: no scalar tail
   }
 };
 
+// A row tile decoded once into f32 (values before the row scale, which stays separate), for many
+// stacked queries: the per-query arithmetic is then bit-identical to reading the compressed rows
+// directly (the same floats meet the same FMAs in the same order), so an agent's result does not
+// depend on how many other queries share the pass. Scratch lives on the stack (≤ 32 KiB).
+inline constexpr uint32_t kDecodeMaxDim = 256;
+
+struct DecodedRows {
+  const float* tile;    // (32, d)
+  uint32_t d;
+  const float* scales;  // (32)
+  const uint8_t* Row(size_t j) const { return reinterpret_cast<const uint8_t*>(tile + j * d); }
+  float Scale(const uint8_t* row) const { return scales[(reinterpret_cast<const float*>(row) - tile) / d]; }
+  VF Load(DF df, const uint8_t* row, size_t c) const { return hn::LoadU(df, reinterpret_cast<const float*>(row) + c); }
+  float At(const uint8_t* row, size_t c) const { return reinterpret_cast<const float*>(row)[c]; }
+};
+
+template <class Rows>
+HWY_INLINE DecodedRows DecodeRows(const Rows& rows, uint32_t d, float* tile, float* scales) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  const size_t d_vec = d - d % N;
+  for (size_t j = 0; j < kBlockTokens; ++j) {
+    const uint8_t* row = rows.Row(j);
+    scales[j] = rows.Scale(row);
+    float* out = tile + j * d;
+    for (size_t c = 0; c < d_vec; c += N) hn::StoreU(rows.Load(df, row, c), df, out + c);
+    for (size_t c = d_vec; c < d; ++c) out[c] = rows.At(row, c);
+  }
+  return DecodedRows{tile, d, scales};
+}
+
 // scores[i*ld + j] = Scale_j · Σ_c q[i*d + c] · values_j[c], for kQ queries. Tokens go in fours
 // so that their horizontal sums share one transposing reduction (Sum4).
 template <size_t kQ, class Rows>
@@ -180,8 +211,10 @@ HWY_INLINE void AccumulateRowsTile(const Rows& rows, uint32_t d, const float* p,
 
 // Keys, group = channel over the 32 tokens: q·k̂_j = Σ_c (q_c·scale_c)·code_cj + Σ_c q_c·min_c.
 // Lanes run over tokens, so no horizontal sums.
+// codes: null, or the block's codes decoded once to floats, (d, 32) channel-major.
 template <size_t kQ, uint32_t kBits>
-HWY_INLINE void ScoreKiviKeyTile(const uint8_t* tile, uint32_t d, const float* q, float* scores, size_t ld) {
+HWY_INLINE void ScoreKiviKeyTile(const uint8_t* tile, uint32_t d, const float* q, float* scores, size_t ld,
+                                 const float* decoded) {
   const DF df;
   const DU du;
   const size_t N = hn::Lanes(df);
@@ -212,7 +245,8 @@ HWY_INLINE void ScoreKiviKeyTile(const uint8_t* tile, uint32_t d, const float* q
     VF acc[kQ];
     for (size_t i = 0; i < kQ; ++i) acc[i] = hn::Set(df, base[i]);
     for (size_t c = 0; c < d; ++c) {
-      const VF code = CodesToFloat(df, UnpackCodes<kBits>(du, codes + c * kGroupBytes, t0));
+      const VF code = decoded ? hn::LoadU(df, decoded + c * kBlockTokens + t0)
+                              : CodesToFloat(df, UnpackCodes<kBits>(du, codes + c * kGroupBytes, t0));
       for (size_t i = 0; i < kQ; ++i) acc[i] = hn::MulAdd(hn::Set(df, qs[i][c]), code, acc[i]);
     }
     for (size_t i = 0; i < kQ; ++i) hn::StoreU(acc[i], df, scores + i * ld + t0);
@@ -221,8 +255,10 @@ HWY_INLINE void ScoreKiviKeyTile(const uint8_t* tile, uint32_t d, const float* q
 
 // Values, group = 32 channels of one token: Σ_j p_j·v̂_j = Σ_j (p_j·scale_j)·code_j + Σ_j p_j·min_j
 // per channel group. Lanes run over channels.
+// decoded: null, or the block's codes decoded once to floats, (d/32 groups, 32 tokens, 32 codes).
 template <size_t kQ, uint32_t kBits>
-HWY_INLINE void AccumulateKiviValueTile(const uint8_t* tile, uint32_t d, const float* p, size_t ld, float* acc) {
+HWY_INLINE void AccumulateKiviValueTile(const uint8_t* tile, uint32_t d, const float* p, size_t ld, float* acc,
+                                        const float* decoded) {
   const DF df;
   const DU du;
   const size_t N = hn::Lanes(df);
@@ -249,11 +285,26 @@ HWY_INLINE void AccumulateKiviValueTile(const uint8_t* tile, uint32_t d, const f
       VF a[kQ];
       for (size_t i = 0; i < kQ; ++i) a[i] = hn::Add(hn::LoadU(df, out + i * d), hn::Set(df, bias[i]));
       for (size_t j = 0; j < kBlockTokens; ++j) {
-        const VF code = CodesToFloat(df, UnpackCodes<kBits>(du, codes + j * kGroupBytes, c0));
+        const VF code = decoded ? hn::LoadU(df, decoded + (cg * kBlockTokens + j) * kGroupCodes + c0)
+                                : CodesToFloat(df, UnpackCodes<kBits>(du, codes + j * kGroupBytes, c0));
         for (size_t i = 0; i < kQ; ++i) a[i] = hn::MulAdd(hn::Set(df, w[i][j]), code, a[i]);
       }
       for (size_t i = 0; i < kQ; ++i) hn::StoreU(a[i], df, out + i * d);
     }
+  }
+}
+
+// Every 32-code group of a KIVI tile (d/32·32 groups for values, d for keys: both d·32 codes in
+// group order) as floats, for stacked queries: the same floats the direct path unpacks.
+template <uint32_t kBits>
+HWY_INLINE void DecodeKiviCodes(const uint8_t* codes, size_t n_groups, float* out) {
+  const DF df;
+  const DU du;
+  const size_t N = hn::Lanes(df);
+  constexpr size_t kGroupBytes = PackedGroupBytes(kBits);
+  for (size_t gi = 0; gi < n_groups; ++gi) {
+    for (size_t i0 = 0; i0 < kGroupCodes; i0 += N)
+      hn::StoreU(CodesToFloat(df, UnpackCodes<kBits>(du, codes + gi * kGroupBytes, i0)), df, out + gi * kGroupCodes + i0);
   }
 }
 
@@ -265,16 +316,37 @@ HWY_INLINE const uint8_t* HeadTile(const uint8_t* block, uint32_t d, uint32_t kv
 }
 
 template <class Rows>
-HWY_INLINE void ScoreRows(const Rows& rows, uint32_t d, const float* q, size_t n_q, float* scores, size_t ld) {
+HWY_INLINE void ScoreRowsDirect(const Rows& rows, uint32_t d, const float* q, size_t n_q, float* scores, size_t ld) {
   ForQueryTiles<3>(n_q, [&](auto kq, size_t i0) {
     ScoreRowsTile<decltype(kq)::value>(rows, d, q + i0 * d, scores + i0 * ld, ld);
   });
 }
 template <class Rows>
-HWY_INLINE void AccumulateRows(const Rows& rows, uint32_t d, const float* p, size_t n_q, float* acc, size_t ld) {
+HWY_INLINE void AccumulateRowsDirect(const Rows& rows, uint32_t d, const float* p, size_t n_q, float* acc, size_t ld) {
   ForQueryTiles(n_q, [&](auto kq, size_t i0) {
     AccumulateRowsTile<decltype(kq)::value>(rows, d, p + i0 * ld, ld, acc + i0 * d);
   });
+}
+// More than one register tile of queries: decode the rows once instead of once per tile.
+template <class Rows>
+HWY_INLINE void ScoreRows(const Rows& rows, uint32_t d, const float* q, size_t n_q, float* scores, size_t ld) {
+  if (n_q > 3 && d <= kDecodeMaxDim) {
+    HWY_ALIGN float tile[kBlockTokens * kDecodeMaxDim];
+    HWY_ALIGN float scales[kBlockTokens];
+    ScoreRowsDirect(DecodeRows(rows, d, tile, scales), d, q, n_q, scores, ld);
+  } else {
+    ScoreRowsDirect(rows, d, q, n_q, scores, ld);
+  }
+}
+template <class Rows>
+HWY_INLINE void AccumulateRows(const Rows& rows, uint32_t d, const float* p, size_t n_q, float* acc, size_t ld) {
+  if (n_q > 4 && d <= kDecodeMaxDim) {
+    HWY_ALIGN float tile[kBlockTokens * kDecodeMaxDim];
+    HWY_ALIGN float scales[kBlockTokens];
+    AccumulateRowsDirect(DecodeRows(rows, d, tile, scales), d, p, n_q, acc, ld);
+  } else {
+    AccumulateRowsDirect(rows, d, p, n_q, acc, ld);
+  }
 }
 
 float PolyKvPaperScale(const uint8_t* block) {
@@ -299,8 +371,11 @@ void ScoreBlock(const KvGeometry& g, const uint8_t* block, uint32_t kv_head, con
     ScoreRows(TqRows<kBits>{tile, d, 1.0f / std::sqrt(static_cast<float>(d)), {}}, d, q, n_q, scores, ld);
   } else {
     constexpr uint32_t kBits = kv_layout::KiviBits(kF);
+    HWY_ALIGN float decoded[kDecodeMaxDim * kBlockTokens];
+    const bool once = n_q > 4 && d <= kDecodeMaxDim;
+    if (once) DecodeKiviCodes<kBits>(tile + kv_layout::KiviCodesOffset(d), d, decoded);
     ForQueryTiles(n_q, [&](auto kq, size_t i0) {
-      ScoreKiviKeyTile<decltype(kq)::value, kBits>(tile, d, q + i0 * d, scores + i0 * ld, ld);
+      ScoreKiviKeyTile<decltype(kq)::value, kBits>(tile, d, q + i0 * d, scores + i0 * ld, ld, once ? decoded : nullptr);
     });
   }
 }
@@ -321,8 +396,11 @@ void AccumulateBlock(const KvGeometry& g, const uint8_t* block, uint32_t kv_head
     AccumulateRows(TqRows<kBits>{tile, d, 1.0f / std::sqrt(static_cast<float>(d)), {}}, d, p, n_q, acc, ld);
   } else {
     constexpr uint32_t kBits = kv_layout::KiviBits(kF);
+    HWY_ALIGN float decoded[kDecodeMaxDim * kBlockTokens];
+    const bool once = n_q > 4 && d <= kDecodeMaxDim;
+    if (once) DecodeKiviCodes<kBits>(tile + kv_layout::KiviCodesOffset(d), (d / kGroupCodes) * kBlockTokens, decoded);
     ForQueryTiles(n_q, [&](auto kq, size_t i0) {
-      AccumulateKiviValueTile<decltype(kq)::value, kBits>(tile, d, p + i0 * ld, ld, acc + i0 * d);
+      AccumulateKiviValueTile<decltype(kq)::value, kBits>(tile, d, p + i0 * ld, ld, acc + i0 * d, once ? decoded : nullptr);
     });
   }
 }

@@ -238,6 +238,51 @@ TEST_F(KvKernelsTest, AttentionOverBlocksMatchesDecodedDense) {
   }
 }
 
+// Stacking queries (one GQA group of many agents in one pass) must not change any query's result:
+// each query's scores and accumulated values are bit-identical to computing it alone, whatever
+// path (decode-once tile or direct) the kernel takes for the stack. Agents batched together then
+// produce exactly the tokens they produce alone.
+TEST_F(KvKernelsTest, StackedQueriesGiveEachQueryItsOwnBits) {
+  std::mt19937 rng(46);
+  std::normal_distribution<float> nd;
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    for (const KvGeometry& g : {KvGeometry{3, 64}, KvGeometry{1, 48}}) {
+      const uint32_t d = g.head_dim;
+      for (KvFormat f : kAllKvFormats) {
+        const KvBlockKernels k = GetKvBlockKernels(f);
+        for (size_t n_q : {size_t{5}, size_t{45}}) {
+          std::vector<float> q(n_q * d), p(n_q * kBlockTokens), s(n_q * kBlockTokens), acc(n_q * d, 0.5f);
+          for (auto& v : q) v = nd(rng);
+          for (auto& v : p) v = std::abs(nd(rng));
+          if (CheckKvFormat(f, KvSide::kKey, g).ok()) {
+            const Block kb = MakeBlock(f, KvSide::kKey, g, rng);
+            k.score(g, kb.bytes.data(), 0, q.data(), n_q, s.data(), kBlockTokens);
+            for (size_t i = 0; i < n_q; ++i) {
+              std::vector<float> one(kBlockTokens);
+              k.score(g, kb.bytes.data(), 0, q.data() + i * d, 1, one.data(), kBlockTokens);
+              for (size_t j = 0; j < kBlockTokens; ++j)
+                ASSERT_EQ(one[j], s[i * kBlockTokens + j]) << hwy::TargetName(target) << " " << KvFormatName(f)
+                                                            << " n_q=" << n_q << " i=" << i;
+            }
+          }
+          if (CheckKvFormat(f, KvSide::kValue, g).ok()) {
+            const Block vb = MakeBlock(f, KvSide::kValue, g, rng);
+            k.accumulate(g, vb.bytes.data(), 0, p.data(), n_q, acc.data(), kBlockTokens);
+            for (size_t i = 0; i < n_q; ++i) {
+              std::vector<float> one(d, 0.5f);
+              k.accumulate(g, vb.bytes.data(), 0, p.data() + i * kBlockTokens, 1, one.data(), kBlockTokens);
+              for (size_t c = 0; c < d; ++c)
+                ASSERT_EQ(one[c], acc[i * d + c]) << hwy::TargetName(target) << " " << KvFormatName(f)
+                                                   << " n_q=" << n_q << " i=" << i;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // Any byte pattern is memory-safe to read (code indices are masked, no data-dependent addressing);
 // under ASan this checks every load stays inside the block side.
 TEST_F(KvKernelsTest, ArbitraryBytesStayInBounds) {
