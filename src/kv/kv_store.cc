@@ -169,12 +169,14 @@ void KvSequence::AddPrefix(BlockAttention& att, size_t layer, uint32_t kv_head, 
     att.AddNative(P.win_k_[layer].data() + kv_head * hd, P.win_v_[layer].data() + kv_head * hd, kv_dim, tail, q0, nq);
 }
 
-void KvSequence::AddOwn(BlockAttention& att, size_t t, uint32_t kv_head, size_t q0, size_t nq) const {
+void KvSequence::AddOwn(BlockAttention& att, size_t t, uint32_t kv_head, size_t q0, size_t nq,
+                        size_t from_block) const {
   const size_t kv_dim = store_.options_.shape.kv_dim(), hd = store_.options_.shape.head_dim;
   const size_t p = size_ + t;  // own index of the token
   const size_t nb = p / kBlockTokens;
   const size_t row0 = nb * kBlockTokens - nat_base_;
-  att.AddBlocks(std::span<const BlockView>(views_.data(), nb), kv_head, q0, nq);
+  if (from_block < nb)
+    att.AddBlocks(std::span<const BlockView>(views_.data() + from_block, nb - from_block), kv_head, q0, nq);
   att.AddNative(nat_k_.data() + row0 * kv_dim + kv_head * hd, nat_v_.data() + row0 * kv_dim + kv_head * hd, kv_dim,
                 p - nb * kBlockTokens + 1, q0, nq);
 }
@@ -183,6 +185,7 @@ void KvSequence::EnsureAttention(int n) {
   if (attn_.size() < static_cast<size_t>(n)) {
     attn_.clear();
     for (int i = 0; i < n; ++i) attn_.push_back(std::make_unique<BlockAttention>(store_.geometry()));
+    stack_q_.assign(n, {});
   }
 }
 
@@ -193,17 +196,31 @@ Status KvSequence::AppendAndAttend(size_t layer, size_t n, const float* k, const
   const size_t q_dim = sh.q_dim(), hd = sh.head_dim, group = sh.n_head / sh.n_head_kv;
   EnsureAttention(pool.size());
   // Token at own index p sees the prefix, its sealed blocks [0, p/32) compressed and rows
-  // [32·(p/32), p] native.
-  const size_t units = n * sh.n_head_kv;
+  // [32·(p/32), p] native. The queries of up to kStackTokens consecutive tokens are stacked per
+  // KV head, so the prefix and the blocks all of them see are read once for the stack; then each
+  // token adds the rest. Every query meets the same blocks in the same order as alone, and the
+  // kernels give a stacked query its own bits, so the result does not depend on the stacking.
+  constexpr size_t kStackTokens = 32;
+  const size_t chunks = (n + kStackTokens - 1) / kStackTokens;
+  const size_t units = chunks * sh.n_head_kv;
   pool.Run([&](int ti, int nt) {
     BlockAttention& att = *attn_[ti];
+    std::vector<float>& qs = stack_q_[ti];
     for (size_t u = ti; u < units; u += nt) {
-      const size_t t = u / sh.n_head_kv;
+      const size_t t0 = (u / sh.n_head_kv) * kStackTokens, t1 = std::min(n, t0 + kStackTokens);
       const auto hk = static_cast<uint32_t>(u % sh.n_head_kv);
-      att.Begin(q + t * q_dim + hk * group * hd, group);
-      AddPrefix(att, layer, hk, 0, group);
-      AddOwn(att, t, hk, 0, group);
-      att.Finish(out + t * q_dim + hk * group * hd);
+      const size_t nq = (t1 - t0) * group;
+      qs.resize(nq * hd);
+      for (size_t t = t0; t < t1; ++t)
+        std::copy_n(q + t * q_dim + hk * group * hd, group * hd, qs.data() + (t - t0) * group * hd);
+      att.Begin(qs.data(), nq);
+      AddPrefix(att, layer, hk, 0, nq);
+      const size_t common = (size_ + t0) / kBlockTokens;  // own blocks every token of the stack sees
+      att.AddBlocks(std::span<const BlockView>(views_.data(), common), hk, 0, nq);
+      for (size_t t = t0; t < t1; ++t) {
+        AddOwn(att, t, hk, (t - t0) * group, group, common);
+        att.Finish(out + t * q_dim + hk * group * hd, (t - t0) * group, group);
+      }
     }
   });
   return Status::Ok();

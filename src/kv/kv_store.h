@@ -89,7 +89,8 @@ class KvSequence final : public SequenceKv {
   // token t of the batch, into queries [q0, q0+nq) of att.
   Status Append(size_t layer, size_t n, const float* k, const float* v);
   void AddPrefix(BlockAttention& att, size_t layer, uint32_t kv_head, size_t q0, size_t nq) const;
-  void AddOwn(BlockAttention& att, size_t t, uint32_t kv_head, size_t q0, size_t nq) const;
+  // from_block: own blocks before it were already folded in (stacked with other tokens' queries).
+  void AddOwn(BlockAttention& att, size_t t, uint32_t kv_head, size_t q0, size_t nq, size_t from_block = 0) const;
 
   uint64_t id() const { return id_; }
   const std::vector<BlockId>& blocks(size_t layer) const { return tables_[layer]; }
@@ -119,6 +120,7 @@ class KvSequence final : public SequenceKv {
   AlignedBuffer<uint16_t> nat_k_, nat_v_;        // scratch (window + batch, kv_dim) fp16
   AlignedBuffer<float> seal_k_, seal_v_;         // scratch (32, kv_dim) f32 for encoding
   std::vector<std::unique_ptr<BlockAttention>> attn_;  // per pool thread
+  std::vector<std::vector<float>> stack_q_;           // per pool thread: stacked queries of a token run
 };
 
 }  // namespace chorus
