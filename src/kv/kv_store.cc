@@ -130,8 +130,11 @@ Status KvSequence::Append(size_t layer, size_t n, const float* k, const float* v
   const size_t n_full = rows / kBlockTokens;
   CHORUS_RETURN_IF_ERROR(Seal(layer, n_full, nat_k_.data(), nat_v_.data()));
   const size_t tail = rows - n_full * kBlockTokens;
-  if (win_k_[layer].size() < tail * kv_dim) {
-    const size_t cap = std::min<size_t>(kBlockTokens, std::max<size_t>(tail, 2 * win_k_[layer].size() / kv_dim)) * kv_dim;
+  // The window holds its tokens rounded up to kWindowGranule: it grows while a block fills and
+  // shrinks when the block is sealed, so an agent's native window costs what it holds (measured
+  // bytes), not a whole block, and reallocates at most once per kWindowGranule tokens.
+  const size_t cap = (tail + kWindowGranule - 1) / kWindowGranule * kWindowGranule * kv_dim;
+  if (win_k_[layer].size() != cap) {
     win_k_[layer].Resize(cap);  // contents are rewritten just below
     win_v_[layer].Resize(cap);
   }

@@ -17,6 +17,9 @@
 
 namespace chorus {
 
+// Native-window allocation unit, in tokens (see KvSequence::Append).
+inline constexpr size_t kWindowGranule = 8;
+
 struct KvStoreOptions {
   size_t n_layer = 0;
   AttentionShape shape;
