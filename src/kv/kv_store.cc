@@ -12,6 +12,8 @@ KvStore::KvStore(const KvStoreOptions& options, PrecisionPolicy* policy)
     : options_(options), policy_(policy), pool_(options.budget_bytes) {
   CHORUS_CHECK(policy_ != nullptr);
   CHORUS_CHECK(options_.shape.n_head_kv > 0 && options_.shape.n_head % options_.shape.n_head_kv == 0);
+  seal_k_.Resize(kBlockTokens * options_.shape.kv_dim());
+  seal_v_.Resize(kBlockTokens * options_.shape.kv_dim());
 }
 
 KvStore::~KvStore() { CHORUS_CHECK(live_.empty()); }
@@ -50,8 +52,12 @@ KvSequence::KvSequence(KvStore& store, uint64_t id, size_t capacity)
   prefix_views_.resize(L);
   win_k_.resize(L);  // grown on demand, up to 32 rows: a short sequence holds only what it uses
   win_v_.resize(L);
-  seal_k_.Resize(kBlockTokens * kv_dim);
-  seal_v_.Resize(kBlockTokens * kv_dim);
+}
+
+void KvSequence::Freeze() {
+  frozen_ = true;
+  nat_k_.Resize(0);  // never appended to again
+  nat_v_.Resize(0);
 }
 
 KvSequence::~KvSequence() {
@@ -63,7 +69,7 @@ KvSequence::~KvSequence() {
 size_t KvSequence::window_bytes() const {
   size_t b = 0;
   for (size_t l = 0; l < win_k_.size(); ++l) b += (win_k_[l].size() + win_v_[l].size()) * sizeof(uint16_t);
-  return b;
+  return b + (nat_k_.size() + nat_v_.size()) * sizeof(uint16_t);
 }
 
 size_t KvSequence::table_bytes() const {
@@ -81,20 +87,20 @@ Status KvSequence::Seal(size_t layer, size_t n_full, const uint16_t* nat_k, cons
     const uint16_t* sk = nat_k + b * kBlockTokens * kv_dim;
     const uint16_t* sv = nat_v + b * kBlockTokens * kv_dim;
     for (size_t i = 0; i < kBlockTokens * kv_dim; ++i) {
-      seal_k_[i] = F16ToF32(sk[i]);
-      seal_v_[i] = F16ToF32(sv[i]);
+      store_.seal_k_[i] = F16ToF32(sk[i]);
+      store_.seal_v_[i] = F16ToF32(sv[i]);
     }
     const size_t index = tables_[layer].size() + made.size();
     BlockInfo info{.seq_id = id_, .layer = layer, .block_index = index, .first_pos = base_pos_ + index * kBlockTokens,
-                   .k = seal_k_.data(), .v = seal_v_.data(), .kv_dim = kv_dim};
+                   .k = store_.seal_k_.data(), .v = store_.seal_v_.data(), .kv_dim = kv_dim};
     const BlockFormats f = store_.policy_->FormatFor(info);
     Status st = CheckKvFormat(f.k, KvSide::kKey, g);
     if (st.ok()) st = CheckKvFormat(f.v, KvSide::kValue, g);
     Result<BlockId> id = st.ok() ? pool.Allocate(f.k, KvBlockBytes(f.k, KvSide::kKey, g), f.v,
                                                  KvBlockBytes(f.v, KvSide::kValue, g))
                                  : Result<BlockId>(st);
-    if (id.ok()) st = EncodeKvBlock(f.k, KvSide::kKey, g, seal_k_.data(), pool.mutable_k(*id), f.k_params);
-    if (id.ok() && st.ok()) st = EncodeKvBlock(f.v, KvSide::kValue, g, seal_v_.data(), pool.mutable_v(*id), f.v_params);
+    if (id.ok()) st = EncodeKvBlock(f.k, KvSide::kKey, g, store_.seal_k_.data(), pool.mutable_k(*id), f.k_params);
+    if (id.ok() && st.ok()) st = EncodeKvBlock(f.v, KvSide::kValue, g, store_.seal_v_.data(), pool.mutable_v(*id), f.v_params);
     if (id.ok()) made.push_back(*id);
     if (!id.ok() || !st.ok()) {
       for (BlockId m : made) pool.Unref(m);  // leave the sequence as it was
@@ -115,7 +121,7 @@ Status KvSequence::Append(size_t layer, size_t n, const float* k, const float* v
   const size_t w = size_ - base;                             // tokens in the window before this batch
   const size_t rows = w + n;
   // Native rows [base, size_ + n): the window, then the new tokens rounded to fp16.
-  if (nat_k_.size() < rows * kv_dim) {
+  if (nat_k_.size() != rows * kv_dim) {  // exactly the rows in use: a finished prefill's rows are given back
     nat_k_.Resize(rows * kv_dim);
     nat_v_.Resize(rows * kv_dim);
   }
@@ -184,20 +190,16 @@ void KvSequence::AddOwn(BlockAttention& att, size_t t, uint32_t kv_head, size_t 
                 p - nb * kBlockTokens + 1, q0, nq);
 }
 
-void KvSequence::EnsureAttention(int n) {
-  if (attn_.size() < static_cast<size_t>(n)) {
-    attn_.clear();
-    for (int i = 0; i < n; ++i) attn_.push_back(std::make_unique<BlockAttention>(store_.geometry()));
-    stack_q_.assign(n, {});
-  }
-}
-
 Status KvSequence::AppendAndAttend(size_t layer, size_t n, const float* k, const float* v, const float* q,
                                    float* out, ThreadPool& pool) {
   CHORUS_RETURN_IF_ERROR(Append(layer, n, k, v));
   const AttentionShape& sh = store_.options_.shape;
   const size_t q_dim = sh.q_dim(), hd = sh.head_dim, group = sh.n_head / sh.n_head_kv;
-  EnsureAttention(pool.size());
+  if (store_.attn_.size() < static_cast<size_t>(pool.size())) {
+    store_.attn_.clear();
+    for (int i = 0; i < pool.size(); ++i) store_.attn_.push_back(std::make_unique<BlockAttention>(store_.geometry()));
+    store_.stack_q_.assign(pool.size(), {});
+  }
   // Token at own index p sees the prefix, its sealed blocks [0, p/32) compressed and rows
   // [32·(p/32), p] native. The queries of up to kStackTokens consecutive tokens are stacked per
   // KV head, so the prefix and the blocks all of them see are read once for the stack; then each
@@ -207,8 +209,8 @@ Status KvSequence::AppendAndAttend(size_t layer, size_t n, const float* k, const
   const size_t chunks = (n + kStackTokens - 1) / kStackTokens;
   const size_t units = chunks * sh.n_head_kv;
   pool.Run([&](int ti, int nt) {
-    BlockAttention& att = *attn_[ti];
-    std::vector<float>& qs = stack_q_[ti];
+    BlockAttention& att = *store_.attn_[ti];
+    std::vector<float>& qs = store_.stack_q_[ti];
     for (size_t u = ti; u < units; u += nt) {
       const size_t t0 = (u / sh.n_head_kv) * kStackTokens, t1 = std::min(n, t0 + kStackTokens);
       const auto hk = static_cast<uint32_t>(u % sh.n_head_kv);

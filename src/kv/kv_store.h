@@ -65,6 +65,12 @@ class KvStore {
   BlockPool pool_;
   std::set<const KvSequence*> live_;
   uint64_t next_seq_id_ = 1;
+  // Scratch shared by every sequence (one sequence appends or attends at a time; KvBatch has its
+  // own attention scratch): a block being encoded, and the per-thread attention states of
+  // KvSequence::AppendAndAttend. Held once per store, not once per agent.
+  AlignedBuffer<float> seal_k_, seal_v_;                // (32, kv_dim) f32
+  std::vector<std::unique_ptr<BlockAttention>> attn_;  // per pool thread
+  std::vector<std::vector<float>> stack_q_;           // per pool thread: stacked queries of a token run
 };
 
 class KvSequence final : public SequenceKv {
@@ -81,7 +87,7 @@ class KvSequence final : public SequenceKv {
   void Commit(size_t n) override { size_ += n; }
 
   // Read-only from now on (a shared context): Append fails, sequences may use it as a prefix.
-  void Freeze() { frozen_ = true; }
+  void Freeze();
   bool frozen() const { return frozen_; }
   const KvSequence* prefix() const { return prefix_.get(); }
   size_t base_position() const { return base_pos_; }
@@ -105,7 +111,6 @@ class KvSequence final : public SequenceKv {
   friend class KvStore;
   KvSequence(KvStore& store, uint64_t id, size_t capacity);
   Status Seal(size_t layer, size_t n_full, const uint16_t* nat_k, const uint16_t* nat_v);
-  void EnsureAttention(int n);
 
   KvStore& store_;
   uint64_t id_;
@@ -120,10 +125,9 @@ class KvSequence final : public SequenceKv {
   size_t nat_base_ = 0;                          // own index of nat_ row 0
   std::vector<AlignedBuffer<uint16_t>> win_k_;   // (n_layer) (32, kv_dim) fp16 tokens after the last sealed block
   std::vector<AlignedBuffer<uint16_t>> win_v_;   // (n_layer) (32, kv_dim)
-  AlignedBuffer<uint16_t> nat_k_, nat_v_;        // scratch (window + batch, kv_dim) fp16
-  AlignedBuffer<float> seal_k_, seal_v_;         // scratch (32, kv_dim) f32 for encoding
-  std::vector<std::unique_ptr<BlockAttention>> attn_;  // per pool thread
-  std::vector<std::vector<float>> stack_q_;           // per pool thread: stacked queries of a token run
+  // (window + last batch, kv_dim) fp16 native rows of the layer being computed: read by this
+  // sequence's attention after every sequence of a batch has appended; counted in window_bytes.
+  AlignedBuffer<uint16_t> nat_k_, nat_v_;
 };
 
 }  // namespace chorus

@@ -251,7 +251,9 @@ TEST_F(SmolLmTokenizerTest, PathologicalInputs) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     EXPECT_EQ(tok().Decode(ids), Encodable(tok(), s));
 #if defined(NDEBUG) && !defined(__SANITIZE_ADDRESS__)
-    EXPECT_LT(secs, 1.0) << "input of " << s.size() << " bytes of 0x" << std::hex
+    // Not a speed test (it takes ~0.05 s): a quadratic merge loop would take minutes here, so a
+    // bound far above the normal time catches that without failing on a loaded machine.
+    EXPECT_LT(secs, 10.0) << "input of " << s.size() << " bytes of 0x" << std::hex
                          << static_cast<int>(static_cast<uint8_t>(s[0]));
 #endif
   }
@@ -269,7 +271,7 @@ TEST_F(SmolLmTokenizerTest, WikiTextSpeed) {
               ids.size(), secs, text.size() / secs / 1e6);
   EXPECT_EQ(tok().Decode(ids), text);
 #if defined(NDEBUG) && !defined(__SANITIZE_ADDRESS__)
-  EXPECT_LT(secs, 2.0);
+  EXPECT_LT(secs, 20.0);  // ~0.2 s normally; only a complexity regression comes near this
 #endif
 }
 
