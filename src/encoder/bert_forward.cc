@@ -10,18 +10,8 @@
 namespace chorus {
 namespace {
 
-// y[t] += b for every token row.
-void AddBias(const std::vector<float>& b, size_t n_tok, float* y) {
-  const size_t n = b.size();
-  for (size_t t = 0; t < n_tok; ++t) {
-    float* r = y + t * n;
-    for (size_t i = 0; i < n; ++i) r[i] += b[i];
-  }
-}
-
 void Linear(const BertLinear& l, const float* x, size_t n_tok, float* y, ThreadPool& pool) {
-  MatMul(l.view, x, n_tok, y, pool);
-  AddBias(l.b, n_tok, y);
+  PackedGemm(l, x, n_tok, y, pool);
 }
 
 // x[t] = LN(x[t] + r[t]) (r may be null), in place; mean/variance in double for stability.

@@ -1,19 +1,16 @@
 // BertEncoder's private parts: the f32 weights (owned, loaded from safetensors) and scratch.
-// Invariant: every Linear has w.size() == out*in, b.size() == out, and view points into w.
+// Invariant: every linear layer is packed with its bias (rows = out, cols = in).
 #pragma once
 #include <memory>
 #include <vector>
 
 #include "encoder/minilm_encoder.h"
-#include "ops/matmul.h"         // WeightView
+#include "encoder/packed_gemm.h"  // PackedMatrix
 #include "util/thread_pool.h"  // ThreadPool
 
 namespace chorus {
 
-struct BertLinear {
-  std::vector<float> w, b;  // w: (out, in) row-major, as PyTorch stores nn.Linear
-  WeightView view;
-};
+using BertLinear = PackedMatrix;  // nn.Linear weight (out, in) + bias, packed once at load
 
 struct BertNorm {
   std::vector<float> g, b;

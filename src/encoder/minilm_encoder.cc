@@ -67,9 +67,9 @@ Status ParseConfig(const std::string& dir, BertConfig& c) {
 }
 
 Status LoadLinear(const SafetensorsFile& f, const std::string& pre, size_t out, size_t in, BertLinear& l) {
-  CHORUS_ASSIGN_OR_RETURN(l.w, f.ReadF32(pre + ".weight", {int64_t(out), int64_t(in)}));
-  CHORUS_ASSIGN_OR_RETURN(l.b, f.ReadF32(pre + ".bias", {int64_t(out)}));
-  l.view = WeightView{GgmlType::kF32, reinterpret_cast<const uint8_t*>(l.w.data()), out, in, in * sizeof(float)};
+  CHORUS_ASSIGN_OR_RETURN(std::vector<float> w, f.ReadF32(pre + ".weight", {int64_t(out), int64_t(in)}));
+  CHORUS_ASSIGN_OR_RETURN(std::vector<float> b, f.ReadF32(pre + ".bias", {int64_t(out)}));
+  l = PackMatrix(w.data(), out, in, b);
   return Status::Ok();
 }
 
