@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "encoder/bert_gelu.h"     // GeluErf
 #include "encoder/bert_weights.h"
 #include "ops/elementwise.h"  // Dot, Axpy, Softmax
 
@@ -30,10 +31,6 @@ void AddLayerNorm(float* x, const float* r, size_t n_tok, size_t n, const BertNo
     const float m = static_cast<float>(mean), inv = static_cast<float>(1.0 / std::sqrt(var + eps));
     for (size_t i = 0; i < n; ++i) row[i] = (row[i] - m) * inv * ln.g[i] + ln.b[i];
   }
-}
-
-void GeluErf(float* x, size_t n) {
-  for (size_t i = 0; i < n; ++i) x[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * 0.70710678118654752f));
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // linear layers run on chorus MatMul (F32 weights held in memory, F16/BF16 files converted on load).
 // Invariants: the config is validated on open (BertModel, absolute positions, gelu, mean pooling);
 // Embed returns dim() floats of unit L2 norm; texts longer than max_seq_length are truncated.
+// One caller at a time per encoder (it owns a thread pool and scratch); open one per thread otherwise.
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -126,6 +126,16 @@ TEST(MiniLm, EmbedManyEqualsEmbedAndSimilarTextsAreCloser) {
   EXPECT_GT(Cosine((*many)[0], (*many)[1]), Cosine((*many)[0], (*many)[2]) + 0.3);
 }
 
+TEST(MiniLm, TwoThreadsGiveTheSameEmbeddings) {
+  ASSERT_NE(Encoder(), nullptr);
+  auto two = BertEncoder::Open(kDir, 2);
+  ASSERT_TRUE(two.ok()) << two.status().message();
+  const std::vector<std::string> texts = {"Homarus gammarus is a large crustacean.", "", "short", "北京 München"};
+  auto a = Encoder()->EmbedMany(texts), b = (*two)->EmbedMany(texts);
+  ASSERT_TRUE(a.ok() && b.ok());
+  for (size_t i = 0; i < texts.size(); ++i) EXPECT_EQ((*a)[i], (*b)[i]) << i;  // same kernel, same order per row
+}
+
 TEST(MiniLm, Chunk32TokensTiming) {
   ASSERT_NE(Encoder(), nullptr);
   std::vector<int32_t> ids = Encoder()->Tokenize(
