@@ -1,6 +1,7 @@
 // all-MiniLM-L6-v2 in chorus against the Python oracle (scripts/ref/minilm_ref.py: HF `tokenizers` ids,
 // float64 numpy BERT): token ids identical on every golden text, embedding cosine >= 0.999 on each,
-// unit norm, batching equal to one-by-one, and clear errors for missing or corrupt model files.
+// unit norm, batching equal to one-by-one, the similarity matrix sentence-transformers' quickstart
+// publishes, and clear errors for missing or corrupt model files.
 // Needs models/all-MiniLM-L6-v2 (scripts/fetch_encoder.sh): fails, not skips, without it.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -124,6 +125,17 @@ TEST(MiniLm, EmbedManyEqualsEmbedAndSimilarTextsAreCloser) {
     EXPECT_GT(Cosine(*one, (*many)[i]), 0.99999) << i;
   }
   EXPECT_GT(Cosine((*many)[0], (*many)[1]), Cosine((*many)[0], (*many)[2]) + 0.3);
+}
+
+// The similarity matrix that sentence-transformers' own quickstart prints for all-MiniLM-L6-v2 (its docs
+// and README, PyTorch): a check independent of our numpy oracle. Printed to 4 decimals there.
+TEST(MiniLm, ReproducesSentenceTransformersQuickstartMatrix) {
+  ASSERT_NE(Encoder(), nullptr);
+  auto e = Encoder()->EmbedMany({"The weather is lovely today.", "It's so sunny outside!", "He drove to the stadium."});
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  EXPECT_NEAR(Cosine((*e)[0], (*e)[1]), 0.6660, 1e-4);
+  EXPECT_NEAR(Cosine((*e)[0], (*e)[2]), 0.1046, 1e-4);
+  EXPECT_NEAR(Cosine((*e)[1], (*e)[2]), 0.1411, 1e-4);
 }
 
 TEST(MiniLm, TwoThreadsGiveTheSameEmbeddings) {
