@@ -53,8 +53,12 @@ Result<std::vector<std::vector<float>>> BertEncoder::EmbedIds(const std::vector<
   std::vector<std::vector<float>> out(seqs.size());
   if (total == 0) return out;
   ThreadPool& pool = *w_->pool;
-  std::vector<float> x(total * H), q(total * H), k(total * H), v(total * H), ctx(total * H), tmp(total * H),
-      ff(total * F), scores(longest);
+  Weights& w = *w_;
+  for (std::vector<float>* buf : {&w.x, &w.q, &w.k, &w.v, &w.ctx, &w.tmp})
+    if (buf->size() < total * H) buf->resize(total * H);
+  if (w.ff.size() < total * F) w.ff.resize(total * F);
+  if (w.scores.size() < longest) w.scores.resize(longest);
+  std::vector<float>&x = w.x, &q = w.q, &k = w.k, &v = w.v, &ctx = w.ctx, &tmp = w.tmp, &ff = w.ff, &scores = w.scores;
 
   // Embeddings: word + position (restarting per sequence) + token type 0, then LayerNorm.
   size_t t = 0;

@@ -1,5 +1,5 @@
 // PackedGemm: Highway kernel (see packed_gemm.h). Per panel of 16 output rows and tile of kT tokens,
-// the accumulators (kT × 16/N vectors) start at the bias; each k loads the panel's 16 weights once and
+// the accumulators (kT × 32/N vectors) start at the bias; each k loads the panel's 32 weights once and
 // broadcasts x[t][k] for each token. Panels are the outer loop, so each panel is read from memory once.
 #include "encoder/packed_gemm.h"
 
@@ -59,7 +59,7 @@ void GemmPanels(const PackedMatrix& m, const float* x, size_t n_tok, float* y, s
   const hn::CappedTag<float, kPanelRows> d;
   constexpr size_t N = hn::MaxLanes(d);
   constexpr size_t kNV = kPanelRows / N;
-  constexpr size_t kT = kNV == 1 ? 12 : (kNV == 2 ? 6 : 2);
+  constexpr size_t kT = kNV <= 2 ? 12 : (kNV == 4 ? 2 : 1);
   static_assert(kPanelRows % N == 0, "panel rows must be a multiple of the vector length");
   // x → token tiles [cols][kT] (tokens past n_tok repeat the last one; their results are not stored),
   // so that each k's kT broadcasts read one contiguous run.

@@ -1,7 +1,7 @@
 // PackedMatrix: an f32 weight matrix (rows = outputs, cols = inputs, as nn.Linear stores it) repacked
 // once into panels of kPanelRows rows laid out [cols][kPanelRows], with its bias; PackedGemm computes
 // y = x·Wᵀ + b for a batch of tokens with a Highway register-tiled kernel that streams each panel once
-// and reuses it for every token tile. Invariants: panels hold ceil(rows/16)*16 rows (zero padded);
+// and reuses it for every token tile. Invariants: panels hold ceil(rows/32)*32 rows (zero padded);
 // PackedGemm equals PackedGemmRef up to f32 summation order.
 #pragma once
 #include <cstddef>
@@ -11,11 +11,11 @@
 
 namespace chorus {
 
-inline constexpr size_t kPanelRows = 16;
+inline constexpr size_t kPanelRows = 32;
 
 struct PackedMatrix {
   size_t rows = 0, cols = 0;
-  std::vector<float> panels;  // (ceil(rows/16), cols, 16)
+  std::vector<float> panels;  // (ceil(rows/kPanelRows), cols, kPanelRows)
   std::vector<float> bias;    // rows (zeros when the layer has none)
 };
 
