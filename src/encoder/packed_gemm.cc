@@ -1,4 +1,4 @@
-// PackedGemm: Highway kernel (see packed_gemm.h). Per panel of 16 output rows and tile of kT tokens,
+// PackedGemm: Highway kernel (see packed_gemm.h). Per panel of 32 output rows and tile of kT tokens,
 // the accumulators (kT × 32/N vectors) start at the bias; each k loads the panel's 32 weights once and
 // broadcasts x[t][k] for each token. Panels are the outer loop, so each panel is read from memory once.
 #include "encoder/packed_gemm.h"
