@@ -10,6 +10,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <random>
 #include <nlohmann/json.hpp>
 
 namespace chorus {
@@ -86,6 +87,21 @@ TEST(BertTokenizer, EncodeAddsClsSepAndTruncates) {
   EXPECT_EQ(t.Encode("", 8), (std::vector<int32_t>{2, 3}));
   EXPECT_EQ(t.Encode("hello hello", 8), (std::vector<int32_t>{2, 8, 8, 3}));
   EXPECT_EQ(t.Encode("a a a a a a a a a a", 5), (std::vector<int32_t>{2, 16, 16, 16, 3}));
+}
+
+TEST(BertTokenizer, RandomBytesGiveValidIdsWithinTheLimit) {
+  const BertTokenizer t = Load(TokenizerJson());
+  std::mt19937 rng(99);
+  for (int it = 0; it < 3000; ++it) {
+    std::string s(rng() % 64, '\0');
+    for (char& c : s) c = static_cast<char>(rng() % 4 == 0 ? 'a' : rng());
+    const std::vector<int32_t> ids = t.Encode(s, 16);
+    ASSERT_GE(ids.size(), 2u);
+    ASSERT_LE(ids.size(), 16u);
+    EXPECT_EQ(ids.front(), t.cls_id());
+    EXPECT_EQ(ids.back(), t.sep_id());
+    for (int32_t id : ids) ASSERT_LT(static_cast<size_t>(id), t.vocab_size());
+  }
 }
 
 TEST(BertTokenizer, RefusesWhatItDoesNotImplement) {
