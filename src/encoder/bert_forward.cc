@@ -128,10 +128,28 @@ Result<std::vector<float>> BertEncoder::Embed(std::string_view text) {
 }
 
 Result<std::vector<std::vector<float>>> BertEncoder::EmbedMany(const std::vector<std::string>& texts) {
-  std::vector<std::vector<int32_t>> seqs;
-  seqs.reserve(texts.size());
-  for (const std::string& t : texts) seqs.push_back(Tokenize(t));
-  return EmbedIds(seqs);
+  // Forwards of at most kGroupTokens tokens (or one text), so scratch stays bounded (~14 MB).
+  constexpr size_t kGroupTokens = 2048;
+  std::vector<std::vector<float>> out;
+  out.reserve(texts.size());
+  std::vector<std::vector<int32_t>> group;
+  size_t group_tokens = 0;
+  auto flush = [&]() -> Status {
+    if (group.empty()) return Status::Ok();
+    CHORUS_ASSIGN_OR_RETURN(std::vector<std::vector<float>> e, EmbedIds(group));
+    for (std::vector<float>& v : e) out.push_back(std::move(v));
+    group.clear();
+    group_tokens = 0;
+    return Status::Ok();
+  };
+  for (const std::string& t : texts) {
+    std::vector<int32_t> ids = Tokenize(t);
+    if (group_tokens + ids.size() > kGroupTokens) CHORUS_RETURN_IF_ERROR(flush());
+    group_tokens += ids.size();
+    group.push_back(std::move(ids));
+  }
+  CHORUS_RETURN_IF_ERROR(flush());
+  return out;
 }
 
 }  // namespace chorus

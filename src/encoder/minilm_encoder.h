@@ -36,7 +36,7 @@ class BertEncoder : public TextEncoder {
   std::string name() const override { return name_; }
   size_t dim() const override { return cfg_.hidden; }
   Result<std::vector<float>> Embed(std::string_view text) override;
-  // One forward over all texts' tokens together (attention stays within each text).
+  // Forwards over many texts' tokens together (up to 2048 tokens each; attention stays within a text).
   Result<std::vector<std::vector<float>>> EmbedMany(const std::vector<std::string>& texts) override;
 
   std::vector<int32_t> Tokenize(std::string_view text) const { return tok_.Encode(text, cfg_.max_seq_len); }

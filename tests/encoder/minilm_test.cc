@@ -125,6 +125,24 @@ TEST(MiniLm, EmbedManyEqualsEmbedAndSimilarTextsAreCloser) {
     EXPECT_GT(Cosine(*one, (*many)[i]), 0.99999) << i;
   }
   EXPECT_GT(Cosine((*many)[0], (*many)[1]), Cosine((*many)[0], (*many)[2]) + 0.3);
+  // More texts than one 2048-token group: same results as one by one, in order.
+  std::vector<std::string> lots;
+  for (int i = 0; i < 40; ++i) {
+    std::string t = (i % 3 ? "lobster claws number " : "the weather today, ") + std::to_string(i);
+    if (i % 3 == 0) t += std::string(300, '!');  // 300 punctuation tokens: truncated to 256
+    lots.push_back(t);
+  }
+  auto grouped = Encoder()->EmbedMany(lots);
+  ASSERT_TRUE(grouped.ok()) << grouped.status().message();
+  ASSERT_EQ(grouped->size(), lots.size());
+  size_t total = 0;
+  for (size_t i = 0; i < lots.size(); ++i) {
+    total += Encoder()->Tokenize(lots[i]).size();
+    auto one = Encoder()->Embed(lots[i]);
+    ASSERT_TRUE(one.ok());
+    EXPECT_GT(Cosine(*one, (*grouped)[i]), 0.99999) << i;
+  }
+  EXPECT_GT(total, 2048u);
 }
 
 // The similarity matrix that sentence-transformers' own quickstart prints for all-MiniLM-L6-v2 (its docs
