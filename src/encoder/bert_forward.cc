@@ -1,4 +1,4 @@
-// BertEncoder forward: all sequences' tokens share the linear layers (one MatMul per weight per
+// BertEncoder forward: all sequences' tokens share the linear layers (one PackedGemm per weight per
 // layer over the concatenated tokens); attention runs per sequence and head (no padding, no mask).
 // Post-LN BERT: x = LN(x + Attn(x)); x = LN(x + W2·gelu(W1·x)); then mean pooling and L2 norm.
 #include <algorithm>

@@ -1,7 +1,7 @@
 // The BERT sentence encoder of sentence-transformers' all-MiniLM-L6-v2 (and any BertModel with the
 // same module stack): token ids → embeddings (word + position + token type 0) → LayerNorm → N post-LN
 // layers (self-attention, erf-GELU FFN) → mean over all tokens → L2 normalization. f32 throughout;
-// linear layers run on chorus MatMul (F32 weights held in memory, F16/BF16 files converted on load).
+// linear layers run on PackedGemm (f32 weights packed in memory; F16/BF16 files are converted on load).
 // Invariants: the config is validated on open (BertModel, absolute positions, gelu, mean pooling);
 // Embed returns dim() floats of unit L2 norm; texts longer than max_seq_length are truncated.
 // One caller at a time per encoder (it owns a thread pool and scratch); open one per thread otherwise.
