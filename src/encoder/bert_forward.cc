@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "encoder/bert_gelu.h"     // GeluErf
+#include "encoder/bert_attention.h"  // BertAttention
+#include "encoder/bert_gelu.h"       // GeluErf
 #include "encoder/bert_weights.h"
-#include "ops/elementwise.h"  // Dot, Axpy, Softmax
 
 namespace chorus {
 namespace {
@@ -38,7 +38,7 @@ void AddLayerNorm(float* x, const float* r, size_t n_tok, size_t n, const BertNo
 Result<std::vector<std::vector<float>>> BertEncoder::EmbedIds(const std::vector<std::vector<int32_t>>& seqs) {
   const BertConfig& c = cfg_;
   const size_t H = c.hidden, nh = c.heads, hd = H / nh, F = c.intermediate;
-  size_t total = 0, longest = 0;
+  size_t total = 0;
   for (size_t s = 0; s < seqs.size(); ++s) {
     if (seqs[s].empty()) return Status::Error("encoder: sequence {} is empty", s);
     if (seqs[s].size() > c.max_seq_len)
@@ -48,7 +48,6 @@ Result<std::vector<std::vector<float>>> BertEncoder::EmbedIds(const std::vector<
       if (id < 0 || static_cast<size_t>(id) >= c.vocab)
         return Status::Error("encoder: token id {} outside the vocabulary [0, {})", id, c.vocab);
     total += seqs[s].size();
-    longest = std::max(longest, seqs[s].size());
   }
   std::vector<std::vector<float>> out(seqs.size());
   if (total == 0) return out;
@@ -57,8 +56,7 @@ Result<std::vector<std::vector<float>>> BertEncoder::EmbedIds(const std::vector<
   for (std::vector<float>* buf : {&w.x, &w.q, &w.k, &w.v, &w.ctx, &w.tmp})
     if (buf->size() < total * H) buf->resize(total * H);
   if (w.ff.size() < total * F) w.ff.resize(total * F);
-  if (w.scores.size() < longest) w.scores.resize(longest);
-  std::vector<float>&x = w.x, &q = w.q, &k = w.k, &v = w.v, &ctx = w.ctx, &tmp = w.tmp, &ff = w.ff, &scores = w.scores;
+  std::vector<float>&x = w.x, &q = w.q, &k = w.k, &v = w.v, &ctx = w.ctx, &tmp = w.tmp, &ff = w.ff;
 
   // Embeddings: word + position (restarting per sequence) + token type 0, then LayerNorm.
   size_t t = 0;
@@ -81,18 +79,9 @@ Result<std::vector<std::vector<float>>> BertEncoder::EmbedIds(const std::vector<
     // Self-attention within each sequence; every head reads its hd columns of q/k/v.
     size_t base = 0;
     for (const std::vector<int32_t>& seq : seqs) {
-      const size_t n = seq.size();
-      for (size_t h = 0; h < nh; ++h) {
-        for (size_t i = 0; i < n; ++i) {
-          const float* qi = q.data() + (base + i) * H + h * hd;
-          for (size_t j = 0; j < n; ++j) scores[j] = Dot(qi, k.data() + (base + j) * H + h * hd, hd) * scale;
-          Softmax(scores.data(), n);
-          float* ci = ctx.data() + (base + i) * H + h * hd;
-          std::fill(ci, ci + hd, 0.0f);
-          for (size_t j = 0; j < n; ++j) Axpy(scores[j], v.data() + (base + j) * H + h * hd, hd, ci);
-        }
-      }
-      base += n;
+      BertAttention(q.data() + base * H, k.data() + base * H, v.data() + base * H, H, seq.size(), nh, hd, scale,
+                    ctx.data() + base * H);
+      base += seq.size();
     }
     Linear(L.o, ctx.data(), total, tmp.data(), pool);
     AddLayerNorm(x.data(), tmp.data(), total, H, L.attn_ln, c.ln_eps);

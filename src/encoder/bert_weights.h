@@ -26,8 +26,8 @@ struct BertEncoder::Weights {
   BertNorm emb_ln;
   std::vector<BertLayer> layers;
   std::unique_ptr<ThreadPool> pool;
-  // Activation scratch reused across calls (grown, never shrunk): x, q, k, v, ctx, tmp, ff, scores.
-  std::vector<float> x, q, k, v, ctx, tmp, ff, scores;
+  // Activation scratch reused across calls (grown, never shrunk).
+  std::vector<float> x, q, k, v, ctx, tmp, ff;
 };
 
 }  // namespace chorus
