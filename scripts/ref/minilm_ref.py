@@ -12,8 +12,11 @@ Weights are read with the `safetensors` package (numpy backend), not chorus's re
   scripts/ref/minilm_ref.py [--model models/all-MiniLM-L6-v2] [--valid ../shared/data/wikitext-2/valid.txt]
                             [--n-wiki 240] [--out tests/encoder/testdata]
 
-Writes OUT/minilm_goldens.jsonl ({"text", "ids"} per line, one per sentence) and
-OUT/minilm_embeddings.f16 (float16 little-endian, n_sentences x 384, in the same order).
+Writes OUT/minilm_goldens.jsonl ({"text", "ids"} per line, one per sentence),
+OUT/minilm_embeddings.f16 (float16 little-endian, n_sentences x 384, in the same order) and
+OUT/minilm_unicode_ids.jsonl (token ids only, for --n-unicode seeded random strings drawn from many
+scripts, symbols, marks, controls, private-use and unassigned code points). --only-unicode writes just
+the last one (no forward pass).
 """
 from __future__ import annotations
 
@@ -122,20 +125,46 @@ def wiki_sentences(path, n, seed=7):
     return picked + longest
 
 
+# Blocks the random strings draw from (plus ASCII letters, spaces and punctuation between them).
+UNICODE_BLOCKS = [(0x20, 0x7E), (0xA0, 0x24F), (0x300, 0x36F), (0x370, 0x3FF), (0x400, 0x4FF), (0x590, 0x6FF),
+                  (0x900, 0x97F), (0xE00, 0xE7F), (0x1100, 0x11FF), (0x1E00, 0x1FFF), (0x2000, 0x206F),
+                  (0x20A0, 0x22FF), (0x2460, 0x24FF), (0x3000, 0x30FF), (0x3400, 0x3500), (0x4E00, 0x9FFF),
+                  (0xAC00, 0xD7A3), (0xE000, 0xE0FF), (0xF900, 0xFAFF), (0xFB00, 0xFB4F), (0xFE00, 0xFE6F),
+                  (0xFF00, 0xFFEF), (0x1D400, 0x1D7FF), (0x1F300, 0x1FAFF), (0x20000, 0x2A6DF), (0x2B820, 0x2B930),
+                  (0xE0000, 0xE007F), (0x0, 0x1F), (0x7F, 0x9F)]
+
+
+def unicode_strings(n, seed=5):
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        s = "".join(chr(rng.randint(*rng.choice(UNICODE_BLOCKS))) if rng.random() < 0.6 else rng.choice(" abcXYZ.,")
+                    for _ in range(rng.randint(1, 30)))
+        out.append(s)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default=os.path.join(REPO, "models", "all-MiniLM-L6-v2"))
     ap.add_argument("--valid", default=os.path.join(REPO, "..", "shared", "data", "wikitext-2", "valid.txt"))
     ap.add_argument("--n-wiki", type=int, default=240)
+    ap.add_argument("--n-unicode", type=int, default=800)
+    ap.add_argument("--only-unicode", action="store_true")
     ap.add_argument("--out", default=os.path.join(REPO, "tests", "encoder", "testdata"))
     a = ap.parse_args()
     max_len = json.load(open(os.path.join(a.model, "sentence_bert_config.json")))["max_seq_length"]
     tok = Tokenizer.from_file(os.path.join(a.model, "tokenizer.json"))
     tok.no_padding()
     tok.enable_truncation(max_len)
+    os.makedirs(a.out, exist_ok=True)
+    with open(os.path.join(a.out, "minilm_unicode_ids.jsonl"), "w", encoding="utf-8") as f:
+        for t in unicode_strings(a.n_unicode):
+            f.write(json.dumps({"text": t, "ids": tok.encode(t).ids}) + "\n")
+    if a.only_unicode:
+        return
     bert = Bert(a.model)
     texts = EDGE_CASES + wiki_sentences(a.valid, a.n_wiki)
-    os.makedirs(a.out, exist_ok=True)
     embs = []
     with open(os.path.join(a.out, "minilm_goldens.jsonl"), "w", encoding="utf-8") as f:
         for t in texts:

@@ -73,28 +73,18 @@ void AppendUtf8(char32_t c, std::string& out) {
   }
 }
 
-bool IsControl(char32_t c) {
-  if (c == '\t' || c == '\n' || c == '\r') return false;
-  return InRanges(kControlRanges, c);
-}
+bool IsControl(char32_t c) { return InRanges(kCleanDrop, c); }
 
 bool IsWhitespace(char32_t c) {
   return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
          (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
 }
 
-bool IsPunct(char32_t c) {
-  if ((c >= 33 && c <= 47) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) || (c >= 123 && c <= 126)) return true;
-  return InRanges(kPunctRanges, c);
-}
+bool IsPunct(char32_t c) { return InRanges(kPunct, c); }
 
-bool IsCjk(char32_t c) {
-  return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) || (c >= 0x20000 && c <= 0x2A6DF) ||
-         (c >= 0x2A700 && c <= 0x2B73F) || (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B920 && c <= 0x2CEAF) ||
-         (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
-}
+bool IsCjk(char32_t c) { return InRanges(kCjk, c); }
 
-bool IsMn(char32_t c) { return InRanges(kMnRanges, c); }
+bool IsMn(char32_t c) { return InRanges(kStripDrop, c); }
 
 void AppendStripLower(char32_t c, std::u32string& out) {
   if (c >= kSBase && c < kSBase + kLCount * kNCount) {  // Hangul syllable: algorithmic NFD, no marks

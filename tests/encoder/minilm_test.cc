@@ -91,6 +91,24 @@ TEST(MiniLm, TokenIdsMatchHfTokenizersOnEveryGolden) {
   EXPECT_EQ(bad, 0u) << "of " << g.size();
 }
 
+// 800 seeded random strings over many scripts, marks, symbols, emoji, controls, private-use and
+// unassigned code points (scripts/ref/minilm_ref.py --only-unicode): ids identical to HF tokenizers.
+TEST(MiniLm, TokenIdsMatchHfTokenizersOnRandomUnicode) {
+  ASSERT_NE(Encoder(), nullptr);
+  std::ifstream in("tests/encoder/testdata/minilm_unicode_ids.jsonl");
+  std::string line;
+  size_t n = 0, bad = 0;
+  while (std::getline(in, line)) {
+    nlohmann::json j = nlohmann::json::parse(line);
+    ++n;
+    const std::string text = j["text"].get<std::string>();
+    if (Encoder()->Tokenize(text) != j["ids"].get<std::vector<int32_t>>() && ++bad <= 5)
+      ADD_FAILURE() << "ids differ for " << j["text"].dump();
+  }
+  EXPECT_GE(n, 800u);
+  EXPECT_EQ(bad, 0u) << "of " << n;
+}
+
 TEST(MiniLm, EmbeddingsMatchTheNumpyReference) {
   ASSERT_NE(Encoder(), nullptr);
   const std::vector<Golden> g = LoadGoldens(384);
