@@ -5,6 +5,7 @@
 #   1. apt-get update (once per run) + apt-get install -y of the Debian build/test packages
 #   2. python3 -m pip install numpy (only for the reference oracles / plots in scripts/)
 #   3. scripts/fetch_model.sh  → models/SmolLM2-135M-Instruct.Q4_1.gguf (cached)
+#      scripts/fetch_encoder.sh → models/all-MiniLM-L6-v2/ (sentence encoder, cached)
 #   4. cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release && ninja -C build
 #
 #   --no-build   skip step 4
@@ -22,7 +23,7 @@ for arg in "$@"; do
   case "$arg" in
     --no-build) build=0 ;;
     --with-peer) peer=1 ;;
-    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "setup.sh: unknown option: $arg (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -104,6 +105,9 @@ step "3/4 model"
 echo "    $ scripts/fetch_model.sh"
 model=$("$root/scripts/fetch_model.sh")
 echo "    model: $model ($(stat -c %s "$model") bytes)"
+echo "    $ scripts/fetch_encoder.sh"
+encoder=$("$root/scripts/fetch_encoder.sh")
+echo "    encoder: $encoder ($(du -sb "$encoder" | cut -f1) bytes)"
 
 # ---- 4. build ------------------------------------------------------------------------------
 if [ "$build" -eq 1 ]; then

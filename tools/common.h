@@ -20,6 +20,7 @@ RunFn AddInspect(CLI::App& app);
 RunFn AddEval(CLI::App& app);
 RunFn AddBench(CLI::App& app);
 RunFn AddAgents(CLI::App& app);
+RunFn AddEmbed(CLI::App& app);
 std::pair<CLI::App*, RunFn> AddPolykvEval(CLI::App* eval);
 
 // Prints "error: <message>" on one line to stderr and returns exit code 1.
