@@ -1,7 +1,9 @@
 // `chorus bench --agents 1,4,8,15`: N agents over one shared document, tg new tokens each, decoded in
 // one batch per step; aggregate tokens/s beside llama.cpp (one prefill, the sequence copied to the
 // others, batched decode: scripts/ref/llama_agents_bench.py) with f16 / q8_0 / q4_0 KV, in one run.
+#include <algorithm>
 #include <cstdio>
+#include <map>
 #include <sstream>
 
 #include "chorus/engine.h"
@@ -33,60 +35,113 @@ Result<nlohmann::json> Peer(const AgentsBenchArgs& a, const std::string& kv_type
 
 }  // namespace
 
+namespace {
+
+struct ChorusRow {
+  double tps = 0;
+  size_t peak_kv_bytes = 0;  // measured: everything the KV layer held at its peak during the round
+};
+
+// One engine per K/V config: the document is prefilled and shared once, then each agent count
+// runs as a round (N agents spawned over the context, decoded together until all are done;
+// their private KV is freed before the next round).
+Status RunChorusConfig(const std::string& doc_text, const AgentsBenchArgs& a, const std::string& kv,
+                       double* prefill_s, size_t* shared_bytes, std::map<size_t, ChorusRow>* rows) {
+  const size_t slash = kv.find('/');
+  if (slash == std::string::npos) return Status::Error("--kv entry '{}' must be K/V", kv);
+  EngineOptions eo{.model_path = a.model, .threads = a.threads, .n_ctx = a.doc_tokens + a.tg + 64,
+                   .shared_k = kv.substr(0, slash), .shared_v = kv.substr(slash + 1),
+                   .private_k = kv.substr(0, slash), .private_v = kv.substr(slash + 1)};
+  CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Engine> e, Engine::Open(eo));
+  Timer t_prefill;
+  CHORUS_ASSIGN_OR_RETURN(ContextId ctx, e->Share(doc_text));
+  *prefill_s = t_prefill.Seconds();
+  *shared_bytes = e->KvReport().shared_bytes;
+  for (size_t n : a.agents) {
+    for (size_t i = 0; i < n; ++i)
+      CHORUS_RETURN_IF_ERROR(e->Spawn(ctx, "\nQ" + std::to_string(i) + ":", {.max_tokens = a.tg, .ignore_eog = true})
+                                 .status());
+    ChorusRow r;
+    r.peak_kv_bytes = e->KvReport().total_bytes;
+    Timer t;
+    size_t steps = 0;
+    while (e->running()) {
+      CHORUS_RETURN_IF_ERROR(e->Step());
+      r.peak_kv_bytes = std::max(r.peak_kv_bytes, e->KvReport().total_bytes);
+      ++steps;
+    }
+    // The first token of each agent comes from its prompt's prefill; steps produce the rest.
+    r.tps = double(n) * steps / t.Seconds();
+    (*rows)[n] = r;
+    std::fprintf(stderr, "chorus %s: %zu agents %.1f tok/s\n", kv.c_str(), n, r.tps);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 int RunAgentsBench(const std::string& doc_text, const AgentsBenchArgs& a) {
   nlohmann::json report = {{"doc_tokens", a.doc_tokens}, {"tg", a.tg}, {"threads", a.threads}};
+  std::map<std::string, nlohmann::json> peers;
+  for (const auto& t : a.peer_kv) {
+    std::fprintf(stderr, "llama.cpp %s ...\n", t.c_str());
+    auto p = Peer(a, t);
+    if (p.ok()) peers[t] = p.value();
+    else report["llama_cpp_error"][t] = p.status().message();
+  }
+  std::map<std::string, std::map<size_t, ChorusRow>> chorus;
+  std::map<std::string, double> prefill;
+  for (const auto& kv : a.kv) {
+    size_t shared = 0;
+    if (Status s = RunChorusConfig(doc_text, a, kv, &prefill[kv], &shared, &chorus[kv]); !s.ok())
+      return Fail(s.Context(kv));
+    report["chorus"][kv] = {{"prefill_seconds", prefill[kv]}, {"shared_bytes", shared}};
+  }
+  auto peer_tps = [&](const std::string& t, size_t n) {
+    if (!peers.count(t) || !peers[t]["agents"].contains(std::to_string(n))) return 0.0;
+    return peers[t]["agents"][std::to_string(n)].value("decode_tokens_per_s", 0.0);
+  };
   std::printf("aggregate decode tokens/s, N agents x %d new tokens over one %zu-token shared document, %d threads\n",
               a.tg, a.doc_tokens, a.threads);
   std::printf("%-8s", "agents");
   for (const auto& kv : a.kv) std::printf(" %18s", ("chorus " + kv).c_str());
   for (const auto& t : a.peer_kv) std::printf(" %16s", ("llama.cpp " + t).c_str());
-  std::printf("\n");
-  std::map<std::string, nlohmann::json> peers;
-  for (const auto& t : a.peer_kv) {
-    auto p = Peer(a, t);
-    if (p.ok()) peers[t] = p.value();
-    else report["llama_cpp_error"][t] = p.status().message();
-  }
+  std::printf(" %s\n", a.peer_kv.empty() ? "" : "  chorus / best llama.cpp");
   for (size_t n : a.agents) {
     std::printf("%-8zu", n);
+    double best_peer = 0;
     for (const auto& kv : a.kv) {
-      const size_t slash = kv.find('/');
-      if (slash == std::string::npos) return Fail(Status::Error("--kv entry '{}' must be K/V", kv));
-      EngineOptions eo{.model_path = a.model, .threads = a.threads, .n_ctx = a.doc_tokens + a.tg + 64,
-                       .shared_k = kv.substr(0, slash), .shared_v = kv.substr(slash + 1),
-                       .private_k = kv.substr(0, slash), .private_v = kv.substr(slash + 1)};
-      auto e = Engine::Open(eo);
-      if (!e.ok()) return Fail(e.status());
-      Timer t_prefill;
-      auto ctx = e.value()->Share(doc_text);
-      if (!ctx.ok()) return Fail(ctx.status());
-      const double prefill_s = t_prefill.Seconds();
-      for (size_t i = 0; i < n; ++i) {
-        auto id = e.value()->Spawn(*ctx, "\nQ" + std::to_string(i) + ":",
-                                   {.max_tokens = a.tg, .ignore_eog = true});
-        if (!id.ok()) return Fail(id.status());
-      }
-      Timer t;
-      size_t steps = 0;
-      while (e.value()->running()) {
-        if (Status s = e.value()->Step(); !s.ok()) return Fail(s);
-        ++steps;
-      }
-      // The first token of each agent comes from its prompt's prefill; steps produce the rest.
-      const double tps = double(n) * steps / t.Seconds();
-      report["rows"][std::to_string(n)]["chorus"][kv] = {{"decode_tokens_per_s", tps}, {"prefill_seconds", prefill_s},
-                                                         {"shared_bytes", e.value()->KvReport().shared_bytes}};
-      std::printf(" %18.1f", tps);
-      std::fflush(stdout);
+      const ChorusRow& r = chorus[kv][n];
+      std::printf(" %18.1f", r.tps);
+      report["rows"][std::to_string(n)]["chorus"][kv] = {{"decode_tokens_per_s", r.tps},
+                                                         {"peak_kv_bytes", r.peak_kv_bytes}};
     }
     for (const auto& t : a.peer_kv) {
-      double v = 0;
-      if (peers.count(t) && peers[t]["agents"].contains(std::to_string(n)))
-        v = peers[t]["agents"][std::to_string(n)].value("decode_tokens_per_s", 0.0);
+      const double v = peer_tps(t, n);
+      best_peer = std::max(best_peer, v);
       report["rows"][std::to_string(n)]["llama_cpp"][t] = v;
       if (v > 0) std::printf(" %16.1f", v);
       else std::printf(" %16s", "n/a");
     }
+    if (best_peer > 0) {
+      std::printf("  ");
+      for (const auto& kv : a.kv) std::printf(" %.2fx", chorus[kv][n].tps / best_peer);
+    }
+    std::printf("\n");
+  }
+  std::printf("\ndocument prefill (s):");
+  for (const auto& kv : a.kv) std::printf("  chorus %s %.2f", kv.c_str(), prefill[kv]);
+  for (const auto& t : a.peer_kv) {
+    if (peers.count(t) && peers[t]["agents"].contains(std::to_string(a.agents.front())))
+      std::printf("  llama.cpp %s %.2f", t.c_str(),
+                  peers[t]["agents"][std::to_string(a.agents.front())].value("prefill_seconds", 0.0));
+  }
+  std::printf("\npeak KV bytes held (measured), MiB:\n%-8s", "agents");
+  for (const auto& kv : a.kv) std::printf(" %18s", ("chorus " + kv).c_str());
+  std::printf("\n");
+  for (size_t n : a.agents) {
+    std::printf("%-8zu", n);
+    for (const auto& kv : a.kv) std::printf(" %18.2f", chorus[kv][n].peak_kv_bytes / 1048576.0);
     std::printf("\n");
   }
   for (auto& [t, p] : peers) report["llama_cpp_raw"][t] = p;
