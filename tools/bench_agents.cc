@@ -19,18 +19,7 @@ Result<nlohmann::json> Peer(const AgentsBenchArgs& a, const std::string& kv_type
       << " --tg " << a.tg << " --threads " << a.threads << " --kv-type " << kv_type << " --agents ";
   for (size_t i = 0; i < a.agents.size(); ++i) cmd << (i ? "," : "") << a.agents[i];
   cmd << " --json 2>/dev/null";
-  FILE* p = popen(cmd.str().c_str(), "r");
-  if (!p) return Status::Error("cannot start: {}", cmd.str());
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  if (pclose(p) != 0) return Status::Error("llama.cpp peer failed: {}", cmd.str());
-  try {
-    return nlohmann::json::parse(out.substr(out.find('{')));
-  } catch (const std::exception& e) {
-    return Status::Error("cannot parse the peer's output: {}", e.what());
-  }
+  return RunPeerJson(cmd.str());
 }
 
 }  // namespace

@@ -54,18 +54,11 @@ Result<double> PeerAtDepth(const std::string& model, const std::string& kv_type,
   cmd << a.python << " scripts/ref/llama_bench.py --model '" << model << "' --threads " << threads
       << " --pp 0 --tg " << a.tg << " --reps " << a.reps << " --depth " << depth << " --kv-type " << kv_type
       << " --json 2>/dev/null";
-  FILE* p = popen(cmd.str().c_str(), "r");
-  if (!p) return Status::Error("cannot start: {}", cmd.str());
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  if (pclose(p) != 0) return Status::Error("llama.cpp peer failed: {}", cmd.str());
+  CHORUS_ASSIGN_OR_RETURN(nlohmann::json j, RunPeerJson(cmd.str()));
   try {
-    auto j = nlohmann::json::parse(out.substr(out.find('{')));
     return j["threads"][std::to_string(threads)]["tg"].get<double>();
   } catch (const std::exception& e) {
-    return Status::Error("cannot parse the peer's output: {}", e.what());
+    return Status::Error("the peer's JSON has no tg rate for {} threads: {}", threads, e.what());
   }
 }
 

@@ -73,21 +73,7 @@ Result<nlohmann::json> MeasurePeer(const BenchArgs& a) {
   cmd << a.python << " scripts/ref/llama_bench.py --model '" << a.model << "' --threads ";
   for (size_t i = 0; i < a.threads.size(); ++i) cmd << (i ? "," : "") << a.threads[i];
   cmd << " --pp " << a.pp << " --tg " << a.tg << " --reps " << a.reps << " --json";
-  FILE* p = popen(cmd.str().c_str(), "r");
-  if (!p) return Status::Error("cannot start the llama.cpp peer: {}", cmd.str());
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int rc = pclose(p);
-  if (rc != 0)
-    return Status::Error("the llama.cpp peer failed (exit {}); is llama-cpp-python installed? "
-                         "(scripts/setup.sh --with-peer). Command: {}", rc, cmd.str());
-  try {
-    return nlohmann::json::parse(out.substr(out.find('{')));
-  } catch (const std::exception& e) {
-    return Status::Error("cannot parse the peer's output: {}", e.what());
-  }
+  return RunPeerJson(cmd.str());
 }
 
 int RunBench(const BenchArgs& a) {

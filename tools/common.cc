@@ -73,3 +73,27 @@ Result<std::pair<std::string, std::string>> ChatFrame(const Model& model) {
 void PrintJson(const nlohmann::json& j) { std::printf("%s\n", j.dump().c_str()); }
 
 }  // namespace chorus::cli
+
+namespace chorus::cli {
+
+Result<nlohmann::json> RunPeerJson(const std::string& command) {
+  FILE* p = popen(command.c_str(), "r");
+  if (!p) return Status::Error("cannot start the llama.cpp peer: {}", command);
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int rc = pclose(p);
+  if (rc != 0)
+    return Status::Error("the llama.cpp peer failed (exit {}); is llama-cpp-python installed? "
+                         "(scripts/setup.sh --with-peer). Command: {}", rc, command);
+  const size_t brace = out.find('{');
+  if (brace == std::string::npos) return Status::Error("the llama.cpp peer printed no JSON: {}", command);
+  try {
+    return nlohmann::json::parse(out.substr(brace));
+  } catch (const std::exception& e) {
+    return Status::Error("cannot parse the peer's output ({}): {}", e.what(), command);
+  }
+}
+
+}  // namespace chorus::cli

@@ -32,6 +32,10 @@ Result<std::unique_ptr<Model>> LoadModel(const std::string& path);
 // Reads a whole text file (error names the path).
 Result<std::string> ReadFile(const std::string& path);
 
+// Runs a llama.cpp reference script (scripts/ref/, llama-cpp-python) and parses the JSON object it
+// prints; the error names the command and says how to install the peer.
+Result<nlohmann::json> RunPeerJson(const std::string& command);
+
 // Default thread count: the machine's cores (at least 1).
 int DefaultThreads();
 

@@ -308,6 +308,16 @@ HWY_INLINE void DecodeKiviCodes(const uint8_t* codes, size_t n_groups, float* ou
   }
 }
 
+// Runs fn(tile size, first query, decoded codes or null) over the query tiles of a KIVI block side:
+// with more than one tile the n_groups code groups are decoded once for all of them.
+template <uint32_t kBits, class Fn>
+HWY_INLINE void KiviQueryTiles(const uint8_t* tile, uint32_t d, size_t n_q, size_t n_groups, const Fn& fn) {
+  HWY_ALIGN float decoded[kDecodeMaxDim * kBlockTokens];
+  const bool once = n_q > 4 && d <= kDecodeMaxDim;
+  if (once) DecodeKiviCodes<kBits>(tile + kv_layout::KiviCodesOffset(d), n_groups, decoded);
+  ForQueryTiles(n_q, [&](auto kq, size_t i0) { fn(kq, i0, once ? decoded : nullptr); });
+}
+
 // ---- Per-format entry points ----------------------------------------------------------------
 
 template <KvFormat kF>
@@ -371,11 +381,8 @@ void ScoreBlock(const KvGeometry& g, const uint8_t* block, uint32_t kv_head, con
     ScoreRows(TqRows<kBits>{tile, d, 1.0f / std::sqrt(static_cast<float>(d)), {}}, d, q, n_q, scores, ld);
   } else {
     constexpr uint32_t kBits = kv_layout::KiviBits(kF);
-    HWY_ALIGN float decoded[kDecodeMaxDim * kBlockTokens];
-    const bool once = n_q > 4 && d <= kDecodeMaxDim;
-    if (once) DecodeKiviCodes<kBits>(tile + kv_layout::KiviCodesOffset(d), d, decoded);
-    ForQueryTiles(n_q, [&](auto kq, size_t i0) {
-      ScoreKiviKeyTile<decltype(kq)::value, kBits>(tile, d, q + i0 * d, scores + i0 * ld, ld, once ? decoded : nullptr);
+    KiviQueryTiles<kBits>(tile, d, n_q, d, [&](auto kq, size_t i0, const float* decoded) {
+      ScoreKiviKeyTile<decltype(kq)::value, kBits>(tile, d, q + i0 * d, scores + i0 * ld, ld, decoded);
     });
   }
 }
@@ -396,11 +403,8 @@ void AccumulateBlock(const KvGeometry& g, const uint8_t* block, uint32_t kv_head
     AccumulateRows(TqRows<kBits>{tile, d, 1.0f / std::sqrt(static_cast<float>(d)), {}}, d, p, n_q, acc, ld);
   } else {
     constexpr uint32_t kBits = kv_layout::KiviBits(kF);
-    HWY_ALIGN float decoded[kDecodeMaxDim * kBlockTokens];
-    const bool once = n_q > 4 && d <= kDecodeMaxDim;
-    if (once) DecodeKiviCodes<kBits>(tile + kv_layout::KiviCodesOffset(d), (d / kGroupCodes) * kBlockTokens, decoded);
-    ForQueryTiles(n_q, [&](auto kq, size_t i0) {
-      AccumulateKiviValueTile<decltype(kq)::value, kBits>(tile, d, p + i0 * ld, ld, acc + i0 * d, once ? decoded : nullptr);
+    KiviQueryTiles<kBits>(tile, d, n_q, (d / kGroupCodes) * kBlockTokens, [&](auto kq, size_t i0, const float* decoded) {
+      AccumulateKiviValueTile<decltype(kq)::value, kBits>(tile, d, p + i0 * ld, ld, acc + i0 * d, decoded);
     });
   }
 }
