@@ -21,6 +21,7 @@ RunFn AddEval(CLI::App& app);
 RunFn AddBench(CLI::App& app);
 RunFn AddAgents(CLI::App& app);
 std::pair<CLI::App*, RunFn> AddPolykvEval(CLI::App* eval);
+std::pair<CLI::App*, RunFn> AddComixEval(CLI::App* eval);
 
 // Prints "error: <message>" on one line to stderr and returns exit code 1.
 int Fail(const Status& s);

@@ -141,7 +141,7 @@ HeadBound BoundHead(const HeadStats& s, ComixFamily family, int k_bits, int v_bi
   b.value_err = ValueErr(s, family, v_bits);
   b.radius = HalfRangeNorm(s) + b.value_err;
   b.delta = k_bits == 0 ? 0 : KeyDelta(s, family, k_bits);
-  b.prob_l1 = std::min(std::expm1(2.0 * b.delta), 2.0);
+  b.prob_l1 = std::min(b.delta, 2.0);
   b.total = b.prob_l1 * b.radius + b.value_err;
   return b;
 }
@@ -150,7 +150,32 @@ double SideBound(const HeadStats& s, ComixFamily family, KvSide side, int bits) 
   if (side == KvSide::kValue) return ValueErr(s, family, bits);
   // Keys: the radius is taken with 2-bit values (the worst case of the other side's choice).
   const HeadBound b = BoundHead(s, family, bits, 2);
-  return b.prob_l1 * b.radius;
+  return b.delta * b.radius;
+}
+
+double SideExpected(const HeadStats& s, ComixFamily family, KvSide side, int bits) {
+  if (s.rows == 0) return 0;
+  const size_t d = s.dim();
+  const double qmax = double((1 << std::min(bits, 8)) - 1);
+  if (side == KvSide::kValue) {
+    if (bits >= 8) return std::sqrt(d / 3.0) * s.v_abs_max / 254.0;
+    if (family == ComixFamily::kTq) return std::sqrt(TqMse(bits)) * s.v_norm_max;
+    return std::sqrt(d / 3.0) * s.v_group_range_max / (2 * qmax);
+  }
+  double var = 0;  // σ²(q·e) with q_c at its recent max
+  if (family == ComixFamily::kTq && bits < 8) {
+    double qn = 0;
+    for (size_t c = 0; c < d; ++c) qn += Sq(s.q_abs_max[c]);
+    var = qn * TqMse(bits) * Sq(s.k_norm_max) / double(d);
+  } else {
+    for (size_t c = 0; c < d; ++c) {
+      const double r = double(s.k_max[c]) - s.k_min[c];
+      const double a = std::max(std::fabs(s.k_max[c]), std::fabs(s.k_min[c]));
+      const double step = bits >= 8 ? a / 127.0 : r / qmax;
+      var += Sq(s.q_abs_max[c]) * Sq(step) / 12.0;
+    }
+  }
+  return std::sqrt(var) * std::sqrt(2.0 / 3.14159265358979) * HalfRangeNorm(s) / std::sqrt(3.0);
 }
 
 }  // namespace chorus

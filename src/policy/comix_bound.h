@@ -3,8 +3,13 @@
 //
 // For one head, query q (already scaled by 1/sqrt(d)), logits s_j = q·k_j, key error e_j, value
 // error f_j, and any centre c (Σ(p̂−p) = 0 lets us subtract it):
-//   ‖ô − o‖ ≤ ‖p̂ − p‖₁ · maxⱼ‖v̂ⱼ − c‖ + Σⱼ pⱼ‖fⱼ‖,  ‖p̂ − p‖₁ ≤ min(e^{2Δ} − 1, 2),
+//   ‖ô − o‖ ≤ ‖p̂ − p‖₁ · maxⱼ‖v̂ⱼ − c‖ + Σⱼ pⱼ‖fⱼ‖,  ‖p̂ − p‖₁ ≤ min(Δ, 2),
 //   Δ = maxⱼ |q·eⱼ| ≤ min(Σ_c |q_c| ε_c, ‖q‖·‖ε‖)    (Hölder / Cauchy–Schwarz, ε_c per-channel bound).
+// min(Δ, 2) is tighter than METHODS.md's e^{2Δ} − 1 (≥ 2Δ): along s + tδ the softmax Jacobian
+// J = diag(p) − ppᵀ gives ‖Jδ‖₁ = Σⱼ pⱼ|δⱼ − p·δ|, a mean absolute deviation of values in
+// [−Δ, Δ], hence ≤ Δ; integrating over t ∈ [0, 1] gives ‖p̂ − p‖₁ ≤ Δ.
+// For the allocation the key term is used uncapped (Δ·radius): the cap at 2 is a valid bound but
+// flat, so it could not rank 2-, 3- and 4-bit keys once the worst case saturates.
 // With c = centre of the values' bounding box, maxⱼ‖vⱼ − c‖ ≤ ‖half ranges‖ (+ max‖fⱼ‖ for v̂).
 // KIVI (min–max, fp16 scale and minimum) gives a hard per-element bound
 //   |x̂ − x| ≤ r/(2(2ᵇ−1)) + 2⁻¹⁰(r + max|x|) + 2⁻²³
@@ -51,7 +56,7 @@ struct HeadStats {
 // Per-format error terms of one head from its stats.
 struct HeadBound {
   double delta = 0;        // bound on maxⱼ |q·eⱼ|
-  double prob_l1 = 0;      // min(e^{2Δ} − 1, 2)
+  double prob_l1 = 0;      // min(Δ, 2)
   double radius = 0;       // bound on maxⱼ ‖v̂ⱼ − c‖
   double value_err = 0;    // bound on maxⱼ ‖fⱼ‖
   double total = 0;        // prob_l1·radius + value_err
@@ -59,7 +64,15 @@ struct HeadBound {
 
 // The bound for keys at `k_bits` and values at `v_bits` (0 = that side stays native) of `family`.
 HeadBound BoundHead(const HeadStats& s, ComixFamily family, int k_bits, int v_bits);
-// The bound term of one side alone (the other native): keys → prob_l1·radius, values → value_err.
+// The allocation's sensitivity of one side alone: keys → Δ·radius (uncapped, radius with 2-bit
+// values), values → value_err.
 double SideBound(const HeadStats& s, ComixFamily family, KvSide side, int bits);
+
+// The same first-order structure with typical instead of worst-case terms (the allocation's
+// default, measured against SideBound in docs/results/comix.md): independent zero-mean element
+// errors (KIVI: uniform in ±step/2; TQ: isotropic after the random rotation, √MSE per coordinate)
+// give σ(q·e) = sqrt(Σ_c q_c² σ_c²), E‖p̂ − p‖₁ ≈ E|δ| = σ·√(2/π), and the value error's RMS
+// replaces its maximum; radius = RMS of a uniform spread over the values' box. Not a bound.
+double SideExpected(const HeadStats& s, ComixFamily family, KvSide side, int bits);
 
 }  // namespace chorus

@@ -176,22 +176,30 @@ Status ComixPolicy::Reallocate(const std::string& why) {
     kb[c] = SideBytes(kComixBits[c], KvSide::kKey);
     vb[c] = SideBytes(kComixBits[c], KvSide::kValue);
   }
+  HeadStats merged(options_.head_dim);
+  items.reserve(units_.size() * options_.n_layer * 2);
+  refs.reserve(items.capacity());
   for (auto& [id, u] : units_) {
     const size_t sinks = SinkBlocks(u), total = BlocksTotal(u);
     for (Layer& l : u.layers) {
       const size_t done = std::max(l.sealed, sinks);
       const size_t left = total > done ? total - done : 0;
-      HeadStats s(options_.head_dim);
-      for (KvSide side : {KvSide::kKey, KvSide::kValue}) {
-        ComixItem it{.weight = u.weight, .blocks = left, .bytes = side == KvSide::kKey ? kb : vb};
+      ComixItem ki{.weight = u.weight, .blocks = left, .bytes = kb}, vi{.weight = u.weight, .blocks = left, .bytes = vb};
+      if (left > 0 && l.observed) {
         for (size_t h = 0; h < options_.n_head_kv; ++h) {
-          s = l.cur[h];
-          s.Merge(l.prev[h]);
-          for (size_t c = 0; c < kComixChoices; ++c) it.err[c] += SideBound(s, options_.family, side, kComixBits[c]);
+          merged = l.cur[h];
+          merged.Merge(l.prev[h]);
+          for (size_t c = 0; c < kComixChoices; ++c) {
+            const auto sens = options_.worst_case ? SideBound : SideExpected;
+            ki.err[c] += sens(merged, options_.family, KvSide::kKey, kComixBits[c]);
+            vi.err[c] += sens(merged, options_.family, KvSide::kValue, kComixBits[c]);
+          }
         }
-        items.push_back(it);
-        refs.push_back({&l, side});
       }
+      items.push_back(ki);
+      refs.push_back({&l, KvSide::kKey});
+      items.push_back(vi);
+      refs.push_back({&l, KvSide::kValue});
     }
   }
   const int64_t headroom = Capacity();
@@ -278,9 +286,11 @@ std::string ComixPolicy::HeatMap() const {
                                 options_.n_layer - 1, ProjectedMinimum(), std::max<int64_t>(0, Capacity()));
   for (const auto& [id, u] : units_) {
     std::string k, v;
+    const size_t total = BlocksTotal(u), sinks = SinkBlocks(u);
     for (const Layer& l : u.layers) {
-      k += char('0' + l.k_bits);
-      v += char('0' + l.v_bits);
+      const bool open = std::max(l.sealed, sinks) < total;  // '-': nothing left to seal in this layer
+      k += open ? char('0' + l.k_bits) : '-';
+      v += open ? char('0' + l.v_bits) : '-';
     }
     out += fmt::format("  {:<24} w={:<3g} K {}\n  {:<24}       V {}\n", u.label, u.weight, k, "", v);
   }

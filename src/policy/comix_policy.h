@@ -35,6 +35,7 @@ struct ComixOptions {
   size_t sink_blocks = 1;
   size_t realloc_every = 64;  // sealed blocks between periodic reallocations
   size_t recent_rows = 32;    // statistics window: the last 32–64 rows and queries per (unit, layer)
+  bool worst_case = false;    // rank by the hard bound's terms (SideBound) instead of SideExpected
 };
 
 // One recorded allocation (printed by the CLI: how the allocation changed).
