@@ -40,6 +40,10 @@ size_t ResidentBytes();
 
 void PrintJson(const nlohmann::json& j);
 
+// "1000000", "64K", "1.5M", "2GiB", "512KB" -> bytes (K/M/G are powers of 1024); negative, empty or
+// unparsable sizes are errors that quote the text.
+Result<size_t> ParseBytes(const std::string& text);
+
 // The model's chat template split around a user turn's content: (before, after); without a
 // template, ("", "\nAnswer:").
 Result<std::pair<std::string, std::string>> ChatFrame(const Model& model);
