@@ -193,7 +193,8 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options) {
   if (options.policy == "comix") {
     ComixOptions co{.n_layer = c.n_layer, .n_head = c.n_head, .n_head_kv = c.n_head_kv, .head_dim = c.head_dim,
                     .budget_bytes = options.kv_budget_bytes, .avg_bits = options.kv_avg_bits,
-                    .sink_blocks = options.sink_blocks};
+                    .sink_blocks = options.sink_blocks,
+                    .join_reserve = options.kv_budget_bytes ? 0.25 : 0.0};  // room for agents joining later
     if (options.comix_family == "kivi") co.family = ComixFamily::kKivi;
     else if (options.comix_family != "tq")
       return Status::Error("unknown comix family '{}' (valid: tq, kivi)", options.comix_family);

@@ -203,7 +203,12 @@ Status ComixPolicy::Reallocate(const std::string& why) {
     }
   }
   const int64_t headroom = Capacity();
-  const size_t cap = headroom > 0 ? size_t(headroom) : 0;
+  size_t cap = headroom > 0 ? size_t(headroom) : 0;
+  if (options_.budget_bytes != 0 && options_.join_reserve > 0) {
+    size_t cheapest = 0;
+    for (const ComixItem& it : items) cheapest += it.blocks * it.bytes[0];
+    if (cap > cheapest) cap = cheapest + size_t(double(cap - cheapest) * (1.0 - std::min(1.0, options_.join_reserve)));
+  }
   ComixAllocation a = AllocateComix(items, cap);
   a.feasible = a.feasible && headroom >= 0;
   ComixEvent e{.why = why, .units = units_.size(), .projected = a.bytes, .capacity = cap};
