@@ -137,10 +137,10 @@ Status ComixPolicy::AddUnit(uint64_t seq_id, size_t capacity, size_t first_pos, 
   if (int64_t(need) > cap) {
     units_.erase(seq_id);
     const size_t budget = options_.budget_bytes;
-    return Status::Error("{} refused: even with every future block at 2 bits the KV would need {} more bytes than "
-                         "the {}-byte budget allows (held {} bytes of blocks + native windows and tables of every "
-                         "resident sequence; retry when an agent finishes)",
-                         name, int64_t(need) - cap, budget, committed_);
+    return Status::Error("refused: even with every future block at 2 bits the KV would need {} more bytes than "
+                         "the {}-byte budget allows (held: {} bytes of blocks + a native window and block table per "
+                         "resident sequence; {} sequences resident)",
+                         int64_t(need) - cap, budget, committed_, units_.size());
   }
   return Reallocate("join " + name);
 }
@@ -213,8 +213,12 @@ Status ComixPolicy::Reallocate(const std::string& why) {
   a.feasible = a.feasible && headroom >= 0;
   ComixEvent e{.why = why, .units = units_.size(), .projected = a.bytes, .capacity = cap};
   if (!a.feasible) {
-    e.why += " (infeasible: kept the previous allocation)";
-  } else {
+    // Only the average-bits target can get here (a finished unit's allowance was already spent by
+    // the others): every future block at 2 bits is the closest the target can still get.
+    e.why += " (over the target: all future blocks at 2 bits)";
+    a.choice.assign(items.size(), 0);
+  }
+  {
     double kbits = 0, vbits = 0, kblocks = 0, vblocks = 0;
     for (size_t i = 0; i < items.size(); ++i) {
       const int bits = kComixBits[a.choice[i]];
