@@ -32,7 +32,8 @@ Result<ComixBenchConfig> ParseComixBenchConfig(const std::string& spec) {
       const std::string suffix = bits.substr(c2 + 1);
       if (suffix == "bound") c.worst_case = true;
       else if (suffix == "budget") c.fixed_budget = true;
-      else return Status::Error("'{}': the suffix is ':bound' or ':budget'", spec);
+      else if (suffix == "joint") c.joint = true;
+      else return Status::Error("'{}': the suffix is ':bound', ':budget' or ':joint'", spec);
       bits.resize(c2);
     }
     try {
@@ -75,7 +76,8 @@ Result<ComixBenchResult> RunComixBench(const Model& model, const ComixBenchSetup
     ComixOptions co{.n_layer = c.n_layer, .n_head = c.n_head, .n_head_kv = c.n_head_kv, .head_dim = c.head_dim,
                     .family = cfg.family == "kivi" ? ComixFamily::kKivi : ComixFamily::kTq,
                     .budget_bytes = cfg.fixed_budget ? cfg.budget_bytes : 0, .avg_bits = cfg.avg_bits,
-                    .sink_blocks = setup.sink_blocks, .worst_case = cfg.worst_case};
+                    .sink_blocks = setup.sink_blocks, .worst_case = cfg.worst_case,
+                    .split_kv = !cfg.joint};
     CHORUS_RETURN_IF_ERROR(ComixPolicy::Validate(co));
     auto p = std::make_unique<ComixPolicy>(co);
     comix = p.get();

@@ -24,13 +24,15 @@ struct ComixBenchSetup {
 };
 
 // "f16", "kivi3" (= kivi3/kivi3), "q8/tq3", "comix-tq:3", "comix-kivi:2.5", "comix-tq:3:bound",
-// "comix-tq:3:budget" (fixed budget: the measured peak bytes of the uniform tq3 run).
+// "comix-tq:3:budget" (fixed budget: the measured peak bytes of the uniform tq3 run),
+// "comix-tq:3:joint" (K and V of a (unit, layer) share one bit width).
 struct ComixBenchConfig {
   std::string name;
   bool comix = false;
   std::string family;  // comix: tq | kivi
   double avg_bits = 0;
   bool worst_case = false;  // comix-tq:3:bound — rank by the hard bound's terms
+  bool joint = false;         // comix-tq:3:joint — one bit width for K and V of a (unit, layer)
   bool fixed_budget = false;  // comix-tq:3:budget — a fixed --kv-budget = the measured peak of uniform tq3
   size_t budget_bytes = 0;    // set by the caller for fixed_budget
   std::string k = "f16", v = "f16";

@@ -168,6 +168,7 @@ Status ComixPolicy::Reallocate(const std::string& why) {
   struct Ref {
     Layer* layer;
     KvSide side;
+    bool both;  // split_kv off: one item sets K and V
   };
   std::vector<ComixItem> items;
   std::vector<Ref> refs;
@@ -196,10 +197,16 @@ Status ComixPolicy::Reallocate(const std::string& why) {
           }
         }
       }
-      items.push_back(ki);
-      refs.push_back({&l, KvSide::kKey});
-      items.push_back(vi);
-      refs.push_back({&l, KvSide::kValue});
+      if (options_.split_kv) {
+        items.push_back(ki);
+        refs.push_back({&l, KvSide::kKey, false});
+        items.push_back(vi);
+        refs.push_back({&l, KvSide::kValue, false});
+      } else {
+        for (size_t c = 0; c < kComixChoices; ++c) ki.err[c] += vi.err[c], ki.bytes[c] += vi.bytes[c];
+        items.push_back(ki);
+        refs.push_back({&l, KvSide::kKey, true});
+      }
     }
   }
   const int64_t headroom = Capacity();
@@ -222,11 +229,14 @@ Status ComixPolicy::Reallocate(const std::string& why) {
     double kbits = 0, vbits = 0, kblocks = 0, vblocks = 0;
     for (size_t i = 0; i < items.size(); ++i) {
       const int bits = kComixBits[a.choice[i]];
-      int& slot = refs[i].side == KvSide::kKey ? refs[i].layer->k_bits : refs[i].layer->v_bits;
-      e.changed += slot != bits;
-      slot = bits;
-      (refs[i].side == KvSide::kKey ? kbits : vbits) += double(bits) * items[i].blocks;
-      (refs[i].side == KvSide::kKey ? kblocks : vblocks) += double(items[i].blocks);
+      for (KvSide side : {KvSide::kKey, KvSide::kValue}) {
+        if (!refs[i].both && side != refs[i].side) continue;
+        int& slot = side == KvSide::kKey ? refs[i].layer->k_bits : refs[i].layer->v_bits;
+        e.changed += slot != bits;
+        slot = bits;
+        (side == KvSide::kKey ? kbits : vbits) += double(bits) * items[i].blocks;
+        (side == KvSide::kKey ? kblocks : vblocks) += double(items[i].blocks);
+      }
     }
     e.avg_k_bits = kblocks > 0 ? kbits / kblocks : 0;
     e.avg_v_bits = vblocks > 0 ? vbits / vblocks : 0;

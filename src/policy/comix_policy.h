@@ -36,6 +36,7 @@ struct ComixOptions {
   size_t realloc_every = 64;  // sealed blocks between periodic reallocations
   size_t recent_rows = 32;    // statistics window: the last 32–64 rows and queries per (unit, layer)
   bool worst_case = false;    // rank by the hard bound's terms (SideBound) instead of SideExpected
+  bool split_kv = true;       // K and V bits chosen separately (false: one choice per (unit, layer))
   // Fixed budget: upgrades above 2 bits may use only (1 − join_reserve) of the bytes left after
   // the 2-bit projection, so a sequence sealed alone (a shared document) does not take what the
   // agents that join after it need. 0 = upgrades may use everything.

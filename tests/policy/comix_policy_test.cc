@@ -152,5 +152,47 @@ TEST(ComixPolicy, BudgetHoldsUnderRandomJoinsAndFinishes) {
   }
 }
 
+// split_kv off: every (unit, layer) gets one bit width for K and V; on: the rows may differ.
+TEST(ComixPolicy, JointAllocationGivesKAndVTheSameBits) {
+  for (bool split : {false, true}) {
+    ComixOptions o = Options(0);
+    o.avg_bits = 3;
+    o.split_kv = split;
+    ComixPolicy policy(o);
+    KvStore store(KvStoreOptions{.n_layer = kLayers, .shape = kShape}, &policy);
+    ThreadPool pool(1);
+    std::mt19937 rng(5);
+    std::normal_distribution<float> nd;
+    std::vector<std::unique_ptr<KvSequence>> seqs;
+    for (int a = 0; a < 3; ++a) {
+      seqs.push_back(store.NewSequence(256));
+      ASSERT_TRUE(policy.AddUnit(seqs.back()->id(), 256, 0, 1.0, "agent").ok());
+    }
+    const size_t n = 100;
+    std::vector<float> k(n * kShape.kv_dim()), v(k.size()), q(n * kShape.q_dim()), out(q.size());
+    for (int a = 0; a < 3; ++a) {
+      for (size_t l = 0; l < kLayers; ++l) {
+        const float ks = 0.5f + float(a + l), vs = 2.0f / float(1 + a + l);  // units differ
+        for (auto& x : k) x = nd(rng) * ks;
+        for (auto& x : v) x = nd(rng) * vs;
+        for (auto& x : q) x = nd(rng) * 0.3f;
+        ASSERT_TRUE(seqs[a]->AppendAndAttend(l, n, k.data(), v.data(), q.data(), out.data(), pool).ok());
+      }
+      seqs[a]->Commit(n);
+    }
+    // Heat map: "K <digits>" then "V <digits>" per unit.
+    const std::string map = policy.HeatMap();
+    size_t differ = 0;
+    for (size_t p = map.find(" K "); p != std::string::npos; p = map.find(" K ", p + 1)) {
+      const std::string krow = map.substr(p + 3, kLayers);
+      const size_t pv = map.find(" V ", p);
+      ASSERT_NE(pv, std::string::npos);
+      differ += krow != map.substr(pv + 3, kLayers);
+    }
+    if (!split) EXPECT_EQ(differ, 0u) << map;
+    for (auto& s : seqs) policy.RemoveUnit(s->id());
+  }
+}
+
 }  // namespace
 }  // namespace chorus
