@@ -401,27 +401,13 @@ EngineKvReport Engine::KvReport() const {
 }
 
 std::string Engine::AllocationReport(bool events) const {
-  const ComixPolicy* p = impl_->comix.get();
-  if (!p) return "";
-  std::string out = p->HeatMap();
-  if (events)
-    for (const ComixEvent& e : p->events())
-      out += fmt::format("  realloc: {:<40} units {:>3}  avg bits K {:.2f} V {:.2f}  future blocks {} / {} bytes  "
-                         "{} changed  {:.1f} us\n",
-                         e.why, e.units, e.avg_k_bits, e.avg_v_bits, e.projected, e.capacity, e.changed, e.micros);
-  return out;
+  return impl_->comix ? impl_->comix->Report(events) : "";
 }
 
 Engine::AllocationStats Engine::AllocationTiming() const {
-  AllocationStats st;
-  if (!impl_->comix) return st;
-  for (const ComixEvent& e : impl_->comix->events()) {
-    ++st.count;
-    st.mean_us += e.micros;
-    st.max_us = std::max(st.max_us, e.micros);
-  }
-  if (st.count) st.mean_us /= double(st.count);
-  return st;
+  if (!impl_->comix) return {};
+  const ComixTiming t = impl_->comix->Timing();
+  return {.count = t.count, .mean_us = t.mean_us, .max_us = t.max_us};
 }
 
 size_t Engine::ContextTokens(ContextId context) const {

@@ -316,4 +316,25 @@ std::string ComixPolicy::HeatMap() const {
   return out;
 }
 
+std::string ComixPolicy::Report(bool events) const {
+  std::string out = HeatMap();
+  if (events)
+    for (const ComixEvent& e : events_)
+      out += fmt::format("  realloc: {:<40} units {:>3}  avg bits K {:.2f} V {:.2f}  future blocks {} / {} bytes  "
+                         "{} changed  {:.1f} us\n",
+                         e.why, e.units, e.avg_k_bits, e.avg_v_bits, e.projected, e.capacity, e.changed, e.micros);
+  return out;
+}
+
+ComixTiming ComixPolicy::Timing() const {
+  ComixTiming t;
+  for (const ComixEvent& e : events_) {
+    ++t.count;
+    t.mean_us += e.micros;
+    t.max_us = std::max(t.max_us, e.micros);
+  }
+  if (t.count) t.mean_us /= double(t.count);
+  return t;
+}
+
 }  // namespace chorus

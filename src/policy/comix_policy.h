@@ -54,6 +54,11 @@ struct ComixEvent {
   double micros = 0;      // time of the allocation (stats → items → knapsack)
 };
 
+struct ComixTiming {
+  size_t count = 0;
+  double mean_us = 0, max_us = 0;
+};
+
 class ComixPolicy : public PrecisionPolicy {
  public:
   explicit ComixPolicy(const ComixOptions& options);
@@ -82,6 +87,9 @@ class ComixPolicy : public PrecisionPolicy {
   size_t committed_bytes() const { return committed_; }
 
   std::string HeatMap() const;  // bits per unit × layer, K and V rows
+  // The heat map and, with `events`, one line per reallocation (why, bits, bytes, time).
+  std::string Report(bool events) const;
+  ComixTiming Timing() const;  // reallocations recorded so far
   const std::vector<ComixEvent>& events() const { return events_; }
   const ComixOptions& options() const { return options_; }
 
