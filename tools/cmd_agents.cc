@@ -1,5 +1,7 @@
 // `chorus agents`: one shared document, one agent per question, all decoding together; prints each
 // answer and the measured KV memory against an fp16 copy per agent.
+#include <fmt/format.h>
+
 #include <fstream>
 #include <sstream>
 
@@ -15,7 +17,10 @@ struct AgentsArgs {
   std::string model, doc, questions, policy = "chorus";
   std::string shared_k, shared_v, private_k = "q8", private_v = "q8";
   int threads = DefaultThreads(), max_tokens = 96, ctx = 0;
-  size_t budget = 0, sink = 1;
+  size_t sink = 1;
+  std::string budget;            // --kv-budget (bytes, K/M/G suffixes)
+  double avg_bits = 3;           // comix target when no budget
+  std::string family = "tq";     // comix formats
   bool json = false, quiet = false;
 };
 
@@ -30,17 +35,25 @@ int RunAgents(const AgentsArgs& a) {
     if (line.find_first_not_of(" \t\r") != std::string::npos) questions.push_back(line);
   if (questions.empty()) return Fail(Status::Error("'{}' has no questions (one per line)", a.questions));
 
+  size_t budget = 0;
+  if (!a.budget.empty()) {
+    auto b = ParseBytes(a.budget);
+    if (!b.ok()) return Fail(b.status().Context("--kv-budget"));
+    budget = *b;
+  }
   EngineOptions eo{.model_path = a.model, .threads = a.threads, .n_ctx = static_cast<size_t>(a.ctx),
                    .private_k = a.private_k, .private_v = a.private_v, .sink_blocks = a.sink,
-                   .kv_budget_bytes = a.budget};
-  if (a.policy == "polykv-paper") {
+                   .kv_budget_bytes = budget, .kv_avg_bits = a.avg_bits, .comix_family = a.family};
+  if (a.policy == "comix") {  // one budget, bits per (agent/document, layer, K/V) coordinated
+    eo.policy = "comix";
+  } else if (a.policy == "polykv-paper") {
     eo.shared_k = "polykv-paper", eo.shared_v = "tq3", eo.sink_blocks = 0;
   } else if (a.policy == "polykv") {
     eo.shared_k = "q8", eo.shared_v = "tq3";
   } else if (a.policy == "chorus") {  // chosen by measurement: docs/results/polykv.md
     eo.shared_k = "tq4", eo.shared_v = "tq3";
   } else {
-    return Fail(Status::Error("unknown --policy '{}' (valid: chorus, polykv, polykv-paper)", a.policy));
+    return Fail(Status::Error("unknown --policy '{}' (valid: chorus, polykv, polykv-paper, comix)", a.policy));
   }
   if (!a.shared_k.empty()) eo.shared_k = a.shared_k;
   if (!a.shared_v.empty()) eo.shared_v = a.shared_v;
@@ -62,19 +75,29 @@ int RunAgents(const AgentsArgs& a) {
   const size_t doc_tokens = engine.ContextTokens(*ctx);
 
   Timer t_run;
-  std::vector<AgentId> ids;
+  std::vector<AgentId> ids;           // started agents
+  std::vector<size_t> started;        // their question index
   std::vector<std::string> refused;
-  for (const auto& q : questions) {
-    AgentOptions ao{.temperature = 0.0f, .max_tokens = a.max_tokens};
-    auto id = engine.Spawn(*ctx, "\n\nQuestion: " + q + frame->second, ao);
-    if (!id.ok()) {
-      refused.push_back(id.status().message());
-      std::fprintf(stderr, "agent %zu refused: %s\n", ids.size() + refused.size(), id.status().message().c_str());
-      continue;
+  std::vector<size_t> queue;          // refused for lack of budget: retried whenever an agent finishes
+  std::string last_refusal;
+  AgentOptions ao{.temperature = 0.0f, .max_tokens = a.max_tokens};
+  auto try_spawn = [&](size_t qi, bool first) {
+    auto id = engine.Spawn(*ctx, "\n\nQuestion: " + questions[qi] + frame->second, ao);
+    if (id.ok()) {
+      ids.push_back(*id);
+      started.push_back(qi);
+      if (!first) std::fprintf(stderr, "agent %zu started from the queue\n", qi + 1);
+      return true;
     }
-    ids.push_back(*id);
-  }
-  if (ids.empty()) return Fail(Status::Error("no agent could start: {}", refused.front()));
+    last_refusal = id.status().message();
+    if (first) std::fprintf(stderr, "agent %zu queued: %s\n", qi + 1, last_refusal.c_str());
+    return false;
+  };
+  for (size_t qi = 0; qi < questions.size(); ++qi)
+    if (!try_spawn(qi, true)) queue.push_back(qi);
+  if (ids.empty()) return Fail(Status::Error("no agent could start: {}", last_refusal));
+  const std::string first_allocation = engine.AllocationReport();
+  if (!first_allocation.empty() && !a.json) std::printf("allocation after the agents joined:\n%s\n", first_allocation.c_str());
   size_t peak_total = engine.KvReport().total_bytes, peak_private = engine.KvReport().private_bytes;
   const size_t shared_bytes = engine.KvReport().shared_bytes;
   Timer t_decode;
@@ -82,6 +105,21 @@ int RunAgents(const AgentsArgs& a) {
   while (engine.running() > 0) {
     if (Status s = engine.Step(); !s.ok()) return Fail(s);
     ++steps;
+    for (auto it = queue.begin(); it != queue.end();) {  // bytes freed by finished agents
+      if (try_spawn(*it, false)) it = queue.erase(it);
+      else ++it;
+    }
+    if (engine.running() == 0)
+      for (size_t qi : queue) {  // nobody left to free bytes: refused for good
+        auto id = engine.Spawn(*ctx, "\n\nQuestion: " + questions[qi] + frame->second, ao);
+        if (id.ok()) {
+          ids.push_back(*id), started.push_back(qi);
+        } else {
+          refused.push_back(id.status().message());
+          std::fprintf(stderr, "agent %zu refused: %s\n", qi + 1, id.status().message().c_str());
+        }
+      }
+    if (engine.running() == 0) queue.clear();
     const EngineKvReport r = engine.KvReport();
     peak_total = std::max(peak_total, r.total_bytes);
     peak_private = std::max(peak_private, r.private_bytes);
@@ -95,12 +133,34 @@ int RunAgents(const AgentsArgs& a) {
     const AgentState& s = *engine.agent(ids[i]);
     generated += s.tokens.size();
     baseline += engine.Fp16Bytes(doc_tokens + s.prompt_tokens + s.tokens.size());
-    agents_json.push_back({{"question", questions[i]}, {"answer", s.text}, {"tokens", s.tokens.size()},
+    agents_json.push_back({{"question", questions[started[i]]}, {"answer", s.text}, {"tokens", s.tokens.size()},
                            {"prompt_tokens", s.prompt_tokens}, {"stop", s.stop},
                            {"private_bytes", s.peak_private_bytes}, {"tokens_per_s", s.tokens.size() / s.seconds}});
-    if (!a.json) std::printf("\n[agent %zu] %s\n%s\n", i + 1, questions[i].c_str(), s.text.c_str());
+    if (!a.json) std::printf("\n[agent %zu] %s\n%s\n", started[i] + 1, questions[started[i]].c_str(), s.text.c_str());
   }
   const double reduction = 100.0 * (1.0 - double(peak_total) / baseline);
+  const std::string allocation = engine.AllocationReport(true);
+  if (!allocation.empty() && !a.json) {
+    // The allocation in force at the end and how it changed (periodic and first-observation
+    // reallocations are counted, joins and finishes listed).
+    std::istringstream lines(allocation);
+    size_t quiet = 0;
+    std::printf("\nallocation at the end (bits per layer; '-': nothing left to seal):\n");
+    for (std::string line; std::getline(lines, line);) {
+      if (line.find("realloc:") != std::string::npos && line.find("join") == std::string::npos &&
+          line.find("finish") == std::string::npos) {
+        ++quiet;
+        continue;
+      }
+      std::printf("%s\n", line.c_str());
+    }
+    const auto t = engine.AllocationTiming();
+    std::printf("  + %zu reallocations on first observations / every 64 sealed blocks; %zu in all, %.1f us mean, "
+                "%.1f us max\n",
+                quiet, t.count, t.mean_us, t.max_us);
+    std::printf("  KV held at peak %zu bytes of the %s budget\n", peak_total,
+                budget ? std::to_string(budget).c_str() : fmt::format("--kv-avg-bits {}", a.avg_bits).c_str());
+  }
   if (a.json) {
     PrintJson({{"agents", agents_json}, {"refused", refused}, {"doc_tokens", doc_tokens},
                {"shared_k", eo.shared_k}, {"shared_v", eo.shared_v}, {"private_k", eo.private_k},
@@ -108,12 +168,17 @@ int RunAgents(const AgentsArgs& a) {
                {"peak_total_bytes", peak_total}, {"fp16_per_agent_baseline_bytes", baseline},
                {"reduction_pct", reduction}, {"prefill_seconds", share_s}, {"decode_seconds", decode_s},
                {"generated_tokens", generated}, {"aggregate_tokens_per_s", generated / decode_s},
-               {"run_seconds", run_s}, {"threads", a.threads}});
+               {"run_seconds", run_s}, {"threads", a.threads}, {"policy", a.policy}, {"budget_bytes", budget},
+               {"allocation", allocation}});
     return 0;
   }
-  std::printf("\n%zu agents over a %zu-token document (shared K %s / V %s, private K %s / V %s, %d threads)\n",
-              ids.size(), doc_tokens, eo.shared_k.c_str(), eo.shared_v.c_str(), eo.private_k.c_str(),
-              eo.private_v.c_str(), a.threads);
+  if (eo.policy == "comix")
+    std::printf("\n%zu agents over a %zu-token document (comix, %s formats, bits per layer as allocated above, %d threads)\n",
+                ids.size(), doc_tokens, eo.comix_family.c_str(), a.threads);
+  else
+    std::printf("\n%zu agents over a %zu-token document (shared K %s / V %s, private K %s / V %s, %d threads)\n",
+                ids.size(), doc_tokens, eo.shared_k.c_str(), eo.shared_v.c_str(), eo.private_k.c_str(),
+                eo.private_v.c_str(), a.threads);
   std::printf("  shared KV (stored once)        %10.2f MiB\n", shared_bytes / 1048576.0);
   for (size_t i = 0; i < ids.size(); ++i)
     std::printf("  agent %-3zu private KV (peak)   %10.2f MiB  %4zu tokens  %6.1f tok/s\n", i + 1,
@@ -140,15 +205,19 @@ RunFn AddAgents(CLI::App& app) {
   cmd->add_option("-n,--max-tokens", a->max_tokens, "tokens per answer")->check(CLI::Range(1, 1 << 16))
       ->capture_default_str();
   cmd->add_option("--policy", a->policy, "shared-context preset: chorus (tq4/tq3, the measured default), polykv (q8/tq3), "
-                                         "polykv-paper (the paper's per-layer int8 K, tq3 V, no sink block)")
+                                         "polykv-paper (the paper's per-layer int8 K, tq3 V, no sink block); comix: "
+                                         "one budget, bits per agent x layer x K/V chosen online")
       ->capture_default_str();
   cmd->add_option("--kv-shared-k", a->shared_k, "override the shared K format");
   cmd->add_option("--kv-shared-v", a->shared_v, "override the shared V format");
   cmd->add_option("--kv-private-k", a->private_k, "K format of each agent's own blocks")->capture_default_str();
   cmd->add_option("--kv-private-v", a->private_v, "V format of each agent's own blocks")->capture_default_str();
   cmd->add_option("--kv-sink", a->sink, "leading 32-token blocks of a context kept f16")->capture_default_str();
-  cmd->add_option("--kv-budget", a->budget, "KV byte budget; agents that do not fit are refused with a message")
-      ->check(CLI::Range(size_t{1}, SIZE_MAX));
+  cmd->add_option("--kv-budget", a->budget, "KV byte budget (e.g. 4000000, 64K, 1.5M); agents that do not fit "
+                                            "wait in a queue until others finish, or are refused with a message");
+  cmd->add_option("--kv-avg-bits", a->avg_bits, "comix without --kv-budget: average bits target (2..8)")
+      ->capture_default_str();
+  cmd->add_option("--comix-family", a->family, "comix formats: tq (tq2/3/4) or kivi (kivi2/3/4)")->capture_default_str();
   cmd->add_option("-c,--ctx", a->ctx, "positions per agent (document + question + answer)")
       ->check(CLI::Range(1, 1 << 24));
   cmd->add_option("-t,--threads", a->threads, "threads")->check(CLI::Range(1, 256))->capture_default_str();

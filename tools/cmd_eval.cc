@@ -292,8 +292,10 @@ RunFn AddEval(CLI::App& app) {
   lg->add_option("-o,--out", a->out, "output file (raw f32, n_tokens x n_vocab)")->required();
   AddKvFlags(lg, a->kv);
   auto [polykv, polykv_run] = AddPolykvEval(cmd);
-  return [a, ppl, kld, polykv = polykv, polykv_run = polykv_run] {
+  auto [comix, comix_run] = AddComixEval(cmd);
+  return [a, ppl, kld, polykv = polykv, polykv_run = polykv_run, comix = comix, comix_run = comix_run] {
     if (polykv->parsed()) return polykv_run();
+    if (comix->parsed()) return comix_run();
     if (ppl->parsed()) return RunPpl(*a);
     if (kld->parsed()) {
       if (kld->count("--ctx") == 0) a->ctx = 2048;

@@ -3,6 +3,7 @@
 
 #include "model/chat_template.h"  // ApplyChatTemplate
 
+#include <cctype>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -25,6 +26,26 @@ Result<std::string> ReadFile(const std::string& path) {
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+Result<size_t> ParseBytes(const std::string& text) {
+  size_t used = 0;
+  double x = 0;
+  try {
+    x = std::stod(text, &used);
+  } catch (...) {
+    return Status::Error("'{}' is not a byte size (e.g. 4000000, 64K, 1.5M, 2G)", text);
+  }
+  std::string unit = text.substr(used);
+  for (char& ch : unit) ch = char(std::toupper(static_cast<unsigned char>(ch)));
+  double mult = 1;
+  if (unit.empty() || unit == "B") mult = 1;
+  else if (unit == "K" || unit == "KB" || unit == "KIB") mult = 1024.0;
+  else if (unit == "M" || unit == "MB" || unit == "MIB") mult = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GB" || unit == "GIB") mult = 1024.0 * 1024 * 1024;
+  else return Status::Error("'{}': unknown size unit '{}' (use K, M or G)", text, text.substr(used));
+  if (!(x > 0) || x * mult >= 1e18) return Status::Error("'{}': a byte size must be positive", text);
+  return static_cast<size_t>(x * mult);
 }
 
 int DefaultThreads() {

@@ -22,6 +22,7 @@ RunFn AddBench(CLI::App& app);
 RunFn AddAgents(CLI::App& app);
 RunFn AddEmbed(CLI::App& app);
 std::pair<CLI::App*, RunFn> AddPolykvEval(CLI::App* eval);
+std::pair<CLI::App*, RunFn> AddComixEval(CLI::App* eval);
 
 // Prints "error: <message>" on one line to stderr and returns exit code 1.
 int Fail(const Status& s);
@@ -43,6 +44,10 @@ int DefaultThreads();
 size_t ResidentBytes();
 
 void PrintJson(const nlohmann::json& j);
+
+// "1000000", "64K", "1.5M", "2GiB", "512KB" -> bytes (K/M/G are powers of 1024); negative, empty or
+// unparsable sizes are errors that quote the text.
+Result<size_t> ParseBytes(const std::string& text);
 
 // The model's chat template split around a user turn's content: (before, after); without a
 // template, ("", "\nAnswer:").

@@ -27,6 +27,11 @@ struct EngineOptions {
   std::string private_k = "q8", private_v = "q8";   // formats of each agent's own blocks
   size_t sink_blocks = 1;    // leading blocks of a context kept f16
   size_t kv_budget_bytes = 0;  // 0 = unlimited; agents that do not fit are refused with a message
+  // "uniform": the formats above. "comix": bits per (sequence, layer, K/V) coordinated under one
+  // budget (kv_budget_bytes, or kv_avg_bits as a target when the budget is 0); formats of comix_family.
+  std::string policy = "uniform";
+  double kv_avg_bits = 3;
+  std::string comix_family = "tq";  // "tq" (tq2/3/4) or "kivi" (kivi2/3/4)
 };
 
 struct AgentOptions {
@@ -88,6 +93,15 @@ class Engine {
   Result<ScoreResult> Score(ContextId context, std::string_view text);
 
   EngineKvReport KvReport() const;
+  // comix: the allocation in force (bits per sequence × layer, K and V rows) and, with
+  // `events`, every reallocation so far (why, bytes projected vs capacity, time). Empty otherwise.
+  std::string AllocationReport(bool events = false) const;
+  // comix: reallocations so far and their mean / max time in microseconds.
+  struct AllocationStats {
+    size_t count = 0;
+    double mean_us = 0, max_us = 0;
+  };
+  AllocationStats AllocationTiming() const;
   // Tokens of a context, and bytes an fp16 KV of n tokens would take (the baseline).
   size_t ContextTokens(ContextId context) const;
   size_t Fp16Bytes(size_t tokens) const;

@@ -2,6 +2,7 @@
 // batched step. The only place that knows the model, the KV layer and the policies together.
 #include "chorus/engine.h"
 
+#include <fmt/format.h>
 #include <xxhash.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include "model/model.h"            // Model
 #include "model/sampler.h"          // Sampler
 #include "ops/elementwise.h"         // LogSumExp
+#include "policy/comix_policy.h"    // ComixPolicy
 #include "policy/uniform_policy.h"  // UniformPolicy
 #include "util/timer.h"
 
@@ -28,14 +30,20 @@ class RoutingPolicy : public PrecisionPolicy {
   RoutingPolicy(const KvConfig& shared, const KvConfig& priv)
       : shared_(shared.k, shared.v, shared.sink_blocks), private_(priv.k, priv.v, priv.sink_blocks) {}
   BlockFormats FormatFor(const BlockInfo& info) override {
+    if (all_) return all_->FormatFor(info);
     return shared_ids_.count(info.seq_id) ? shared_.FormatFor(info) : private_.FormatFor(info);
   }
+  void Observe(const Observation& obs) override {
+    if (all_) all_->Observe(obs);
+  }
+  void UseForAll(PrecisionPolicy* p) { all_ = p; }  // comix: one policy for every sequence
   void MarkShared(uint64_t seq_id) { shared_ids_.insert(seq_id); }
   void Forget(uint64_t seq_id) { shared_ids_.erase(seq_id); }
 
  private:
   UniformPolicy shared_, private_;
   std::set<uint64_t> shared_ids_;
+  PrecisionPolicy* all_ = nullptr;
 };
 
 size_t SequenceBytes(const KvSequence& s, const BlockPool& pool, size_t n_layer) {
@@ -52,6 +60,7 @@ struct Engine::Impl {
   std::unique_ptr<Model> model;
   KvConfig shared_cfg, private_cfg;
   std::unique_ptr<RoutingPolicy> policy;
+  std::unique_ptr<ComixPolicy> comix;  // set with --policy comix
   std::unique_ptr<KvStore> store;
   std::unique_ptr<ForwardPass> fwd;
   std::unique_ptr<ThreadPool> pool;
@@ -106,6 +115,7 @@ struct Engine::Impl {
     for (auto it = contexts.begin(); it != contexts.end();) {
       if (it->second.user_refs == 0 && it->second.seq.use_count() == 1) {
         policy->Forget(it->second.seq->id());
+        if (comix) comix->RemoveUnit(it->second.seq->id());
         by_hash.erase(it->second.hash);
         it = contexts.erase(it);
       } else {
@@ -130,14 +140,25 @@ struct Engine::Impl {
     else if (a.seq->size() >= a.seq->capacity()) Finish(a, "context full");
   }
 
+  // comix: a shared context read by k running agents is one unit of weight k.
+  void UpdateReaders(const KvSequence* ctx) {
+    if (!comix || !ctx) return;
+    size_t k = 0;
+    for (const auto& [id, a] : agents) k += !a.state.done && a.context.get() == ctx;
+    comix->SetWeight(ctx->id(), double(std::max<size_t>(1, k)));
+  }
+
   void Finish(Agent& a, const char* why) {
     a.state.done = true;
     a.state.stop = why;
     a.state.seconds = a.timer.Seconds();
     a.state.peak_private_bytes =
         std::max(a.state.peak_private_bytes, SequenceBytes(*a.seq, store->pool(), model->config().n_layer));
+    if (comix) comix->RemoveUnit(a.seq->id());  // its bytes go to the others
     a.seq.reset();  // its private blocks go back to the pool now
+    const KvSequence* ctx = a.context.get();
     a.context.reset();
+    UpdateReaders(ctx);
     a.reserved_bytes = 0;
     CollectContexts();
   }
@@ -169,6 +190,20 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options) {
   if (impl->n_ctx > c.n_ctx_train)
     return Status::Error("context {} exceeds the model's training context of {}", impl->n_ctx, c.n_ctx_train);
   impl->policy = std::make_unique<RoutingPolicy>(impl->shared_cfg, impl->private_cfg);
+  if (options.policy == "comix") {
+    ComixOptions co{.n_layer = c.n_layer, .n_head = c.n_head, .n_head_kv = c.n_head_kv, .head_dim = c.head_dim,
+                    .budget_bytes = options.kv_budget_bytes, .avg_bits = options.kv_avg_bits,
+                    .sink_blocks = options.sink_blocks,
+                    .join_reserve = options.kv_budget_bytes ? 0.25 : 0.0};  // room for agents joining later
+    if (options.comix_family == "kivi") co.family = ComixFamily::kKivi;
+    else if (options.comix_family != "tq")
+      return Status::Error("unknown comix family '{}' (valid: tq, kivi)", options.comix_family);
+    CHORUS_RETURN_IF_ERROR(ComixPolicy::Validate(co));
+    impl->comix = std::make_unique<ComixPolicy>(co);
+    impl->policy->UseForAll(impl->comix.get());
+  } else if (options.policy != "uniform") {
+    return Status::Error("unknown KV policy '{}' (valid: uniform, comix)", options.policy);
+  }
   KvStoreOptions so{.n_layer = c.n_layer,
                     .shape = {.n_head = c.n_head, .n_head_kv = c.n_head_kv, .head_dim = c.head_dim},
                     .budget_bytes = options.kv_budget_bytes};
@@ -200,6 +235,13 @@ Result<ContextId> Engine::Share(std::string_view text, const Progress& progress)
   }
   std::shared_ptr<KvSequence> seq = m.store->NewSequence(tokens.size());
   m.policy->MarkShared(seq->id());
+  if (m.comix) {
+    if (Status s = m.comix->AddUnit(seq->id(), tokens.size(), 0, 1.0, fmt::format("shared #{}", m.next_context));
+        !s.ok()) {
+      m.policy->Forget(seq->id());
+      return s.Context("shared document");
+    }
+  }
   for (size_t done = 0; done < tokens.size(); done += 512) {
     const size_t n = std::min<size_t>(512, tokens.size() - done);
     const bool last = done + n == tokens.size();
@@ -208,6 +250,7 @@ Result<ContextId> Engine::Share(std::string_view text, const Progress& progress)
                           last ? m.logits.data() : nullptr);
     if (!s.ok()) {
       m.policy->Forget(seq->id());
+      if (m.comix) m.comix->RemoveUnit(seq->id());
       return s.Context("prefilling the shared document");
     }
     if (progress) progress(done + n, tokens.size());
@@ -249,7 +292,7 @@ Result<AgentId> Engine::Spawn(ContextId context, std::string_view prompt, const 
                          ctx_tokens, tokens.size(), options.max_tokens, ctx_tokens + own, m.n_ctx);
   const size_t need = m.ProjectedBytes(own);
   const size_t budget = m.store->pool().budget();
-  if (budget != 0) {
+  if (budget != 0 && !m.comix) {  // comix admits through its own 2-bit projection below
     const size_t used = m.store->Usage().total() + m.Reserved();
     if (used + need > budget)
       return Status::Error("agent refused: its KV needs about {} bytes ({} prompt + {} answer tokens at {}/{}), "
@@ -260,14 +303,20 @@ Result<AgentId> Engine::Spawn(ContextId context, std::string_view prompt, const 
   Impl::Agent a;
   a.seq = m.store->NewSequence(own, ctx);
   a.context = ctx;
+  if (m.comix)
+    CHORUS_RETURN_IF_ERROR(m.comix->AddUnit(a.seq->id(), own, ctx_tokens, 1.0, fmt::format("agent {}", m.next_agent)));
   a.sampler = std::make_unique<Sampler>(so);
   a.options = options;
   a.state.prompt_tokens = tokens.size();
   a.reserved_bytes = need;
   m.logits.resize(m.model->config().n_vocab);
-  CHORUS_RETURN_IF_ERROR(m.fwd->Run(tokens, *a.seq, *m.pool, LogitsFor::kLast, m.logits.data()));
+  if (Status s = m.fwd->Run(tokens, *a.seq, *m.pool, LogitsFor::kLast, m.logits.data()); !s.ok()) {
+    if (m.comix) m.comix->RemoveUnit(a.seq->id());
+    return s;
+  }
   const AgentId id = m.next_agent++;
   Impl::Agent& placed = m.agents[id] = std::move(a);
+  m.UpdateReaders(placed.context.get());
   m.Accept(placed, m.logits.data());
   return id;
 }
@@ -304,6 +353,15 @@ Result<Engine::ScoreResult> Engine::Score(ContextId context, std::string_view te
                          m.n_ctx);
   const size_t V = m.model->config().n_vocab;
   auto seq = m.store->NewSequence(tokens.size(), it->second.seq);
+  if (m.comix)
+    CHORUS_RETURN_IF_ERROR(m.comix->AddUnit(seq->id(), tokens.size(), it->second.tokens, 1.0, "scored text"));
+  struct Unregister {
+    ComixPolicy* p;
+    uint64_t id;
+    ~Unregister() {
+      if (p) p->RemoveUnit(id);
+    }
+  } unregister{m.comix.get(), seq->id()};
   ScoreResult r;
   std::vector<float> logits(std::min<size_t>(512, tokens.size()) * V);
   for (size_t done = 0; done < tokens.size(); done += 512) {
@@ -340,6 +398,16 @@ EngineKvReport Engine::KvReport() const {
   r.total_bytes = m.store->Usage().total();
   r.budget_bytes = m.store->pool().budget();
   return r;
+}
+
+std::string Engine::AllocationReport(bool events) const {
+  return impl_->comix ? impl_->comix->Report(events) : "";
+}
+
+Engine::AllocationStats Engine::AllocationTiming() const {
+  if (!impl_->comix) return {};
+  const ComixTiming t = impl_->comix->Timing();
+  return {.count = t.count, .mean_us = t.mean_us, .max_us = t.max_us};
 }
 
 size_t Engine::ContextTokens(ContextId context) const {

@@ -27,8 +27,12 @@ Status KvBatch::AppendAndAttend(size_t layer, size_t n, const float* k, const fl
   if (n != rows()) return Status::Error("KvBatch: {} rows given, {} planned", n, rows());
   const size_t kv_dim = shape_.kv_dim(), q_dim = shape_.q_dim(), hd = shape_.head_dim;
   const size_t group = shape_.n_head / shape_.n_head_kv;
-  for (const Entry& e : entries_)
+  for (const Entry& e : entries_) {
+    store_.policy().Observe(Observation{.seq_id = e.seq->id(), .layer = layer, .n = e.n, .q = q + e.row0 * q_dim,
+                                        .k = k + e.row0 * kv_dim, .v = v + e.row0 * kv_dim, .q_dim = q_dim,
+                                        .kv_dim = kv_dim});
     CHORUS_RETURN_IF_ERROR(e.seq->Append(layer, e.n, k + e.row0 * kv_dim, v + e.row0 * kv_dim));
+  }
   if (attn_.size() < static_cast<size_t>(pool.size())) {
     attn_.clear();
     for (int i = 0; i < pool.size(); ++i) attn_.push_back(std::make_unique<BlockAttention>(store_.geometry()));

@@ -192,6 +192,9 @@ void KvSequence::AddOwn(BlockAttention& att, size_t t, uint32_t kv_head, size_t 
 
 Status KvSequence::AppendAndAttend(size_t layer, size_t n, const float* k, const float* v, const float* q,
                                    float* out, ThreadPool& pool) {
+  const AttentionShape& shape = store_.options_.shape;
+  store_.policy_->Observe(Observation{.seq_id = id_, .layer = layer, .n = n, .q = q, .k = k, .v = v,
+                                      .q_dim = shape.q_dim(), .kv_dim = shape.kv_dim()});
   CHORUS_RETURN_IF_ERROR(Append(layer, n, k, v));
   const AttentionShape& sh = store_.options_.shape;
   const size_t q_dim = sh.q_dim(), hd = sh.head_dim, group = sh.n_head / sh.n_head_kv;

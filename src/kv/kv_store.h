@@ -53,7 +53,7 @@ class KvStore {
 
   BlockPool& pool() { return pool_; }
   const BlockPool& pool() const { return pool_; }
-  PrecisionPolicy& policy() { return *policy_; }
+  PrecisionPolicy& policy() const { return *policy_; }  // non-owned; observers are told from const paths
   const KvStoreOptions& options() const { return options_; }
   KvGeometry geometry() const;
   KvUsage Usage() const;

@@ -27,10 +27,25 @@ struct BlockInfo {
   size_t kv_dim = 0;
 };
 
+// What a policy may observe of one layer of one forward call of a sequence (CoMix's online
+// sensitivity): the n new tokens' queries (already scaled by 1/sqrt(head_dim)), keys and values.
+struct Observation {
+  uint64_t seq_id = 0;
+  size_t layer = 0;
+  size_t n = 0;
+  const float* q = nullptr;  // (n, q_dim)
+  const float* k = nullptr;  // (n, kv_dim), after RoPE
+  const float* v = nullptr;  // (n, kv_dim)
+  size_t q_dim = 0, kv_dim = 0;
+};
+
 class PrecisionPolicy {
  public:
   virtual ~PrecisionPolicy() = default;
   virtual BlockFormats FormatFor(const BlockInfo& info) = 0;
+  // Called once per layer per forward call before the new tokens are stored; default: nothing.
+  // Must stay cheap (a few passes over the rows): it runs on the decode path.
+  virtual void Observe(const Observation& /*obs*/) {}
 };
 
 }  // namespace chorus

@@ -1,0 +1,340 @@
+// ComixPolicy: units, online statistics, budget projection and the allocation in force.
+#include "policy/comix_policy.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "kv/block_pool.h"  // BlockPool::BlockCost
+
+namespace chorus {
+namespace {
+
+constexpr size_t kMaxEvents = 4096;
+constexpr int kCurveBits[] = {2, 3, 4, 8};  // --kv-avg-bits is interpolated between these
+
+}  // namespace
+
+ComixPolicy::ComixPolicy(const ComixOptions& options) : options_(options) {}
+
+size_t ComixPolicy::SideBytes(int bits, KvSide side) const {
+  const KvGeometry g{uint32_t(options_.n_head_kv), uint32_t(options_.head_dim)};
+  return KvBlockBytes(ComixFormat(options_.family, bits), side, g);
+}
+
+size_t ComixPolicy::BlockBytes(int k_bits, int v_bits) const {
+  return BlockPool::BlockCost(SideBytes(k_bits, KvSide::kKey), SideBytes(v_bits, KvSide::kValue));
+}
+
+size_t ComixPolicy::MinimumBudget(const ComixOptions& o) {
+  const KvGeometry g{uint32_t(o.n_head_kv), uint32_t(o.head_dim)};
+  const size_t kv_dim = o.n_head_kv * o.head_dim;
+  const KvFormat f2 = ComixFormat(o.family, 2);
+  const size_t block = BlockPool::BlockCost(KvBlockBytes(f2, KvSide::kKey, g), KvBlockBytes(f2, KvSide::kValue, g));
+  const size_t window = kBlockTokens * kv_dim * 2 * sizeof(uint16_t);
+  const size_t table = sizeof(std::vector<uint32_t>) + 4 * sizeof(uint32_t);
+  return o.n_layer * (block + window + table);
+}
+
+Status ComixPolicy::Validate(const ComixOptions& o) {
+  if (o.n_layer == 0 || o.head_dim == 0 || o.n_head_kv == 0) return Status::Error("comix: empty model geometry");
+  if (o.budget_bytes == 0 && !(o.avg_bits >= 2 && o.avg_bits <= 8))
+    return Status::Error("--kv-avg-bits must be between 2 and 8 (2, 3, 4: kivi/tq codes; up to 8: q8), got {}",
+                         o.avg_bits);
+  if (o.budget_bytes != 0 && o.budget_bytes < MinimumBudget(o))
+    return Status::Error("--kv-budget {} bytes is below this model's minimum of {} bytes (one 32-token block per "
+                         "layer at 2 bits + a native window per layer, {} layers)",
+                         o.budget_bytes, MinimumBudget(o), o.n_layer);
+  return Status::Ok();
+}
+
+size_t ComixPolicy::SinkBlocks(const Unit& u) const {
+  const size_t sink_end = options_.sink_blocks * kBlockTokens;
+  if (u.first_pos >= sink_end) return 0;
+  return std::min(BlocksTotal(u), (sink_end - u.first_pos + kBlockTokens - 1) / kBlockTokens);
+}
+
+size_t ComixPolicy::Reserve(const Unit& u) const {
+  const size_t kv_dim = options_.n_head_kv * options_.head_dim;
+  const size_t window = kBlockTokens * kv_dim * 2 * sizeof(uint16_t);
+  const size_t table = sizeof(std::vector<uint32_t>) + (2 * BlocksTotal(u) + 2) * sizeof(uint32_t);
+  return options_.n_layer * (window + table);
+}
+
+size_t ComixPolicy::FixedBytes() const {
+  const size_t meta = BlockPool::BlockCost(0, 0);
+  const size_t f16 = BlockPool::BlockCost(KvBlockBytes(KvFormat::kF16, KvSide::kKey, {uint32_t(options_.n_head_kv), uint32_t(options_.head_dim)}),
+                                          KvBlockBytes(KvFormat::kF16, KvSide::kValue, {uint32_t(options_.n_head_kv), uint32_t(options_.head_dim)}));
+  size_t fixed = committed_;
+  for (const auto& [id, u] : units_) {
+    fixed += Reserve(u);
+    const size_t sinks = SinkBlocks(u), total = BlocksTotal(u);
+    for (const Layer& l : u.layers) {
+      const size_t sink_left = l.sealed < sinks ? sinks - l.sealed : 0;
+      const size_t left = total > l.sealed ? total - l.sealed : 0;
+      fixed += sink_left * f16 + (left - sink_left) * meta;
+    }
+  }
+  return fixed;
+}
+
+int64_t ComixPolicy::Capacity() const {
+  if (options_.budget_bytes != 0) return int64_t(options_.budget_bytes) - int64_t(FixedBytes());
+  // Average-bits target: non-sink blocks may cost what they would at uniform avg_bits.
+  double target_block = 0;
+  for (size_t i = 0; i + 1 < std::size(kCurveBits); ++i) {
+    const int b0 = kCurveBits[i], b1 = kCurveBits[i + 1];
+    if (options_.avg_bits <= b1 || i + 2 == std::size(kCurveBits)) {
+      const double t = (options_.avg_bits - b0) / double(b1 - b0);
+      target_block = (1 - t) * double(BlockBytes(b0, b0)) + t * double(BlockBytes(b1, b1));
+      break;
+    }
+  }
+  const size_t meta = BlockPool::BlockCost(0, 0);
+  double target = 0;
+  size_t used = committed_nonsink_;
+  for (const auto& [id, u] : units_) {
+    const size_t sinks = SinkBlocks(u), total = BlocksTotal(u);
+    target += double(options_.n_layer * (total - sinks)) * target_block;
+    for (const Layer& l : u.layers) {
+      const size_t left = total > std::max(l.sealed, sinks) ? total - std::max(l.sealed, sinks) : 0;
+      used += left * meta;
+    }
+  }
+  return int64_t(target) - int64_t(used);
+}
+
+size_t ComixPolicy::ProjectedMinimum() const {
+  size_t future = 0;
+  const size_t k2 = SideBytes(2, KvSide::kKey), v2 = SideBytes(2, KvSide::kValue);
+  for (const auto& [id, u] : units_) {
+    const size_t sinks = SinkBlocks(u), total = BlocksTotal(u);
+    for (const Layer& l : u.layers) {
+      const size_t done = std::max(l.sealed, sinks);
+      future += (total > done ? total - done : 0) * (k2 + v2);
+    }
+  }
+  return future;
+}
+
+Status ComixPolicy::AddUnit(uint64_t seq_id, size_t capacity, size_t first_pos, double weight, std::string label) {
+  if (units_.count(seq_id)) return Status::Error("comix: sequence {} is already registered", seq_id);
+  Unit u;
+  u.label = std::move(label);
+  u.weight = weight;
+  u.capacity = capacity;
+  u.first_pos = first_pos;
+  u.layers.resize(options_.n_layer);
+  for (Layer& l : u.layers) {
+    l.cur.assign(options_.n_head_kv, HeadStats(options_.head_dim));
+    l.prev = l.cur;
+  }
+  const std::string name = u.label;
+  units_.emplace(seq_id, std::move(u));
+  const size_t need = ProjectedMinimum();
+  const int64_t cap = Capacity();
+  if (int64_t(need) > cap) {
+    units_.erase(seq_id);
+    const size_t budget = options_.budget_bytes;
+    return Status::Error("refused: even with every future block at 2 bits the KV would need {} more bytes than "
+                         "the {}-byte budget allows (held: {} bytes of blocks + a native window and block table per "
+                         "resident sequence; {} sequences resident)",
+                         int64_t(need) - cap, budget, committed_, units_.size());
+  }
+  return Reallocate("join " + name);
+}
+
+void ComixPolicy::RemoveUnit(uint64_t seq_id) {
+  auto it = units_.find(seq_id);
+  if (it == units_.end()) return;
+  committed_ -= it->second.committed;
+  committed_nonsink_ -= it->second.committed_nonsink;
+  const std::string name = it->second.label;
+  units_.erase(it);
+  (void)Reallocate("finish " + name);  // removing a unit only frees bytes: always feasible
+}
+
+void ComixPolicy::SetWeight(uint64_t seq_id, double weight) {
+  auto it = units_.find(seq_id);
+  if (it == units_.end() || it->second.weight == weight) return;
+  it->second.weight = weight;
+  pending_ = true;
+  pending_why_ = fmt::format("{} weight {}", it->second.label, weight);
+}
+
+Status ComixPolicy::Reallocate(const std::string& why) {
+  const auto t0 = std::chrono::steady_clock::now();
+  struct Ref {
+    Layer* layer;
+    KvSide side;
+    bool both;  // split_kv off: one item sets K and V
+  };
+  std::vector<ComixItem> items;
+  std::vector<Ref> refs;
+  std::array<size_t, kComixChoices> kb{}, vb{};
+  for (size_t c = 0; c < kComixChoices; ++c) {
+    kb[c] = SideBytes(kComixBits[c], KvSide::kKey);
+    vb[c] = SideBytes(kComixBits[c], KvSide::kValue);
+  }
+  HeadStats merged(options_.head_dim);
+  items.reserve(units_.size() * options_.n_layer * 2);
+  refs.reserve(items.capacity());
+  for (auto& [id, u] : units_) {
+    const size_t sinks = SinkBlocks(u), total = BlocksTotal(u);
+    for (Layer& l : u.layers) {
+      const size_t done = std::max(l.sealed, sinks);
+      const size_t left = total > done ? total - done : 0;
+      ComixItem ki{.weight = u.weight, .blocks = left, .bytes = kb}, vi{.weight = u.weight, .blocks = left, .bytes = vb};
+      if (left > 0 && l.observed) {
+        for (size_t h = 0; h < options_.n_head_kv; ++h) {
+          merged = l.cur[h];
+          merged.Merge(l.prev[h]);
+          for (size_t c = 0; c < kComixChoices; ++c) {
+            const auto sens = options_.worst_case ? SideBound : SideExpected;
+            ki.err[c] += sens(merged, options_.family, KvSide::kKey, kComixBits[c]);
+            vi.err[c] += sens(merged, options_.family, KvSide::kValue, kComixBits[c]);
+          }
+        }
+      }
+      if (options_.split_kv) {
+        items.push_back(ki);
+        refs.push_back({&l, KvSide::kKey, false});
+        items.push_back(vi);
+        refs.push_back({&l, KvSide::kValue, false});
+      } else {
+        for (size_t c = 0; c < kComixChoices; ++c) ki.err[c] += vi.err[c], ki.bytes[c] += vi.bytes[c];
+        items.push_back(ki);
+        refs.push_back({&l, KvSide::kKey, true});
+      }
+    }
+  }
+  const int64_t headroom = Capacity();
+  size_t cap = headroom > 0 ? size_t(headroom) : 0;
+  if (options_.budget_bytes != 0 && options_.join_reserve > 0) {
+    size_t cheapest = 0;
+    for (const ComixItem& it : items) cheapest += it.blocks * it.bytes[0];
+    if (cap > cheapest) cap = cheapest + size_t(double(cap - cheapest) * (1.0 - std::min(1.0, options_.join_reserve)));
+  }
+  ComixAllocation a = AllocateComix(items, cap);
+  a.feasible = a.feasible && headroom >= 0;
+  ComixEvent e{.why = why, .units = units_.size(), .projected = a.bytes, .capacity = cap};
+  if (!a.feasible) {
+    // Only the average-bits target can get here (a finished unit's allowance was already spent by
+    // the others): every future block at 2 bits is the closest the target can still get.
+    e.why += " (over the target: all future blocks at 2 bits)";
+    a.choice.assign(items.size(), 0);
+  }
+  {
+    double kbits = 0, vbits = 0, kblocks = 0, vblocks = 0;
+    for (size_t i = 0; i < items.size(); ++i) {
+      const int bits = kComixBits[a.choice[i]];
+      for (KvSide side : {KvSide::kKey, KvSide::kValue}) {
+        if (!refs[i].both && side != refs[i].side) continue;
+        int& slot = side == KvSide::kKey ? refs[i].layer->k_bits : refs[i].layer->v_bits;
+        e.changed += slot != bits;
+        slot = bits;
+        (side == KvSide::kKey ? kbits : vbits) += double(bits) * items[i].blocks;
+        (side == KvSide::kKey ? kblocks : vblocks) += double(items[i].blocks);
+      }
+    }
+    e.avg_k_bits = kblocks > 0 ? kbits / kblocks : 0;
+    e.avg_v_bits = vblocks > 0 ? vbits / vblocks : 0;
+  }
+  e.micros = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  if (events_.size() < kMaxEvents) events_.push_back(e);
+  pending_ = false;
+  seals_since_ = 0;
+  if (!a.feasible) return Status::Error("comix: {} bytes of future blocks at 2 bits exceed the {} available", a.cheapest, cap);
+  return Status::Ok();
+}
+
+void ComixPolicy::Observe(const Observation& obs) {
+  auto it = units_.find(obs.seq_id);
+  if (it == units_.end() || obs.layer >= options_.n_layer) return;
+  Layer& l = it->second.layers[obs.layer];
+  const size_t hd = options_.head_dim, hkv = options_.n_head_kv, group = options_.n_head / hkv;
+  for (size_t t = 0; t < obs.n; ++t) {
+    if (l.cur_rows >= options_.recent_rows) {  // rotate the buckets: keep the last 32–64 rows
+      std::swap(l.prev, l.cur);
+      for (HeadStats& s : l.cur) s.Reset(hd);
+      l.cur_rows = 0;
+    }
+    for (size_t h = 0; h < hkv; ++h) {
+      HeadStats& s = l.cur[h];
+      s.AddKeyValueRow(obs.k + t * obs.kv_dim + h * hd, obs.v + t * obs.kv_dim + h * hd);
+      for (size_t g = 0; g < group; ++g) s.AddQuery(obs.q + t * obs.q_dim + (h * group + g) * hd);
+    }
+    ++l.cur_rows;
+  }
+  if (!l.observed) {
+    l.observed = true;
+    pending_ = true;
+    pending_why_ = "first observation of " + it->second.label;
+  }
+}
+
+BlockFormats ComixPolicy::FormatFor(const BlockInfo& info) {
+  auto it = units_.find(info.seq_id);
+  const KvFormat f2 = ComixFormat(options_.family, 2);
+  if (it == units_.end()) return BlockFormats{.k = f2, .v = f2};  // unregistered: outside the budget
+  Unit& u = it->second;
+  Layer& l = u.layers[info.layer];
+  const KvGeometry g{uint32_t(options_.n_head_kv), uint32_t(options_.head_dim)};
+  BlockFormats f;  // f16 / f16
+  if (info.first_pos >= options_.sink_blocks * kBlockTokens) {
+    if (pending_ || seals_since_ >= options_.realloc_every)
+      (void)Reallocate(pending_ ? pending_why_ : fmt::format("every {} sealed blocks", options_.realloc_every));
+    f.k = ComixFormat(options_.family, l.k_bits);
+    f.v = ComixFormat(options_.family, l.v_bits);
+  }
+  const size_t cost = BlockPool::BlockCost(KvBlockBytes(f.k, KvSide::kKey, g), KvBlockBytes(f.v, KvSide::kValue, g));
+  ++l.sealed;
+  ++seals_since_;
+  u.committed += cost;
+  committed_ += cost;
+  if (f.k != KvFormat::kF16) {
+    u.committed_nonsink += cost;
+    committed_nonsink_ += cost;
+  }
+  return f;
+}
+
+std::string ComixPolicy::HeatMap() const {
+  std::string out = fmt::format("bits per layer (0..{}), K row then V row; budget projection {} / {} bytes\n",
+                                options_.n_layer - 1, ProjectedMinimum(), std::max<int64_t>(0, Capacity()));
+  for (const auto& [id, u] : units_) {
+    std::string k, v;
+    const size_t total = BlocksTotal(u), sinks = SinkBlocks(u);
+    for (const Layer& l : u.layers) {
+      const bool open = std::max(l.sealed, sinks) < total;  // '-': nothing left to seal in this layer
+      k += open ? char('0' + l.k_bits) : '-';
+      v += open ? char('0' + l.v_bits) : '-';
+    }
+    out += fmt::format("  {:<24} w={:<3g} K {}\n  {:<24}       V {}\n", u.label, u.weight, k, "", v);
+  }
+  return out;
+}
+
+std::string ComixPolicy::Report(bool events) const {
+  std::string out = HeatMap();
+  if (events)
+    for (const ComixEvent& e : events_)
+      out += fmt::format("  realloc: {:<40} units {:>3}  avg bits K {:.2f} V {:.2f}  future blocks {} / {} bytes  "
+                         "{} changed  {:.1f} us\n",
+                         e.why, e.units, e.avg_k_bits, e.avg_v_bits, e.projected, e.capacity, e.changed, e.micros);
+  return out;
+}
+
+ComixTiming ComixPolicy::Timing() const {
+  ComixTiming t;
+  for (const ComixEvent& e : events_) {
+    ++t.count;
+    t.mean_us += e.micros;
+    t.max_us = std::max(t.max_us, e.micros);
+  }
+  if (t.count) t.mean_us /= double(t.count);
+  return t;
+}
+
+}  // namespace chorus

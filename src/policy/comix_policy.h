@@ -1,0 +1,130 @@
+// ComixPolicy: CoMix (METHODS.md §2) — one KV byte budget, bits per (sequence, layer, K/V side)
+// coordinated across every resident sequence by an online error bound (policy/comix_bound.h) and
+// a knapsack (policy/comix_alloc.h).
+//
+// Invariants:
+// - A unit (a registered sequence: an agent's own KV, a shared context, a scored text) is admitted
+//   only if, with every not-yet-sealed block of every unit at 2 bits, the projected bytes fit:
+//   fixed budget: held block bytes + sink blocks + window/table reserves + future blocks ≤ budget;
+//   average-bits target: sealed + future block bytes ≤ the same blocks at the uniform target.
+// - Every allocation keeps that projection within the budget, and blocks are sealed with the
+//   allocation in force, so the projection (and the measured bytes under it) never exceeds it.
+// - An allocation applies to blocks sealed after it; nothing sealed is re-quantized; blocks whose
+//   first position is < 32·sink_blocks stay f16 (attention sinks), the native window stays native.
+// - Recomputed when a unit joins or leaves, when a (unit, layer) is first observed, and every
+//   `realloc_every` sealed blocks.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kv/precision_policy.h"  // PrecisionPolicy
+#include "policy/comix_alloc.h"   // ComixAllocation
+#include "policy/comix_bound.h"   // HeadStats, ComixFamily
+#include "util/status.h"
+
+namespace chorus {
+
+struct ComixOptions {
+  size_t n_layer = 0, n_head = 0, n_head_kv = 0, head_dim = 0;
+  ComixFamily family = ComixFamily::kTq;
+  size_t budget_bytes = 0;  // everything the KV holds (blocks + windows + tables); 0 = use avg_bits
+  double avg_bits = 3;      // with budget 0: sealed blocks cost ≤ uniform blocks at this many bits (2..8)
+  size_t sink_blocks = 1;
+  size_t realloc_every = 64;  // sealed blocks between periodic reallocations
+  size_t recent_rows = 32;    // statistics window: the last 32–64 rows and queries per (unit, layer)
+  bool worst_case = false;    // rank by the hard bound's terms (SideBound) instead of SideExpected
+  bool split_kv = true;       // K and V bits chosen separately (false: one choice per (unit, layer))
+  // Fixed budget: upgrades above 2 bits may use only (1 − join_reserve) of the bytes left after
+  // the 2-bit projection, so a sequence sealed alone (a shared document) does not take what the
+  // agents that join after it need. 0 = upgrades may use everything.
+  double join_reserve = 0;
+};
+
+// One recorded allocation (printed by the CLI: how the allocation changed).
+struct ComixEvent {
+  std::string why;
+  size_t units = 0;
+  size_t projected = 0;   // projected bytes under the new allocation
+  size_t capacity = 0;    // what the projection must stay under
+  double avg_k_bits = 0, avg_v_bits = 0;  // over future blocks, weighted by blocks
+  size_t changed = 0;     // items whose choice changed
+  double micros = 0;      // time of the allocation (stats → items → knapsack)
+};
+
+struct ComixTiming {
+  size_t count = 0;
+  double mean_us = 0, max_us = 0;
+};
+
+class ComixPolicy : public PrecisionPolicy {
+ public:
+  explicit ComixPolicy(const ComixOptions& options);
+
+  // Smallest useful fixed budget of a model: one block per layer at 2 bits + a full native window
+  // per layer + its table, for one sequence.
+  static size_t MinimumBudget(const ComixOptions& options);
+  // Validates the budget / avg-bits choice (the message names the minimum).
+  static Status Validate(const ComixOptions& options);
+
+  // Registers sequence `seq_id` (own tokens ≤ capacity, first absolute position first_pos) with an
+  // error weight; refused with a message if even all-2-bit cannot fit (nothing changes then).
+  Status AddUnit(uint64_t seq_id, size_t capacity, size_t first_pos, double weight, std::string label);
+  void RemoveUnit(uint64_t seq_id);  // its bytes go back to the others
+  void SetWeight(uint64_t seq_id, double weight);
+  bool HasUnit(uint64_t seq_id) const { return units_.count(seq_id) != 0; }
+
+  BlockFormats FormatFor(const BlockInfo& info) override;
+  void Observe(const Observation& obs) override;
+
+  // Projected bytes with every future block at 2 bits, and what it must stay under.
+  size_t ProjectedMinimum() const;
+  // Bytes future blocks may take under the budget (negative: the fixed part alone is over).
+  int64_t Capacity() const;
+  // Bytes of sealed blocks the policy has handed out (exact, metadata included).
+  size_t committed_bytes() const { return committed_; }
+
+  std::string HeatMap() const;  // bits per unit × layer, K and V rows
+  // The heat map and, with `events`, one line per reallocation (why, bits, bytes, time).
+  std::string Report(bool events) const;
+  ComixTiming Timing() const;  // reallocations recorded so far
+  const std::vector<ComixEvent>& events() const { return events_; }
+  const ComixOptions& options() const { return options_; }
+
+ private:
+  struct Layer {
+    size_t sealed = 0;                       // blocks sealed so far
+    int k_bits = 2, v_bits = 2;              // allocation in force
+    std::vector<HeadStats> cur, prev;        // (n_head_kv) recent statistics, two buckets
+    size_t cur_rows = 0, cur_queries = 0;
+    bool observed = false;
+  };
+  struct Unit {
+    std::string label;
+    double weight = 1;
+    size_t capacity = 0, first_pos = 0;
+    size_t committed = 0;         // bytes of its sealed blocks
+    size_t committed_nonsink = 0;
+    std::vector<Layer> layers;
+  };
+  size_t BlocksTotal(const Unit& u) const { return u.capacity / 32; }
+  size_t SinkBlocks(const Unit& u) const;
+  size_t Reserve(const Unit& u) const;  // windows + tables upper bound
+  size_t SideBytes(int bits, KvSide side) const;
+  size_t BlockBytes(int k_bits, int v_bits) const;
+  // Bytes fixed regardless of the allocation (sealed, sinks to come, reserves) and the capacity.
+  size_t FixedBytes() const;
+  Status Reallocate(const std::string& why);
+
+  ComixOptions options_;
+  std::map<uint64_t, Unit> units_;
+  size_t committed_ = 0, committed_nonsink_ = 0;
+  size_t seals_since_ = 0;
+  bool pending_ = false;
+  std::string pending_why_;
+  std::vector<ComixEvent> events_;
+};
+
+}  // namespace chorus

@@ -1,0 +1,209 @@
+// CoMix benchmark harness: staggered agents in one KvStore, batched teacher-forced decode, scoring
+// against the full-KV run (see header).
+#include "tools/bench_comix.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+
+#include "kv/kv_batch.h"            // KvBatch
+#include "kv/kv_store.h"            // KvStore
+#include "model/forward.h"          // ForwardPass
+#include "ops/elementwise.h"        // LogSumExp
+#include "policy/comix_policy.h"    // ComixPolicy
+#include "policy/uniform_policy.h"  // UniformPolicy
+#include "util/timer.h"
+
+namespace chorus::cli {
+
+Result<ComixBenchConfig> ParseComixBenchConfig(const std::string& spec) {
+  ComixBenchConfig c;
+  c.name = spec;
+  if (spec.rfind("comix-", 0) == 0) {
+    const size_t colon = spec.find(':');
+    if (colon == std::string::npos) return Status::Error("'{}': write comix-tq:BITS or comix-kivi:BITS", spec);
+    c.comix = true;
+    c.family = spec.substr(6, colon - 6);
+    if (c.family != "tq" && c.family != "kivi") return Status::Error("'{}': the comix family is tq or kivi", spec);
+    std::string bits = spec.substr(colon + 1);
+    if (const size_t c2 = bits.find(':'); c2 != std::string::npos) {
+      const std::string suffix = bits.substr(c2 + 1);
+      if (suffix == "bound") c.worst_case = true;
+      else if (suffix == "budget") c.fixed_budget = true;
+      else if (suffix == "joint") c.joint = true;
+      else return Status::Error("'{}': the suffix is ':bound', ':budget' or ':joint'", spec);
+      bits.resize(c2);
+    }
+    try {
+      c.avg_bits = std::stod(bits);
+    } catch (...) {
+      return Status::Error("'{}': unparsable average bits", spec);
+    }
+    if (!(c.avg_bits >= 2 && c.avg_bits <= 8)) return Status::Error("'{}': average bits must be in 2..8", spec);
+    return c;
+  }
+  const size_t slash = spec.find('/');
+  c.k = spec.substr(0, slash);
+  c.v = slash == std::string::npos ? c.k : spec.substr(slash + 1);
+  for (const std::string& f : {c.k, c.v}) CHORUS_RETURN_IF_ERROR(ParseKvFormat(f).status().Context(spec));
+  return c;
+}
+
+namespace {
+
+struct Agent {
+  std::unique_ptr<KvSequence> seq;
+  const std::vector<int32_t>* text = nullptr;
+  size_t lp_row0 = 0;  // first row of this agent in the base log-probs
+  int32_t next = 0;
+  bool joined = false, done = false;
+  std::vector<int32_t> answer;
+};
+
+size_t ArgMax(const float* x, size_t n) { return size_t(std::max_element(x, x + n) - x); }
+
+}  // namespace
+
+Result<ComixBenchResult> RunComixBench(const Model& model, const ComixBenchSetup& setup, const ComixBenchConfig& cfg,
+                                       std::vector<float>* base_lp, bool is_base) {
+  const ModelConfig& c = model.config();
+  const size_t V = c.n_vocab, N = setup.texts.size();
+  std::unique_ptr<PrecisionPolicy> policy;
+  ComixPolicy* comix = nullptr;
+  if (cfg.comix) {
+    ComixOptions co{.n_layer = c.n_layer, .n_head = c.n_head, .n_head_kv = c.n_head_kv, .head_dim = c.head_dim,
+                    .family = cfg.family == "kivi" ? ComixFamily::kKivi : ComixFamily::kTq,
+                    .budget_bytes = cfg.fixed_budget ? cfg.budget_bytes : 0, .avg_bits = cfg.avg_bits,
+                    .sink_blocks = setup.sink_blocks, .worst_case = cfg.worst_case,
+                    .split_kv = !cfg.joint};
+    CHORUS_RETURN_IF_ERROR(ComixPolicy::Validate(co));
+    auto p = std::make_unique<ComixPolicy>(co);
+    comix = p.get();
+    policy = std::move(p);
+  } else {
+    CHORUS_ASSIGN_OR_RETURN(KvFormat k, ParseKvFormat(cfg.k));
+    CHORUS_ASSIGN_OR_RETURN(KvFormat v, ParseKvFormat(cfg.v));
+    policy = std::make_unique<UniformPolicy>(k, v, setup.sink_blocks);
+  }
+  ForwardPass fwd(model, 512);
+  KvStore store(fwd.StoreOptions(), policy.get());
+  ThreadPool pool(setup.threads);
+  ComixBenchResult r;
+  r.config = cfg;
+  std::vector<Agent> agents(N);
+  size_t rows_total = 0;
+  for (size_t i = 0; i < N; ++i) {
+    if (setup.texts[i].size() <= setup.prefill) return Status::Error("agent {}'s text is shorter than the prefill", i);
+    agents[i].text = &setup.texts[i];
+    agents[i].lp_row0 = rows_total;
+    rows_total += setup.texts[i].size() - setup.prefill;
+  }
+  if (is_base) base_lp->assign(rows_total * V, 0.0f);
+  r.answers.resize(N);
+
+  // One logits row of agent a: score it (excerpt) or take the greedy answer token.
+  auto handle = [&](Agent& a, size_t idx, const float* row) {
+    const size_t consumed = a.seq->size();
+    const std::vector<int32_t>& text = *a.text;
+    if (consumed < text.size()) {
+      const float lse = float(LogSumExp(row, V));
+      const size_t lp_row = a.lp_row0 + consumed - setup.prefill;
+      float* b = base_lp->data() + lp_row * V;
+      if (is_base) {
+        for (size_t i = 0; i < V; ++i) b[i] = row[i] - lse;
+      } else {
+        double kl = 0;
+        for (size_t i = 0; i < V; ++i) kl += std::exp(double(b[i])) * (double(b[i]) - (row[i] - lse));
+        r.kld.push_back(float(std::max(0.0, kl)));
+        r.top1 += ArgMax(b, V) == ArgMax(row, V);
+      }
+      r.nll -= row[text[consumed]] - lse;
+      ++r.scored;
+      a.next = text[consumed];
+      return;
+    }
+    a.next = int32_t(ArgMax(row, V));
+    a.answer.push_back(a.next);
+    if (a.answer.size() >= setup.answer_tokens) {
+      a.done = true;
+      r.answers[idx] = a.answer;
+      if (comix) comix->RemoveUnit(a.seq->id());
+      a.seq.reset();
+    }
+  };
+  auto track_peak = [&] {
+    const KvUsage u = store.Usage();
+    if (u.total() > r.peak_bytes) r.peak_bytes = u.total(), r.peak_tokens = u.tokens;
+  };
+
+  std::vector<float> logits(std::max<size_t>(N, 1) * V);
+  auto live_count = [&] {
+    size_t n = 0;
+    for (const Agent& a : agents) n += a.joined && !a.done;
+    return n;
+  };
+  std::vector<int32_t> tokens;
+  Timer decode_timer;
+  for (size_t step = 0;; ++step) {
+    bool all_done = true;
+    for (size_t i = 0; i < N; ++i) {
+      Agent& a = agents[i];
+      if (!a.joined && step >= i * setup.join_every) {  // joins now, or retries from the queue
+        const size_t cap = a.text->size() + setup.answer_tokens;
+        a.seq = store.NewSequence(cap);
+        if (comix) {
+          if (Status st = comix->AddUnit(a.seq->id(), cap, 0, 1.0, fmt::format("agent {}", i + 1)); !st.ok()) {
+            if (step == i * setup.join_every) ++r.queued;  // refused: waits until others finish
+            a.seq.reset();
+            all_done = false;
+            if (live_count() == 0) return st;  // nobody will ever free bytes
+            continue;
+          }
+        }
+        a.joined = true;
+        std::span<const int32_t> pre(a.text->data(), setup.prefill);
+        CHORUS_RETURN_IF_ERROR(fwd.Run(pre, *a.seq, pool, LogitsFor::kLast, logits.data()));
+        handle(a, i, logits.data());
+        track_peak();
+        if (comix && r.heat_map.empty() && live_count() == std::min<size_t>(N, 3)) r.heat_map = comix->HeatMap();
+      }
+      all_done = all_done && a.joined && a.done;
+    }
+    if (all_done) break;
+    KvBatch batch(store);
+    tokens.clear();
+    std::vector<size_t> live;
+    for (size_t i = 0; i < N; ++i)
+      if (agents[i].joined && !agents[i].done) {
+        batch.Add(agents[i].seq.get(), 1);
+        tokens.push_back(agents[i].next);
+        live.push_back(i);
+      }
+    if (live.empty()) continue;
+    decode_timer.Reset();
+    CHORUS_RETURN_IF_ERROR(fwd.Run(tokens, batch, pool, LogitsFor::kAll, logits.data()));
+    r.decode_seconds += decode_timer.Seconds();
+    r.decode_tokens += live.size();
+    track_peak();
+    for (size_t j = 0; j < live.size(); ++j) handle(agents[live[j]], live[j], logits.data() + j * V);
+  }
+  if (comix) {
+    const auto& ev = comix->events();
+    r.reallocs = ev.size();
+    for (const ComixEvent& e : ev) {
+      r.realloc_mean_us += e.micros;
+      r.realloc_max_us = std::max(r.realloc_max_us, e.micros);
+      if (e.why.rfind("join", 0) == 0 || e.why.rfind("finish", 0) == 0 || r.events.size() < 4)
+        r.events.push_back(fmt::format("{:<34} units {:>2}  avg bits K {:.2f} V {:.2f}  future {} / {} B  {} changed  "
+                                       "{:.0f} us",
+                                       e.why, e.units, e.avg_k_bits, e.avg_v_bits, e.projected, e.capacity, e.changed,
+                                       e.micros));
+    }
+    if (!ev.empty()) r.realloc_mean_us /= double(ev.size());
+  }
+  return r;
+}
+
+}  // namespace chorus::cli
