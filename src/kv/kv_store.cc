@@ -54,6 +54,12 @@ KvSequence::KvSequence(KvStore& store, uint64_t id, size_t capacity)
   win_v_.resize(L);
 }
 
+void KvSequence::Commit(size_t n) {
+  size_ += n;
+  nat_k_.Resize(0);
+  nat_v_.Resize(0);
+}
+
 void KvSequence::Freeze() {
   frozen_ = true;
   nat_k_.Resize(0);  // never appended to again

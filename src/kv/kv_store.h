@@ -84,7 +84,9 @@ class KvSequence final : public SequenceKv {
   size_t Position(size_t t) const override { return base_pos_ + size_ + t; }
   Status AppendAndAttend(size_t layer, size_t n, const float* k, const float* v, const float* q, float* out,
                          ThreadPool& pool) override;
-  void Commit(size_t n) override { size_ += n; }
+  // The batch is done: its tokens become part of the sequence and the native rows of the batch
+  // (scratch between Append and the attention of each layer) are given back.
+  void Commit(size_t n) override;
 
   // Read-only from now on (a shared context): Append fails, sequences may use it as a prefix.
   void Freeze();
@@ -125,8 +127,9 @@ class KvSequence final : public SequenceKv {
   size_t nat_base_ = 0;                          // own index of nat_ row 0
   std::vector<AlignedBuffer<uint16_t>> win_k_;   // (n_layer) (32, kv_dim) fp16 tokens after the last sealed block
   std::vector<AlignedBuffer<uint16_t>> win_v_;   // (n_layer) (32, kv_dim)
-  // (window + last batch, kv_dim) fp16 native rows of the layer being computed: read by this
-  // sequence's attention after every sequence of a batch has appended; counted in window_bytes.
+  // (window + batch, kv_dim) fp16 native rows of the layer being computed: read by this
+  // sequence's attention after every sequence of a batch has appended; empty between batches
+  // (Commit), counted in window_bytes while held.
   AlignedBuffer<uint16_t> nat_k_, nat_v_;
 };
 
