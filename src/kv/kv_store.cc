@@ -158,6 +158,19 @@ Status KvSequence::Append(size_t layer, size_t n, const float* k, const float* v
   return Status::Ok();
 }
 
+Status KvSequence::ReorderByFormat() {
+  if (!frozen_) return Status::Error("only a frozen (shared) context can be reordered: its readers see all of it");
+  const BlockPool& bp = store_.pool_;
+  for (size_t l = 0; l < tables_.size(); ++l) {
+    std::stable_sort(tables_[l].begin(), tables_[l].end(), [&](BlockId a, BlockId b) {
+      const BlockMeta &ma = bp.meta(a), &mb = bp.meta(b);
+      return std::pair(ma.k_format, ma.v_format) < std::pair(mb.k_format, mb.v_format);
+    });
+    prefix_views_[l].clear();  // rebuilt from the new order on the next Append of a reader
+  }
+  return Status::Ok();
+}
+
 void KvSequence::AddPrefix(BlockAttention& att, size_t layer, uint32_t kv_head, size_t q0, size_t nq) const {
   if (!prefix_) return;
   const KvSequence& P = *prefix_;
