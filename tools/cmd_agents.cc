@@ -17,6 +17,9 @@ struct AgentsArgs {
   int threads = DefaultThreads(), max_tokens = 96, ctx = 0;
   size_t budget = 0, sink = 1;
   bool json = false, quiet = false;
+  double alpha = 0.6, beta = 0.1;  // --policy cocktail
+  size_t chunk = 32;
+  std::string encoder;
 };
 
 int RunAgents(const AgentsArgs& a) {
@@ -37,10 +40,13 @@ int RunAgents(const AgentsArgs& a) {
     eo.shared_k = "polykv-paper", eo.shared_v = "tq3", eo.sink_blocks = 0;
   } else if (a.policy == "polykv") {
     eo.shared_k = "q8", eo.shared_v = "tq3";
+  } else if (a.policy == "cocktail") {  // per-block f16/kivi4/kivi2 by relevance to the questions
+    eo.cocktail_alpha = a.alpha, eo.cocktail_beta = a.beta, eo.cocktail_chunk_tokens = a.chunk;
+    eo.encoder_path = a.encoder;
   } else if (a.policy == "chorus") {  // chosen by measurement: docs/results/polykv.md
     eo.shared_k = "tq4", eo.shared_v = "tq3";
   } else {
-    return Fail(Status::Error("unknown --policy '{}' (valid: chorus, polykv, polykv-paper)", a.policy));
+    return Fail(Status::Error("unknown --policy '{}' (valid: chorus, polykv, polykv-paper, cocktail)", a.policy));
   }
   if (!a.shared_k.empty()) eo.shared_k = a.shared_k;
   if (!a.shared_v.empty()) eo.shared_v = a.shared_v;
@@ -53,13 +59,16 @@ int RunAgents(const AgentsArgs& a) {
   if (!frame.ok()) return Fail(frame.status());
 
   Timer t_share;
-  auto ctx = engine.Share(frame->first + doc.value(), [&](size_t done, size_t total) {
+  const auto show = [&](size_t done, size_t total) {
     if (!a.quiet) std::fprintf(stderr, "\rprefilling the shared document: %zu/%zu tokens", done, total);
-  });
+  };
+  auto ctx = a.policy == "cocktail" ? engine.ShareFor(frame->first + doc.value(), questions, show)
+                                    : engine.Share(frame->first + doc.value(), show);
   if (!a.quiet) std::fprintf(stderr, "\n");
   if (!ctx.ok()) return Fail(ctx.status());
   const double share_s = t_share.Seconds();
   const size_t doc_tokens = engine.ContextTokens(*ctx);
+  if (const ChunkMapReport* cm = engine.chunk_map(*ctx); cm && !a.json) PrintChunkMap(*cm, engine.KvReport().shared_bytes, doc_tokens, engine);
 
   Timer t_run;
   std::vector<AgentId> ids;
@@ -108,7 +117,8 @@ int RunAgents(const AgentsArgs& a) {
                {"peak_total_bytes", peak_total}, {"fp16_per_agent_baseline_bytes", baseline},
                {"reduction_pct", reduction}, {"prefill_seconds", share_s}, {"decode_seconds", decode_s},
                {"generated_tokens", generated}, {"aggregate_tokens_per_s", generated / decode_s},
-               {"run_seconds", run_s}, {"threads", a.threads}});
+               {"run_seconds", run_s}, {"threads", a.threads},
+               {"chunk_map", engine.chunk_map(*ctx) ? ChunkMapJson(*engine.chunk_map(*ctx)) : nlohmann::json()}});
     return 0;
   }
   std::printf("\n%zu agents over a %zu-token document (shared K %s / V %s, private K %s / V %s, %d threads)\n",
@@ -142,6 +152,13 @@ RunFn AddAgents(CLI::App& app) {
   cmd->add_option("--policy", a->policy, "shared-context preset: chorus (tq4/tq3, the measured default), polykv (q8/tq3), "
                                          "polykv-paper (the paper's per-layer int8 K, tq3 V, no sink block)")
       ->capture_default_str();
+  cmd->add_option("--alpha", a->alpha, "cocktail: T_low = s_min + alpha (s_max - s_min); larger = more INT2")
+      ->capture_default_str();
+  cmd->add_option("--beta", a->beta, "cocktail: T_high = s_max - beta (s_max - s_min); larger = more FP16")
+      ->capture_default_str();
+  cmd->add_option("--chunk", a->chunk, "cocktail: chunk size in tokens (16, 32, 64)")->capture_default_str();
+  cmd->add_option("--encoder", a->encoder, "cocktail: sentence-embedding model directory (default: the LLM's own "
+                                           "mean-pooled hidden states)");
   cmd->add_option("--kv-shared-k", a->shared_k, "override the shared K format");
   cmd->add_option("--kv-shared-v", a->shared_v, "override the shared V format");
   cmd->add_option("--kv-private-k", a->private_k, "K format of each agent's own blocks")->capture_default_str();

@@ -292,8 +292,10 @@ RunFn AddEval(CLI::App& app) {
   lg->add_option("-o,--out", a->out, "output file (raw f32, n_tokens x n_vocab)")->required();
   AddKvFlags(lg, a->kv);
   auto [polykv, polykv_run] = AddPolykvEval(cmd);
-  return [a, ppl, kld, polykv = polykv, polykv_run = polykv_run] {
+  auto [needle, needle_run] = AddNeedleEval(cmd);
+  return [a, ppl, kld, polykv = polykv, polykv_run = polykv_run, needle = needle, needle_run = needle_run] {
     if (polykv->parsed()) return polykv_run();
+    if (needle->parsed()) return needle_run();
     if (ppl->parsed()) return RunPpl(*a);
     if (kld->parsed()) {
       if (kld->count("--ctx") == 0) a->ctx = 2048;
