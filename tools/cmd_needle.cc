@@ -18,7 +18,7 @@ struct NeedleArgs {
   NeedleOptions gen;
   std::vector<std::string> configs = {"f16", "kivi4", "kivi2", "cocktail"};
   std::string encoder;
-  int threads = DefaultThreads(), max_tokens = 12;
+  int threads = DefaultThreads(), max_tokens = 8;
   bool json = false;
 };
 
@@ -81,7 +81,7 @@ int RunNeedle(const NeedleArgs& a) {
     std::ofstream f(a.dump);
     for (const auto& c : *cases)
       f << nlohmann::json{{"document", c.document}, {"question", c.question}, {"answer", c.answer},
-                          {"depth", c.depth}}.dump() << "\n";
+                          {"lead", c.lead}, {"depth", c.depth}}.dump() << "\n";
     if (!f) return Fail(Status::Error("cannot write '{}'", a.dump));
   }
   const size_t n_ctx = a.gen.max_tokens + 256;
@@ -110,14 +110,19 @@ int RunNeedle(const NeedleArgs& a) {
         r.map = m->blocks;
       }
       AgentOptions ao{.temperature = 0.0f, .max_tokens = a.max_tokens};
-      auto id = engine.Spawn(*ctx, "\n\nQuestion: " + nc.question + " Answer with the 4-digit code only." +
-                                       frame->second, ao);
+      // The answer is led in ("... is"), so the first generated tokens are the code.
+      auto id = engine.Spawn(*ctx, "\n\nQuestion: " + nc.question + frame->second + nc.lead, ao);
       if (!id.ok()) return Fail(id.status().Context(c.name));
       while (engine.running() > 0)
         if (Status s = engine.Step(); !s.ok()) return Fail(s);
       const AgentState& st = *engine.agent(*id);
       r.text = st.text;
-      r.correct = st.text.find(nc.answer) != std::string::npos;
+      // Exact answer: the code's digits are the first digits of the output (spaces allowed between).
+      std::string digits;
+      for (char ch : st.text)
+        if (ch >= '0' && ch <= '9') digits += ch;
+        else if (!digits.empty() && ch != ' ') break;
+      r.correct = digits == nc.answer;
       r.decode_tok_s = st.seconds > 0 ? st.tokens.size() / st.seconds : 0;
       engine.Release(*ctx);
       if (!a.json)

@@ -74,6 +74,7 @@ Result<std::vector<NeedleCase>> MakeNeedleCases(const std::string& corpus, const
     nc.document = std::move(doc);
     nc.question = fmt::format("What is the access code for the {}?", kKeys[keys[asked]]);
     nc.answer = codes[asked];
+    nc.lead = fmt::format("The access code for the {} is", kKeys[keys[asked]]);
     nc.depth = double(asked_at) / nc.document.size();
     out.push_back(std::move(nc));
   }

@@ -16,6 +16,7 @@ struct NeedleCase {
   std::string document;    // the excerpt with the facts planted
   std::string question;    // "What is the access code for the north gate?"
   std::string answer;      // "4817"
+  std::string lead;        // the assistant's answer start: "The access code for the north gate is"
   double depth = 0;        // where the asked fact sits, as a fraction of the document (0 = start)
   size_t target_tokens = 0;
 };
