@@ -41,7 +41,7 @@ struct ChunkMapReport {
   std::string blocks;     // one char per 32-token block: S sink (f16), F fp16, 4 int4, 2 int2
   size_t sink = 0, fp16 = 0, int4 = 0, int2 = 0;  // sealed blocks per precision (an unsealed tail is not counted)
   size_t chunks = 0, chunk_tokens = 32;
-  float s_min = 0, s_max = 0, t_low = 0, t_high = 0;  // similarity range and thresholds
+  float s_min = 0, s_max = 0, t_low = 0, t_high = 0;  // similarity range and thresholds (of the first query)
   double search_seconds = 0;   // chunk + query embedding, cosine, thresholds
   double prefill_seconds = 0;  // prefill with per-block sealing
   double reorder_seconds = 0;  // block-table permutation after sealing
@@ -87,7 +87,8 @@ class Engine {
   // seals it read-only. The same model + tokens twice returns the same context (stored once).
   Result<ContextId> Share(std::string_view text, const Progress& progress = {});
   // Cocktail: like Share, but each 32-token block's precision (f16 / kivi4 / kivi2) is chosen by
-  // the relevance of its text to `queries` (max over them), then the frozen block tables are
+  // the relevance of its text to `queries` (the highest precision any query asks for: the agents
+  // attached when the context is sealed decide together), then the frozen block tables are
   // reordered by format. Errors: bad α/β/chunk size, encoder problems, no query.
   Result<ContextId> ShareFor(std::string_view text, const std::vector<std::string>& queries,
                              const Progress& progress = {});

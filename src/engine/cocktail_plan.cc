@@ -43,11 +43,16 @@ Result<CocktailPlan> PlanCocktail(const Tokenizer& tok, std::span<const int32_t>
     }
     per_query.push_back(std::move(s));
   }
+  // Each query decides with its own thresholds; a chunk gets the highest precision any asks for.
   CocktailPlan plan;
+  std::vector<std::vector<ChunkPrecision>> decisions;
+  for (const auto& s : per_query) {
+    CHORUS_ASSIGN_OR_RETURN(auto d, AssignPrecision(s, options.alpha, options.beta));
+    decisions.push_back(std::move(d));
+  }
+  CHORUS_ASSIGN_OR_RETURN(plan.thresholds, ComputeThresholds(per_query[0], options.alpha, options.beta));
   plan.similarity = MaxOverQueries(per_query);
-  CHORUS_ASSIGN_OR_RETURN(plan.thresholds, ComputeThresholds(plan.similarity, options.alpha, options.beta));
-  CHORUS_ASSIGN_OR_RETURN(auto per_chunk, AssignPrecision(plan.similarity, options.alpha, options.beta));
-  plan.blocks = ChunksToBlocks(per_chunk, options.chunk_tokens, tokens.size());
+  plan.blocks = ChunksToBlocks(MaxPrecision(decisions), options.chunk_tokens, tokens.size());
   plan.encoder = encoder.name();
   plan.search_seconds = timer.Seconds();
   return plan;

@@ -1,6 +1,6 @@
 // Cocktail planning (METHODS.md §3 steps 1–4) for one shared context, before it is prefilled: cut
-// the tokens into chunks, embed each chunk's text and every query, cosine similarity (max over the
-// queries), thresholds → one precision per 32-token block. Also opens the encoder named by the user.
+// the tokens into chunks, embed each chunk's text and every query, cosine similarity, thresholds
+// per query, the highest precision any query asks for per chunk → one precision per 32-token block. Also opens the encoder named by the user.
 // Invariants: blocks.size() == ceil(tokens / 32); similarities are computed on unit vectors.
 #pragma once
 #include <memory>
@@ -24,7 +24,7 @@ Status ValidateCocktailOptions(const CocktailOptions& o);
 struct CocktailPlan {
   std::vector<ChunkPrecision> blocks;  // per 32-token block of the context
   std::vector<float> similarity;       // per chunk: max over queries of cos(chunk, query)
-  CocktailThresholds thresholds;
+  CocktailThresholds thresholds;       // of the first query
   std::string encoder;                 // TextEncoder::name() of what ran
   double search_seconds = 0;           // embedding + cosine + thresholds
 };

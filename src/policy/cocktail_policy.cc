@@ -56,6 +56,15 @@ std::vector<ChunkPrecision> ChunksToBlocks(std::span<const ChunkPrecision> chunk
   return blocks;
 }
 
+std::vector<ChunkPrecision> MaxPrecision(const std::vector<std::vector<ChunkPrecision>>& per_query) {
+  std::vector<ChunkPrecision> out;
+  for (const auto& p : per_query) {
+    if (out.empty()) out = p;
+    for (size_t i = 0; i < std::min(out.size(), p.size()); ++i) out[i] = std::max(out[i], p[i]);
+  }
+  return out;
+}
+
 std::vector<float> MaxOverQueries(const std::vector<std::vector<float>>& scores_per_query) {
   std::vector<float> out;
   for (const auto& s : scores_per_query) {

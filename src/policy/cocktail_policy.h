@@ -35,7 +35,10 @@ Result<std::vector<ChunkPrecision>> AssignPrecision(std::span<const float> score
 // of the chunks that overlap it (chunk 16: max of its two halves; chunk 64: both blocks share one).
 std::vector<ChunkPrecision> ChunksToBlocks(std::span<const ChunkPrecision> chunks, size_t chunk_tokens,
                                            size_t n_tokens);
-// Several queries deciding together (a shared context): element-wise maximum relevance per chunk.
+// Several queries deciding together (a shared context): each query's own decisions, then per chunk
+// the highest precision any of them asks for (MaxPrecision); MaxOverQueries gives the per-chunk
+// maximum similarity, for reports.
+std::vector<ChunkPrecision> MaxPrecision(const std::vector<std::vector<ChunkPrecision>>& per_query);
 std::vector<float> MaxOverQueries(const std::vector<std::vector<float>>& scores_per_query);
 
 BlockFormats FormatsOf(ChunkPrecision p);

@@ -86,8 +86,13 @@ TEST(Cocktail, ChunksToBlocks) {
   EXPECT_EQ(ChunksToBlocks(std::vector<P>{P::kInt4, P::kInt2}, 32, 64), (std::vector<P>{P::kInt4, P::kInt2}));
 }
 
-TEST(Cocktail, SharedQueriesTakeMaxRelevance) {
+TEST(Cocktail, SharedQueriesTakeHighestPrecision) {
   EXPECT_EQ(MaxOverQueries({{0.1f, 0.9f, 0.2f}, {0.8f, 0.1f, 0.3f}}), (std::vector<float>{0.8f, 0.9f, 0.3f}));
+  const auto a = Assign({0.0f, 1.0f, 0.7f, 0.1f}), b = Assign({1.0f, 0.0f, 0.1f, 0.2f});
+  EXPECT_EQ(a, (std::vector<P>{P::kInt2, P::kFp16, P::kInt4, P::kInt2}));
+  EXPECT_EQ(b, (std::vector<P>{P::kFp16, P::kInt2, P::kInt2, P::kInt2}));
+  EXPECT_EQ(MaxPrecision({a, b}), (std::vector<P>{P::kFp16, P::kFp16, P::kInt4, P::kInt2}));
+  EXPECT_EQ(MaxPrecision({a}), a);
 }
 
 TEST(Cocktail, PolicyMapsBlocksAndKeepsSink) {
