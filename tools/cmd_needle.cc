@@ -19,7 +19,7 @@ struct NeedleArgs {
   std::vector<std::string> configs = {"f16", "kivi4", "kivi2", "cocktail"};
   std::string encoder;
   int threads = DefaultThreads(), max_tokens = 8;
-  bool json = false;
+  bool json = false, ignore_eog = false;
 };
 
 struct Config {
@@ -109,12 +109,14 @@ int RunNeedle(const NeedleArgs& a) {
         r.prefill_s = m->prefill_seconds;
         r.map = m->blocks;
       }
-      AgentOptions ao{.temperature = 0.0f, .max_tokens = a.max_tokens};
+      AgentOptions ao{.temperature = 0.0f, .max_tokens = a.max_tokens, .ignore_eog = a.ignore_eog};
       // The answer is led in ("... is"), so the first generated tokens are the code.
       auto id = engine.Spawn(*ctx, "\n\nQuestion: " + nc.question + frame->second + nc.lead, ao);
       if (!id.ok()) return Fail(id.status().Context(c.name));
+      Timer t_decode;  // steps only: the first token comes from the prompt's prefill in Spawn
       while (engine.running() > 0)
         if (Status s = engine.Step(); !s.ok()) return Fail(s);
+      const double decode_s = t_decode.Seconds();
       const AgentState& st = *engine.agent(*id);
       r.text = st.text;
       // Exact answer: the code's digits are the first digits of the output (spaces allowed between).
@@ -123,7 +125,7 @@ int RunNeedle(const NeedleArgs& a) {
         if (ch >= '0' && ch <= '9') digits += ch;
         else if (!digits.empty() && ch != ' ') break;
       r.correct = digits == nc.answer;
-      r.decode_tok_s = st.seconds > 0 ? st.tokens.size() / st.seconds : 0;
+      r.decode_tok_s = st.tokens.size() > 1 && decode_s > 0 ? (st.tokens.size() - 1) / decode_s : 0;
       engine.Release(*ctx);
       if (!a.json)
         std::fprintf(stderr, "%-22s case %2zu: %5zu tokens depth %.2f %s %-8s | %s\n", c.name.c_str(), i, r.tokens,
@@ -137,11 +139,11 @@ int RunNeedle(const NeedleArgs& a) {
     if (!configs[ci].cocktail && configs[ci].k == "f16" && configs[ci].v == "f16") base = ci;
   nlohmann::json out = nlohmann::json::array();
   if (!a.json)
-    std::printf("%-22s %9s %10s %11s %9s %12s %12s\n", "config", "accuracy", "agree_f16", "bytes/f16", "bits/el",
-                "search s/1K", "prefill s/1K");
+    std::printf("%-22s %9s %10s %11s %9s %12s %12s %9s\n", "config", "accuracy", "agree_f16", "bytes/f16", "bits/el",
+                "search s/1K", "prefill s/1K", "decode/s");
   for (size_t ci = 0; ci < configs.size(); ++ci) {
     size_t correct = 0, agree = 0, bytes = 0, base_bytes = 0, tokens = 0;
-    double search = 0, prefill = 0;
+    double search = 0, prefill = 0, decode = 0;
     for (size_t i = 0; i < cases->size(); ++i) {
       const CaseResult& r = results[ci][i];
       correct += r.correct;
@@ -149,6 +151,7 @@ int RunNeedle(const NeedleArgs& a) {
       tokens += r.tokens;
       search += r.search_s;
       prefill += r.prefill_s;
+      decode += r.decode_tok_s;
       if (base != SIZE_MAX) {
         agree += r.text == results[base][i].text;
         base_bytes += results[base][i].bytes;
@@ -166,12 +169,12 @@ int RunNeedle(const NeedleArgs& a) {
     out.push_back({{"config", configs[ci].name}, {"accuracy", correct / n},
                    {"agreement_with_f16", base != SIZE_MAX ? agree / n : -1.0}, {"bytes", bytes},
                    {"bytes_vs_f16", ratio}, {"bits_per_element", ratio * 16}, {"tokens", tokens},
-                   {"search_seconds_per_1k", 1000 * search / tokens}, {"prefill_seconds_per_1k", 1000 * prefill / tokens},
+                   {"search_seconds_per_1k", 1000 * search / tokens}, {"prefill_seconds_per_1k", 1000 * prefill / tokens}, {"decode_tokens_per_s", decode / n},
                    {"cases", per_case}});
     if (!a.json)
-      std::printf("%-22s %4zu/%-4zu %10.2f %10.1f%% %9.2f %12.3f %12.3f\n", configs[ci].name.c_str(), correct,
+      std::printf("%-22s %4zu/%-4zu %10.2f %10.1f%% %9.2f %12.3f %12.3f %9.1f\n", configs[ci].name.c_str(), correct,
                   cases->size(), base != SIZE_MAX ? agree / n : -1.0, 100 * ratio, 16 * ratio,
-                  1000 * search / tokens, 1000 * prefill / tokens);
+                  1000 * search / tokens, 1000 * prefill / tokens, decode / n);
   }
   if (a.json) PrintJson({{"configs", out}, {"threads", a.threads}, {"seed", a.gen.seed}});
   return 0;
@@ -196,6 +199,7 @@ std::pair<CLI::App*, RunFn> AddNeedleEval(CLI::App* eval) {
   cmd->add_option("--encoder", a->encoder, "cocktail: sentence-embedding model (default: the LLM's hidden states)");
   cmd->add_option("-n,--answer-tokens", a->max_tokens, "tokens generated per answer")->check(CLI::Range(1, 256))
       ->capture_default_str();
+  cmd->add_flag("--ignore-eog", a->ignore_eog, "keep decoding past end-of-generation (decode speed runs)");
   cmd->add_option("--dump", a->dump, "write the generated cases as JSONL");
   cmd->add_option("-t,--threads", a->threads, "threads")->check(CLI::Range(1, 256))->capture_default_str();
   cmd->add_flag("--json", a->json, "print one JSON object (with every case)");
