@@ -112,7 +112,8 @@ int RunAgents(const AgentsArgs& a) {
   const double reduction = 100.0 * (1.0 - double(peak_total) / baseline);
   if (a.json) {
     PrintJson({{"agents", agents_json}, {"refused", refused}, {"doc_tokens", doc_tokens},
-               {"shared_k", eo.shared_k}, {"shared_v", eo.shared_v}, {"private_k", eo.private_k},
+               {"shared_k", a.policy == "cocktail" ? "cocktail" : eo.shared_k},
+               {"shared_v", a.policy == "cocktail" ? "cocktail" : eo.shared_v}, {"private_k", eo.private_k},
                {"private_v", eo.private_v}, {"shared_bytes", shared_bytes}, {"peak_private_bytes", peak_private},
                {"peak_total_bytes", peak_total}, {"fp16_per_agent_baseline_bytes", baseline},
                {"reduction_pct", reduction}, {"prefill_seconds", share_s}, {"decode_seconds", decode_s},
@@ -121,9 +122,10 @@ int RunAgents(const AgentsArgs& a) {
                {"chunk_map", engine.chunk_map(*ctx) ? ChunkMapJson(*engine.chunk_map(*ctx)) : nlohmann::json()}});
     return 0;
   }
-  std::printf("\n%zu agents over a %zu-token document (shared K %s / V %s, private K %s / V %s, %d threads)\n",
-              ids.size(), doc_tokens, eo.shared_k.c_str(), eo.shared_v.c_str(), eo.private_k.c_str(),
-              eo.private_v.c_str(), a.threads);
+  const std::string shared_desc = a.policy == "cocktail" ? std::string("cocktail: f16/kivi4/kivi2 per block, map above")
+                                                         : "K " + eo.shared_k + " / V " + eo.shared_v;
+  std::printf("\n%zu agents over a %zu-token document (shared %s, private K %s / V %s, %d threads)\n", ids.size(),
+              doc_tokens, shared_desc.c_str(), eo.private_k.c_str(), eo.private_v.c_str(), a.threads);
   std::printf("  shared KV (stored once)        %10.2f MiB\n", shared_bytes / 1048576.0);
   for (size_t i = 0; i < ids.size(); ++i)
     std::printf("  agent %-3zu private KV (peak)   %10.2f MiB  %4zu tokens  %6.1f tok/s\n", i + 1,
