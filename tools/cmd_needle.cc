@@ -57,7 +57,7 @@ Result<Config> ParseConfig(const std::string& s) {
 struct CaseResult {
   std::string text;
   bool correct = false;
-  size_t bytes = 0, tokens = 0;
+  size_t bytes = 0, tokens = 0, fp16_bytes = 0;  // fp16_bytes: Engine::Fp16Bytes, when no f16 run is there
   double search_s = 0, prefill_s = 0, decode_tok_s = 0;
   std::string map;
 };
@@ -104,6 +104,7 @@ int RunNeedle(const NeedleArgs& a) {
       r.prefill_s = t_share.Seconds();
       r.bytes = engine.KvReport().shared_bytes;
       r.tokens = engine.ContextTokens(*ctx);
+      r.fp16_bytes = engine.Fp16Bytes(r.tokens);
       if (const ChunkMapReport* m = engine.chunk_map(*ctx)) {
         r.search_s = m->search_seconds;
         r.prefill_s = m->prefill_seconds;
@@ -155,6 +156,8 @@ int RunNeedle(const NeedleArgs& a) {
       if (base != SIZE_MAX) {
         agree += r.text == results[base][i].text;
         base_bytes += results[base][i].bytes;
+      } else {
+        base_bytes += r.fp16_bytes;  // no f16 run: the fp16 payload of the same tokens
       }
     }
     const double n = cases->size(), ratio = base_bytes ? double(bytes) / base_bytes : 0;
