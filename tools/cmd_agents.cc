@@ -22,6 +22,9 @@ struct AgentsArgs {
   double avg_bits = 3;           // comix target when no budget
   std::string family = "tq";     // comix formats
   bool json = false, quiet = false;
+  double alpha = 0.6, beta = 0.1;  // --policy cocktail
+  size_t chunk = 32;
+  std::string encoder;
 };
 
 int RunAgents(const AgentsArgs& a) {
@@ -50,10 +53,13 @@ int RunAgents(const AgentsArgs& a) {
     eo.shared_k = "polykv-paper", eo.shared_v = "tq3", eo.sink_blocks = 0;
   } else if (a.policy == "polykv") {
     eo.shared_k = "q8", eo.shared_v = "tq3";
+  } else if (a.policy == "cocktail") {  // per-block f16/kivi4/kivi2 by relevance to the questions
+    eo.cocktail_alpha = a.alpha, eo.cocktail_beta = a.beta, eo.cocktail_chunk_tokens = a.chunk;
+    eo.encoder_path = a.encoder;
   } else if (a.policy == "chorus") {  // chosen by measurement: docs/results/polykv.md
     eo.shared_k = "tq4", eo.shared_v = "tq3";
   } else {
-    return Fail(Status::Error("unknown --policy '{}' (valid: chorus, polykv, polykv-paper, comix)", a.policy));
+    return Fail(Status::Error("unknown --policy '{}' (valid: chorus, polykv, polykv-paper, comix, cocktail)", a.policy));
   }
   if (!a.shared_k.empty()) eo.shared_k = a.shared_k;
   if (!a.shared_v.empty()) eo.shared_v = a.shared_v;
@@ -66,13 +72,16 @@ int RunAgents(const AgentsArgs& a) {
   if (!frame.ok()) return Fail(frame.status());
 
   Timer t_share;
-  auto ctx = engine.Share(frame->first + doc.value(), [&](size_t done, size_t total) {
+  const auto show = [&](size_t done, size_t total) {
     if (!a.quiet) std::fprintf(stderr, "\rprefilling the shared document: %zu/%zu tokens", done, total);
-  });
+  };
+  auto ctx = a.policy == "cocktail" ? engine.ShareFor(frame->first + doc.value(), questions, show)
+                                    : engine.Share(frame->first + doc.value(), show);
   if (!a.quiet) std::fprintf(stderr, "\n");
   if (!ctx.ok()) return Fail(ctx.status());
   const double share_s = t_share.Seconds();
   const size_t doc_tokens = engine.ContextTokens(*ctx);
+  if (const ChunkMapReport* cm = engine.chunk_map(*ctx); cm && !a.json) PrintChunkMap(*cm, engine.KvReport().shared_bytes, doc_tokens, engine);
 
   Timer t_run;
   std::vector<AgentId> ids;           // started agents
@@ -163,22 +172,26 @@ int RunAgents(const AgentsArgs& a) {
   }
   if (a.json) {
     PrintJson({{"agents", agents_json}, {"refused", refused}, {"doc_tokens", doc_tokens},
-               {"shared_k", eo.shared_k}, {"shared_v", eo.shared_v}, {"private_k", eo.private_k},
+               {"shared_k", a.policy == "cocktail" ? "cocktail" : eo.shared_k},
+               {"shared_v", a.policy == "cocktail" ? "cocktail" : eo.shared_v}, {"private_k", eo.private_k},
                {"private_v", eo.private_v}, {"shared_bytes", shared_bytes}, {"peak_private_bytes", peak_private},
                {"peak_total_bytes", peak_total}, {"fp16_per_agent_baseline_bytes", baseline},
                {"reduction_pct", reduction}, {"prefill_seconds", share_s}, {"decode_seconds", decode_s},
                {"generated_tokens", generated}, {"aggregate_tokens_per_s", generated / decode_s},
                {"run_seconds", run_s}, {"threads", a.threads}, {"policy", a.policy}, {"budget_bytes", budget},
-               {"allocation", allocation}});
+               {"allocation", allocation},
+               {"chunk_map", engine.chunk_map(*ctx) ? ChunkMapJson(*engine.chunk_map(*ctx)) : nlohmann::json()}});
     return 0;
   }
-  if (eo.policy == "comix")
+  if (eo.policy == "comix") {
     std::printf("\n%zu agents over a %zu-token document (comix, %s formats, bits per layer as allocated above, %d threads)\n",
                 ids.size(), doc_tokens, eo.comix_family.c_str(), a.threads);
-  else
-    std::printf("\n%zu agents over a %zu-token document (shared K %s / V %s, private K %s / V %s, %d threads)\n",
-                ids.size(), doc_tokens, eo.shared_k.c_str(), eo.shared_v.c_str(), eo.private_k.c_str(),
-                eo.private_v.c_str(), a.threads);
+  } else {
+    const std::string shared_desc = a.policy == "cocktail" ? std::string("cocktail: f16/kivi4/kivi2 per block, map above")
+                                                           : "K " + eo.shared_k + " / V " + eo.shared_v;
+    std::printf("\n%zu agents over a %zu-token document (shared %s, private K %s / V %s, %d threads)\n", ids.size(),
+                doc_tokens, shared_desc.c_str(), eo.private_k.c_str(), eo.private_v.c_str(), a.threads);
+  }
   std::printf("  shared KV (stored once)        %10.2f MiB\n", shared_bytes / 1048576.0);
   for (size_t i = 0; i < ids.size(); ++i)
     std::printf("  agent %-3zu private KV (peak)   %10.2f MiB  %4zu tokens  %6.1f tok/s\n", i + 1,
@@ -208,6 +221,14 @@ RunFn AddAgents(CLI::App& app) {
                                          "polykv-paper (the paper's per-layer int8 K, tq3 V, no sink block); comix: "
                                          "one budget, bits per agent x layer x K/V chosen online")
       ->capture_default_str();
+  cmd->add_option("--alpha", a->alpha, "cocktail: T_low = s_min + alpha (s_max - s_min); larger = more INT2")
+      ->capture_default_str();
+  cmd->add_option("--beta", a->beta, "cocktail: T_high = s_max - beta (s_max - s_min); larger = more FP16")
+      ->capture_default_str();
+  cmd->add_option("--chunk", a->chunk, "cocktail: chunk size in tokens (16, 32, 64)")->capture_default_str();
+  cmd->add_option("--encoder", a->encoder, "cocktail: sentence-embedding model directory (default: all-MiniLM-L6-v2 next to the model, "
+                                           "installed by scripts/fetch_encoder.sh; 'hidden-states' = the LLM's own mean-pooled "
+                                           "hidden states, also used when no encoder is installed)");
   cmd->add_option("--kv-shared-k", a->shared_k, "override the shared K format");
   cmd->add_option("--kv-shared-v", a->shared_v, "override the shared V format");
   cmd->add_option("--kv-private-k", a->private_k, "K format of each agent's own blocks")->capture_default_str();

@@ -293,9 +293,12 @@ RunFn AddEval(CLI::App& app) {
   AddKvFlags(lg, a->kv);
   auto [polykv, polykv_run] = AddPolykvEval(cmd);
   auto [comix, comix_run] = AddComixEval(cmd);
-  return [a, ppl, kld, polykv = polykv, polykv_run = polykv_run, comix = comix, comix_run = comix_run] {
+  auto [needle, needle_run] = AddNeedleEval(cmd);
+  return [a, ppl, kld, polykv = polykv, polykv_run = polykv_run, comix = comix, comix_run = comix_run,
+          needle = needle, needle_run = needle_run] {
     if (polykv->parsed()) return polykv_run();
     if (comix->parsed()) return comix_run();
+    if (needle->parsed()) return needle_run();
     if (ppl->parsed()) return RunPpl(*a);
     if (kld->parsed()) {
       if (kld->count("--ctx") == 0) a->ctx = 2048;

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "chorus/engine.h"     // Engine, ChunkMapReport
 #include "engine/kv_config.h"  // KvConfig
 #include "model/model.h"   // Model
 #include "util/status.h"
@@ -23,6 +24,7 @@ RunFn AddAgents(CLI::App& app);
 RunFn AddEmbed(CLI::App& app);
 std::pair<CLI::App*, RunFn> AddPolykvEval(CLI::App* eval);
 std::pair<CLI::App*, RunFn> AddComixEval(CLI::App* eval);
+std::pair<CLI::App*, RunFn> AddNeedleEval(CLI::App* eval);
 
 // Prints "error: <message>" on one line to stderr and returns exit code 1.
 int Fail(const Status& s);
@@ -61,5 +63,10 @@ struct KvFlags {
 void AddKvFlags(CLI::App* cmd, KvFlags& flags);
 // Validated against the model (errors name the flag and list valid formats).
 Result<KvConfig> KvConfigFromFlags(const KvFlags& flags, const ModelConfig& model);
+
+// Cocktail's chunk map: which blocks got which precision, the similarity range, the measured
+// bits per element of the context (shared_bytes of `tokens` tokens), and which encoder ran.
+void PrintChunkMap(const ChunkMapReport& m, size_t shared_bytes, size_t tokens, const Engine& engine);
+nlohmann::json ChunkMapJson(const ChunkMapReport& m);
 
 }  // namespace chorus::cli

@@ -19,6 +19,9 @@
 
 namespace chorus {
 
+// EngineOptions::encoder_path value that selects Cocktail's fallback encoder explicitly.
+inline constexpr const char* kHiddenStateEncoder = "hidden-states";
+
 struct EngineOptions {
   std::string model_path;
   int threads = 0;           // 0 = every core
@@ -32,6 +35,26 @@ struct EngineOptions {
   std::string policy = "uniform";
   double kv_avg_bits = 3;
   std::string comix_family = "tq";  // "tq" (tq2/3/4) or "kivi" (kivi2/3/4)
+  // Cocktail (METHODS.md §3), for contexts made with ShareFor: α, β ∈ [0, 1], α + β ≤ 1; chunks of
+  // 16/32/64 tokens mapped onto 32-token blocks; encoder: a sentence-embedding model directory, or
+  // empty for the model's own mean-pooled hidden states.
+  double cocktail_alpha = 0.6, cocktail_beta = 0.1;
+  size_t cocktail_chunk_tokens = 32;
+  // "" = the all-MiniLM-L6-v2 installed next to the model (scripts/fetch_encoder.sh) if present, else
+  // the fallback; kHiddenStateEncoder forces the fallback.
+  std::string encoder_path = "";
+};
+
+// How a Cocktail context was compressed (Engine::chunk_map).
+struct ChunkMapReport {
+  std::string encoder;    // which encoder ran (a real one, or "fallback: ...")
+  std::string blocks;     // one char per 32-token block: S sink (f16), F fp16, 4 int4, 2 int2
+  size_t sink = 0, fp16 = 0, int4 = 0, int2 = 0;  // sealed blocks per precision (an unsealed tail is not counted)
+  size_t chunks = 0, chunk_tokens = 32;
+  float s_min = 0, s_max = 0, t_low = 0, t_high = 0;  // similarity range and thresholds (of the first query)
+  double search_seconds = 0;   // chunk + query embedding, cosine, thresholds
+  double prefill_seconds = 0;  // prefill with per-block sealing
+  double reorder_seconds = 0;  // block-table permutation after sealing
 };
 
 struct AgentOptions {
@@ -73,6 +96,14 @@ class Engine {
   // Prefills `text` once (raw, special tokens parsed), compresses it with the shared formats and
   // seals it read-only. The same model + tokens twice returns the same context (stored once).
   Result<ContextId> Share(std::string_view text, const Progress& progress = {});
+  // Cocktail: like Share, but each 32-token block's precision (f16 / kivi4 / kivi2) is chosen by
+  // the relevance of its text to `queries` (the highest precision any query asks for: the agents
+  // attached when the context is sealed decide together), then the frozen block tables are
+  // reordered by format. Errors: bad α/β/chunk size, encoder problems, no query.
+  Result<ContextId> ShareFor(std::string_view text, const std::vector<std::string>& queries,
+                             const Progress& progress = {});
+  // The chunk map of a context made by ShareFor (nullptr for other or unknown contexts).
+  const ChunkMapReport* chunk_map(ContextId context) const;
   // The caller's reference to a context is dropped; it is freed when no running agent reads it.
   void Release(ContextId context);
 

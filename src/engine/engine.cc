@@ -10,6 +10,8 @@
 #include <set>
 #include <thread>
 
+#include "engine/cocktail_plan.h"   // PlanCocktail, OpenTextEncoder
+#include "engine/hidden_state_encoder.h"  // HiddenStateEncoder (Cocktail's fallback)
 #include "engine/kv_config.h"       // MakeKvConfig
 #include "kv/kv_batch.h"            // KvBatch
 #include "kv/kv_store.h"            // KvStore, KvSequence
@@ -17,6 +19,7 @@
 #include "model/model.h"            // Model
 #include "model/sampler.h"          // Sampler
 #include "ops/elementwise.h"         // LogSumExp
+#include "policy/cocktail_policy.h"  // CocktailPolicy
 #include "policy/comix_policy.h"    // ComixPolicy
 #include "policy/uniform_policy.h"  // UniformPolicy
 #include "util/timer.h"
@@ -24,12 +27,14 @@
 namespace chorus {
 namespace {
 
-// Shared-context blocks get the shared formats, every other sequence the private ones.
+// Shared-context blocks get the shared formats (or their context's Cocktail map), every other
+// sequence the private ones.
 class RoutingPolicy : public PrecisionPolicy {
  public:
   RoutingPolicy(const KvConfig& shared, const KvConfig& priv)
       : shared_(shared.k, shared.v, shared.sink_blocks), private_(priv.k, priv.v, priv.sink_blocks) {}
   BlockFormats FormatFor(const BlockInfo& info) override {
+    if (auto it = cocktail_.find(info.seq_id); it != cocktail_.end()) return it->second->FormatFor(info);
     if (all_) return all_->FormatFor(info);
     return shared_ids_.count(info.seq_id) ? shared_.FormatFor(info) : private_.FormatFor(info);
   }
@@ -38,12 +43,17 @@ class RoutingPolicy : public PrecisionPolicy {
   }
   void UseForAll(PrecisionPolicy* p) { all_ = p; }  // comix: one policy for every sequence
   void MarkShared(uint64_t seq_id) { shared_ids_.insert(seq_id); }
-  void Forget(uint64_t seq_id) { shared_ids_.erase(seq_id); }
+  void SetCocktail(uint64_t seq_id, std::unique_ptr<CocktailPolicy> p) { cocktail_[seq_id] = std::move(p); }
+  void Forget(uint64_t seq_id) {
+    shared_ids_.erase(seq_id);
+    cocktail_.erase(seq_id);
+  }
 
  private:
   UniformPolicy shared_, private_;
   std::set<uint64_t> shared_ids_;
   PrecisionPolicy* all_ = nullptr;
+  std::map<uint64_t, std::unique_ptr<CocktailPolicy>> cocktail_;
 };
 
 size_t SequenceBytes(const KvSequence& s, const BlockPool& pool, size_t n_layer) {
@@ -76,6 +86,8 @@ struct Engine::Impl {
   std::map<ContextId, Context> contexts;
   std::map<uint64_t, ContextId> by_hash;
   ContextId next_context = 1;
+  std::unique_ptr<TextEncoder> encoder;             // Cocktail's, opened on first use
+  std::map<ContextId, ChunkMapReport> chunk_maps;   // Cocktail contexts (stale ids are never reused)
 
   struct Agent {
     std::unique_ptr<KvSequence> seq;
@@ -189,6 +201,13 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options) {
   impl->n_ctx = options.n_ctx ? options.n_ctx : std::min<size_t>(c.n_ctx_train, 8192);
   if (impl->n_ctx > c.n_ctx_train)
     return Status::Error("context {} exceeds the model's training context of {}", impl->n_ctx, c.n_ctx_train);
+  CHORUS_RETURN_IF_ERROR(ValidateCocktailOptions({.alpha = options.cocktail_alpha, .beta = options.cocktail_beta,
+                                                   .chunk_tokens = options.cocktail_chunk_tokens}));
+  if (!options.encoder_path.empty() && options.encoder_path != kHiddenStateEncoder) {
+    auto enc = OpenTextEncoder(options.encoder_path);
+    if (!enc.ok()) return enc.status();
+    impl->encoder = std::move(enc).value();
+  }
   impl->policy = std::make_unique<RoutingPolicy>(impl->shared_cfg, impl->private_cfg);
   if (options.policy == "comix") {
     ComixOptions co{.n_layer = c.n_layer, .n_head = c.n_head, .n_head_kv = c.n_head_kv, .head_dim = c.head_dim,
@@ -260,6 +279,81 @@ Result<ContextId> Engine::Share(std::string_view text, const Progress& progress)
   m.contexts[id] = Impl::Context{std::move(seq), hash, 1, tokens.size()};
   m.by_hash[hash] = id;
   return id;
+}
+
+Result<ContextId> Engine::ShareFor(std::string_view text, const std::vector<std::string>& queries,
+                                   const Progress& progress) {
+  Impl& m = *impl_;
+  const std::vector<int32_t> tokens = m.model->tokenizer().Encode(text, /*add_special=*/true, /*parse_special=*/true);
+  if (tokens.empty()) return Status::Error("the shared document is empty");
+  if (tokens.size() >= m.n_ctx)
+    return Status::Error("the document has {} tokens but an agent's context holds {} (document + prompt + answer)",
+                         tokens.size(), m.n_ctx);
+  if (!m.encoder) {  // first use: the installed sentence encoder, else the model's own hidden states
+    const std::string path =
+        m.options.encoder_path == kHiddenStateEncoder ? std::string() : DefaultEncoderPath(m.options.model_path);
+    if (!path.empty()) {
+      CHORUS_ASSIGN_OR_RETURN(m.encoder, OpenTextEncoder(path));
+    } else {
+      m.encoder = std::make_unique<HiddenStateEncoder>(*m.model, *m.fwd, *m.pool);
+    }
+  }
+  const CocktailOptions co{.alpha = m.options.cocktail_alpha, .beta = m.options.cocktail_beta,
+                           .chunk_tokens = m.options.cocktail_chunk_tokens};
+  CHORUS_ASSIGN_OR_RETURN(CocktailPlan plan, PlanCocktail(m.model->tokenizer(), tokens, queries, *m.encoder, co));
+  const size_t sink = m.shared_cfg.sink_blocks;
+  ChunkMapReport rep{.encoder = plan.encoder, .blocks = ChunkMapString(plan.blocks, sink),
+                     .chunks = plan.similarity.size(), .chunk_tokens = co.chunk_tokens,
+                     .s_min = float(plan.thresholds.s_min), .s_max = float(plan.thresholds.s_max),
+                     .t_low = float(plan.thresholds.t_low), .t_high = float(plan.thresholds.t_high),
+                     .search_seconds = plan.search_seconds};
+  for (size_t b = 0; b < tokens.size() / kBlockTokens; ++b) {  // sealed blocks only
+    const char c = rep.blocks[b];
+    (c == 'S' ? rep.sink : c == 'F' ? rep.fp16 : c == '4' ? rep.int4 : rep.int2)++;
+  }
+  const std::string& name = m.model->config().name;
+  XXH3_state_t* st = XXH3_createState();
+  XXH3_64bits_reset(st);
+  XXH3_64bits_update(st, "cocktail", 8);
+  XXH3_64bits_update(st, name.data(), name.size());
+  XXH3_64bits_update(st, &m.model->config().n_vocab, sizeof(size_t));
+  XXH3_64bits_update(st, tokens.data(), tokens.size() * sizeof(int32_t));
+  XXH3_64bits_update(st, rep.blocks.data(), rep.blocks.size());
+  const uint64_t hash = XXH3_64bits_digest(st);
+  XXH3_freeState(st);
+  if (auto it = m.by_hash.find(hash); it != m.by_hash.end()) {
+    m.contexts[it->second].user_refs++;
+    return it->second;
+  }
+  Timer t_prefill;
+  std::shared_ptr<KvSequence> seq = m.store->NewSequence(tokens.size());
+  m.policy->SetCocktail(seq->id(), std::make_unique<CocktailPolicy>(plan.blocks, sink));
+  for (size_t done = 0; done < tokens.size(); done += 512) {
+    const size_t n = std::min<size_t>(512, tokens.size() - done);
+    Status s = m.fwd->Run(std::span<const int32_t>(tokens).subspan(done, n), *seq, *m.pool, LogitsFor::kLast,
+                          nullptr);
+    if (!s.ok()) {
+      m.policy->Forget(seq->id());
+      return s.Context("prefilling the shared document");
+    }
+    if (progress) progress(done + n, tokens.size());
+  }
+  seq->Freeze();
+  rep.prefill_seconds = t_prefill.Seconds();
+  Timer t_reorder;
+  CHORUS_RETURN_IF_ERROR(seq->ReorderByFormat());
+  rep.reorder_seconds = t_reorder.Seconds();
+  const ContextId id = m.next_context++;
+  m.contexts[id] = Impl::Context{std::move(seq), hash, 1, tokens.size()};
+  m.by_hash[hash] = id;
+  m.chunk_maps[id] = std::move(rep);
+  return id;
+}
+
+const ChunkMapReport* Engine::chunk_map(ContextId context) const {
+  if (!impl_->contexts.count(context)) return nullptr;
+  auto it = impl_->chunk_maps.find(context);
+  return it == impl_->chunk_maps.end() ? nullptr : &it->second;
 }
 
 void Engine::Release(ContextId context) {

@@ -50,14 +50,24 @@ const float* BlockAttention::RotatedQueries() {
 void BlockAttention::AddBlocks(std::span<const BlockView> blocks, uint32_t kv_head, size_t q0, size_t nq) {
   const size_t hd = g_.head_dim;
   nq = std::min(nq, n_q_ - q0);
-  for (const BlockView& b : blocks) {
-    const float* q = (KvFormatIsRotated(b.k_format) ? RotatedQueries() : q_) + q0 * hd;
-    kernels_[static_cast<size_t>(b.k_format)].score(g_, b.k, kv_head, q, nq, scores_.data(), kBlockTokens);
-    SoftmaxState& st = KvFormatIsRotated(b.v_format) ? rot_ : plain_;
+  // Runs of equal (K, V) formats are one group: kernels, query and state are looked up once per
+  // group (a table reordered by format — KvSequence::ReorderByFormat — is a few long groups).
+  for (size_t b0 = 0; b0 < blocks.size();) {
+    const KvFormat kf = blocks[b0].k_format, vf = blocks[b0].v_format;
+    size_t b1 = b0 + 1;
+    while (b1 < blocks.size() && blocks[b1].k_format == kf && blocks[b1].v_format == vf) ++b1;
+    ++groups_;
+    const KvBlockKernels& kk = kernels_[static_cast<size_t>(kf)];
+    const KvBlockKernels& vk = kernels_[static_cast<size_t>(vf)];
+    const float* q = (KvFormatIsRotated(kf) ? RotatedQueries() : q_) + q0 * hd;
+    SoftmaxState& st = KvFormatIsRotated(vf) ? rot_ : plain_;
     if (st.m.empty()) st.Reset(n_q_, hd);
-    Update(st, q0, nq, kBlockTokens);
-    kernels_[static_cast<size_t>(b.v_format)].accumulate(g_, b.v, kv_head, scores_.data(), nq,
-                                                         st.o.data() + q0 * hd, kBlockTokens);
+    for (size_t b = b0; b < b1; ++b) {
+      kk.score(g_, blocks[b].k, kv_head, q, nq, scores_.data(), kBlockTokens);
+      Update(st, q0, nq, kBlockTokens);
+      vk.accumulate(g_, blocks[b].v, kv_head, scores_.data(), nq, st.o.data() + q0 * hd, kBlockTokens);
+    }
+    b0 = b1;
   }
 }
 

@@ -38,7 +38,8 @@ class BlockAttention {
   void Begin(const float* q, size_t n_q);
   // The calls below act on queries [q0, q0 + nq) of the group (all by default): a shared prefix is
   // folded in once for every stacked query, each agent's private keys only into its own queries.
-  // Folds in sealed blocks (any mix of formats), reading head `kv_head` of each.
+  // Folds in sealed blocks (any mix of formats), reading head `kv_head` of each; consecutive
+  // blocks of equal formats form one group (one kernel lookup).
   void AddBlocks(std::span<const BlockView> blocks, uint32_t kv_head, size_t q0 = 0, size_t nq = SIZE_MAX);
   // Folds in native fp16 rows: k, v rows of `stride` elements, this head's slice at k/v.
   void AddNative(const uint16_t* k, const uint16_t* v, size_t stride, size_t n_rows, size_t q0 = 0,
@@ -46,6 +47,8 @@ class BlockAttention {
   // Writes the normalized output of queries [q0, q0+nq) to out (nq, head_dim), merging the plain
   // and rotated states.
   void Finish(float* out, size_t q0 = 0, size_t nq = SIZE_MAX);
+  // Format groups folded in since construction (tests: a reordered table is one group per format).
+  size_t groups() const { return groups_; }
 
  private:
   void Update(SoftmaxState& st, size_t q0, size_t nq, size_t n_rows);
@@ -60,6 +63,7 @@ class BlockAttention {
   std::vector<float> scores_;  // (n_q, 32)
   std::vector<float> tmp_;     // (head_dim)
   KvBlockKernels kernels_[std::size(kAllKvFormats)];
+  size_t groups_ = 0;
 };
 
 // Scalar reference: decode every block, then plain softmax attention in double. out: (n_q, head_dim).

@@ -47,7 +47,7 @@ KvUsage KvStore::Usage() const {
 
 KvSequence::KvSequence(KvStore& store, uint64_t id, size_t capacity)
     : store_(store), id_(id), capacity_(capacity) {
-  const size_t L = store.options_.n_layer, kv_dim = store.options_.shape.kv_dim();
+  const size_t L = store.options_.n_layer;
   tables_.resize(L);
   prefix_views_.resize(L);
   win_k_.resize(L);  // grown on demand, up to 32 rows: a short sequence holds only what it uses
@@ -169,6 +169,19 @@ Status KvSequence::Append(size_t layer, size_t n, const float* k, const float* v
   for (BlockId id : tables_[layer]) {
     const BlockMeta& m = bp.meta(id);
     views_.push_back({bp.k_data(id), bp.v_data(id), m.k_format, m.v_format});
+  }
+  return Status::Ok();
+}
+
+Status KvSequence::ReorderByFormat() {
+  if (!frozen_) return Status::Error("only a frozen (shared) context can be reordered: its readers see all of it");
+  const BlockPool& bp = store_.pool_;
+  for (size_t l = 0; l < tables_.size(); ++l) {
+    std::stable_sort(tables_[l].begin(), tables_[l].end(), [&](BlockId a, BlockId b) {
+      const BlockMeta &ma = bp.meta(a), &mb = bp.meta(b);
+      return std::pair(ma.k_format, ma.v_format) < std::pair(mb.k_format, mb.v_format);
+    });
+    prefix_views_[l].clear();  // rebuilt from the new order on the next Append of a reader
   }
   return Status::Ok();
 }

@@ -91,6 +91,11 @@ class KvSequence final : public SequenceKv {
   // Read-only from now on (a shared context): Append fails, sequences may use it as a prefix.
   void Freeze();
   bool frozen() const { return frozen_; }
+  // Cocktail's reorder (METHODS.md §3 step 5): permutes each layer's block table of a frozen
+  // sequence so blocks of equal (K, V) formats are contiguous (stable, by format). Exact: every
+  // reader of a frozen context sees all of it, and keys carry their RoPE positions. No block is
+  // copied or re-encoded — only ids move. Call it before any reader attends. Error if not frozen.
+  Status ReorderByFormat();
   const KvSequence* prefix() const { return prefix_.get(); }
   size_t base_position() const { return base_pos_; }
 

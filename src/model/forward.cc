@@ -56,6 +56,29 @@ Status ForwardPass::Run(std::span<const int32_t> tokens, SequenceKv& kv, ThreadP
   return Status::Ok();
 }
 
+Status ForwardPass::MeanHidden(std::span<const int32_t> tokens, SequenceKv& kv, ThreadPool& pool, float* mean) {
+  if (tokens.empty()) return Status::Error("forward pass needs at least one token");
+  for (size_t i = 0; i < tokens.size(); ++i)
+    if (tokens[i] < 0 || static_cast<size_t>(tokens[i]) >= c_.n_vocab)
+      return Status::Error("token id {} at index {} is outside the vocabulary [0, {})", tokens[i], i, c_.n_vocab);
+  if (kv.size() + tokens.size() > kv.capacity())
+    return Status::Error("context overflow: {} cached + {} new tokens exceed the context of {} tokens",
+                         kv.Position(0), tokens.size(), kv.Position(0) - kv.size() + kv.capacity());
+  const size_t d = c_.n_embd;
+  std::vector<double> acc(d, 0.0);
+  std::vector<float> row(d);
+  for (size_t done = 0; done < tokens.size(); done += max_batch_) {
+    const size_t n = std::min(max_batch_, tokens.size() - done);
+    CHORUS_RETURN_IF_ERROR(RunBatch(tokens.subspan(done, n), kv, pool, LogitsFor::kLast, nullptr));
+    for (size_t t = 0; t < n; ++t) {  // x_ still holds this micro-batch's final residual stream
+      RmsNorm(x_.data() + t * d, model_.weights().output_norm, d, c_.rms_eps, row.data());
+      for (size_t i = 0; i < d; ++i) acc[i] += row[i];
+    }
+  }
+  for (size_t i = 0; i < d; ++i) mean[i] = static_cast<float>(acc[i] / tokens.size());
+  return Status::Ok();
+}
+
 Status ForwardPass::RunBatch(std::span<const int32_t> tokens, SequenceKv& kv, ThreadPool& pool,
                              LogitsFor which, float* logits) {
   const size_t n = tokens.size(), d = c_.n_embd;

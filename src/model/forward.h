@@ -28,6 +28,10 @@ class ForwardPass {
   Status Run(std::span<const int32_t> tokens, SequenceKv& kv, ThreadPool& pool, LogitsFor which,
              float* logits);
 
+  // Like Run, but instead of logits writes the mean over the tokens of the final-norm hidden states
+  // (n_embd floats): the model's own sentence embedding (Cocktail's fallback encoder).
+  Status MeanHidden(std::span<const int32_t> tokens, SequenceKv& kv, ThreadPool& pool, float* mean);
+
   // The fp16 dense reference cache sized for this model.
   DenseKvCache MakeCache(size_t capacity) const;
   // Options for a block KvStore of this model.

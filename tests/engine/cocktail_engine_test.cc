@@ -1,0 +1,145 @@
+// Cocktail in the engine, on the real model (short: ~10 blocks): the chunk map covers the context,
+// says which encoder ran, keeps the sink f16, is measured smaller than f16, several queries get the
+// highest precision any of them asks for, the fallback encoder gives unit vectors, and bad
+// parameters / encoder paths are clear errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "chorus/engine.h"
+#include "engine/hidden_state_encoder.h"
+#include "model/forward.h"
+#include "model/model.h"
+
+namespace chorus {
+namespace {
+
+constexpr const char* kModel = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+
+std::string Document() {
+  return "The Roman Empire was the post-Republican state of ancient Rome. It included large territorial holdings "
+         "around the Mediterranean Sea in Europe, North Africa, and Western Asia, and was ruled by emperors. "
+         "To bake bread, mix flour, water, salt and yeast, knead the dough for ten minutes and let it rise for an "
+         "hour before baking it in a hot oven until the crust is brown. "
+         "The access code for the north gate is 4817. "
+         "Jupiter is the largest planet in the Solar System; it is a gas giant with a mass more than two and a half "
+         "times that of all the other planets combined. Its moons include Io, Europa, Ganymede and Callisto. "
+         "Football is played between two teams of eleven players with a spherical ball; the objective is to score "
+         "by moving the ball beyond the goal line into the opposing goal. ";
+}
+
+std::unique_ptr<Engine> Open(EngineOptions o = {}) {
+  o.model_path = kModel;
+  o.threads = 2;
+  o.n_ctx = 1024;
+  auto e = Engine::Open(o);
+  EXPECT_TRUE(e.ok()) << e.status().message() << " — run scripts/fetch_model.sh";
+  return e.ok() ? std::move(e).value() : nullptr;
+}
+
+TEST(CocktailEngine, ChunkMapCoversContextAndIsMeasuredSmaller) {
+  auto engine = Open();
+  ASSERT_TRUE(engine);
+  auto ctx = engine->ShareFor(Document(), {"What is the access code for the north gate?"});
+  ASSERT_TRUE(ctx.ok()) << ctx.status().message();
+  const ChunkMapReport* m = engine->chunk_map(*ctx);
+  ASSERT_NE(m, nullptr);
+  const size_t tokens = engine->ContextTokens(*ctx);
+  EXPECT_EQ(m->blocks.size(), (tokens + 31) / 32);
+  EXPECT_EQ(m->chunks, (tokens + 31) / 32);
+  EXPECT_EQ(m->blocks[0], 'S');
+  EXPECT_EQ(m->sink + m->fp16 + m->int4 + m->int2, tokens / 32);
+  EXPECT_GT(m->int2, 0u);  // α = 0.6: the least relevant 60 % of the range is INT2
+  // Installed next to the model by scripts/setup.sh → the real encoder runs (the output says so).
+  EXPECT_NE(m->encoder.find("all-MiniLM-L6-v2"), std::string::npos) << m->encoder << " — run scripts/fetch_encoder.sh";
+  EXPECT_LE(m->s_min, m->t_low);
+  EXPECT_LE(m->t_low, m->t_high);
+  EXPECT_LE(m->t_high, m->s_max);
+  EXPECT_LT(m->s_min, m->s_max);
+  EXPECT_LT(engine->KvReport().shared_bytes, engine->Fp16Bytes(tokens));
+  std::printf("map %s, similarity [%.4f, %.4f]\n", m->blocks.c_str(), m->s_min, m->s_max);
+  // An agent reads the reordered context and answers (greedy, a few tokens).
+  auto a = engine->Spawn(*ctx, "\n\nQuestion: What is the access code for the north gate?\nAnswer:", {.max_tokens = 6});
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  while (engine->running() > 0) ASSERT_TRUE(engine->Step().ok());
+  EXPECT_FALSE(engine->agent(*a)->tokens.empty());
+  // A plain Share of the same text is a different context (different formats), with no chunk map.
+  auto plain = engine->Share(Document());
+  ASSERT_TRUE(plain.ok());
+  EXPECT_NE(*plain, *ctx);
+  EXPECT_EQ(engine->chunk_map(*plain), nullptr);
+}
+
+TEST(CocktailEngine, FallbackEncoderOnRequestSaysSo) {
+  auto engine = Open({.encoder_path = kHiddenStateEncoder});
+  ASSERT_TRUE(engine);
+  auto ctx = engine->ShareFor(Document(), {"What is the access code for the north gate?"});
+  ASSERT_TRUE(ctx.ok()) << ctx.status().message();
+  const ChunkMapReport* m = engine->chunk_map(*ctx);
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->encoder.rfind("fallback: mean-pooled hidden states", 0), 0u) << m->encoder;
+}
+
+TEST(CocktailEngine, SeveralQueriesTakeHighestPrecision) {
+  auto engine = Open();
+  ASSERT_TRUE(engine);
+  const std::string q1 = "What is the access code for the north gate?", q2 = "Which moons does Jupiter have?";
+  auto c1 = engine->ShareFor(Document(), {q1});
+  auto c2 = engine->ShareFor(Document(), {q2});
+  auto both = engine->ShareFor(Document(), {q1, q2});
+  ASSERT_TRUE(c1.ok() && c2.ok() && both.ok());
+  const std::string m1 = engine->chunk_map(*c1)->blocks, m2 = engine->chunk_map(*c2)->blocks,
+                    mb = engine->chunk_map(*both)->blocks;
+  ASSERT_EQ(m1.size(), mb.size());
+  const auto rank = [](char c) { return c == 'S' || c == 'F' ? 2 : c == '4' ? 1 : 0; };
+  for (size_t i = 0; i < mb.size(); ++i) EXPECT_EQ(rank(mb[i]), std::max(rank(m1[i]), rank(m2[i]))) << i;
+}
+
+TEST(CocktailEngine, BadParametersAndEncoderPathsAreErrors) {
+  for (auto [a, b] : {std::pair{1.5, 0.1}, {0.6, -0.1}, {0.7, 0.4}}) {
+    auto e = Engine::Open({.model_path = kModel, .cocktail_alpha = a, .cocktail_beta = b});
+    ASSERT_FALSE(e.ok());
+    EXPECT_NE(e.status().message().find("cocktail"), std::string::npos) << e.status().message();
+  }
+  auto chunk = Engine::Open({.model_path = kModel, .cocktail_chunk_tokens = 48});
+  ASSERT_FALSE(chunk.ok());
+  EXPECT_NE(chunk.status().message().find("16, 32 or 64"), std::string::npos);
+  auto missing = Engine::Open({.model_path = kModel, .encoder_path = "/nonexistent/encoder"});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("does not exist"), std::string::npos) << missing.status().message();
+  auto unsupported = Engine::Open({.model_path = kModel, .encoder_path = kModel});  // a GGUF LLM, not an encoder
+  ASSERT_FALSE(unsupported.ok());
+  EXPECT_NE(unsupported.status().message().find("encoder"), std::string::npos);
+  auto engine = Open();
+  ASSERT_TRUE(engine);
+  auto none = engine->ShareFor(Document(), {});
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("query"), std::string::npos);
+}
+
+TEST(HiddenStateEncoder, UnitVectorsDeterministicAndErrors) {
+  auto model = Model::Load(kModel);
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  ForwardPass fwd(**model, 512);
+  ThreadPool pool(2);
+  HiddenStateEncoder enc(**model, fwd, pool);
+  EXPECT_EQ(enc.dim(), (*model)->config().n_embd);
+  auto a = enc.Embed("The access code for the north gate is 4817.");
+  auto b = enc.Embed("The access code for the north gate is 4817.");
+  auto c = enc.Embed("Jupiter is the largest planet in the Solar System.");
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  double n2 = 0, ab = 0, ac = 0;
+  for (size_t i = 0; i < a->size(); ++i) {
+    n2 += double((*a)[i]) * (*a)[i];
+    ab += double((*a)[i]) * (*b)[i];
+    ac += double((*a)[i]) * (*c)[i];
+  }
+  EXPECT_NEAR(n2, 1.0, 1e-5);
+  EXPECT_NEAR(ab, 1.0, 1e-5);  // same text, same vector
+  EXPECT_LT(ac, 0.9999);       // different text, different vector
+  EXPECT_FALSE(enc.Embed("").ok());
+}
+
+}  // namespace
+}  // namespace chorus

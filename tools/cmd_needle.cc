@@ -1,0 +1,212 @@
+// `chorus eval needle`: long-context retrieval (Cocktail's benchmark, docs/results/cocktail.md).
+// Generates needle cases (tools/needle_gen.h), then for each KV config prefills every document as a
+// shared context (uniform formats, or Cocktail with the question as the query), asks the question
+// as an agent (greedy), and scores: exact answer (the code appears in the output), agreement with
+// the f16 run's output, and the context's measured KV bytes against the f16 run's measured bytes.
+#include <fstream>
+
+#include "chorus/engine.h"
+#include "tools/common.h"
+#include "tools/needle_gen.h"
+#include "util/timer.h"
+
+namespace chorus::cli {
+namespace {
+
+struct NeedleArgs {
+  std::string model, file, dump;
+  NeedleOptions gen;
+  std::vector<std::string> configs = {"f16", "kivi4", "kivi2", "cocktail"};
+  std::string encoder;
+  int threads = DefaultThreads(), max_tokens = 8;
+  bool json = false, ignore_eog = false;
+};
+
+struct Config {
+  std::string name;
+  bool cocktail = false;
+  std::string k = "f16", v = "f16";
+  double alpha = 0.6, beta = 0.1;
+  size_t chunk = 32;
+};
+
+// "f16", "kivi4", "q8/kivi2" (K/V), "cocktail" or "cocktail:ALPHA:BETA[:CHUNK]".
+Result<Config> ParseConfig(const std::string& s) {
+  Config c{.name = s};
+  if (s.rfind("cocktail", 0) == 0) {
+    c.cocktail = true;
+    if (s.size() > 8) {
+      if (s[8] != ':') return Status::Error("bad config '{}': use cocktail:ALPHA:BETA[:CHUNK]", s);
+      char* end = nullptr;
+      const char* p = s.c_str() + 9;
+      c.alpha = std::strtod(p, &end);
+      if (end == p || *end != ':') return Status::Error("bad config '{}': use cocktail:ALPHA:BETA[:CHUNK]", s);
+      p = end + 1;
+      c.beta = std::strtod(p, &end);
+      if (end == p || (*end != ':' && *end != 0)) return Status::Error("bad config '{}': use cocktail:ALPHA:BETA[:CHUNK]", s);
+      if (*end == ':') c.chunk = std::strtoul(end + 1, nullptr, 10);
+    }
+    return c;
+  }
+  const size_t slash = s.find('/');
+  c.k = s.substr(0, slash);
+  c.v = slash == std::string::npos ? c.k : s.substr(slash + 1);
+  return c;
+}
+
+struct CaseResult {
+  std::string text;
+  bool correct = false;
+  size_t bytes = 0, tokens = 0, fp16_bytes = 0;  // fp16_bytes: Engine::Fp16Bytes, when no f16 run is there
+  double search_s = 0, prefill_s = 0, decode_tok_s = 0;
+  std::string map;
+};
+
+int RunNeedle(const NeedleArgs& a) {
+  std::vector<Config> configs;
+  for (const auto& s : a.configs) {
+    auto c = ParseConfig(s);
+    if (!c.ok()) return Fail(c.status());
+    configs.push_back(*c);
+  }
+  auto corpus = ReadFile(a.file);
+  if (!corpus.ok()) return Fail(corpus.status());
+  auto model = LoadModel(a.model);
+  if (!model.ok()) return Fail(model.status());
+  auto cases = MakeNeedleCases(*corpus, model.value()->tokenizer(), a.gen);
+  if (!cases.ok()) return Fail(cases.status());
+  auto frame = ChatFrame(*model.value());
+  if (!frame.ok()) return Fail(frame.status());
+  if (!a.dump.empty()) {
+    std::ofstream f(a.dump);
+    for (const auto& c : *cases)
+      f << nlohmann::json{{"document", c.document}, {"question", c.question}, {"answer", c.answer},
+                          {"lead", c.lead}, {"depth", c.depth}}.dump() << "\n";
+    if (!f) return Fail(Status::Error("cannot write '{}'", a.dump));
+  }
+  const size_t n_ctx = a.gen.max_tokens + 256;
+  std::vector<std::vector<CaseResult>> results(configs.size());
+  for (size_t ci = 0; ci < configs.size(); ++ci) {
+    const Config& c = configs[ci];
+    EngineOptions eo{.model_path = a.model, .threads = a.threads, .n_ctx = n_ctx, .shared_k = c.k, .shared_v = c.v,
+                     .private_k = "f16", .private_v = "f16", .cocktail_alpha = c.alpha, .cocktail_beta = c.beta,
+                     .cocktail_chunk_tokens = c.chunk, .encoder_path = c.cocktail ? a.encoder : ""};
+    auto engine_r = Engine::Open(eo);
+    if (!engine_r.ok()) return Fail(engine_r.status().Context("config " + c.name));
+    Engine& engine = *engine_r.value();
+    for (size_t i = 0; i < cases->size(); ++i) {
+      const NeedleCase& nc = (*cases)[i];
+      CaseResult r;
+      Timer t_share;
+      auto ctx = c.cocktail ? engine.ShareFor(frame->first + nc.document, {nc.question})
+                            : engine.Share(frame->first + nc.document);
+      if (!ctx.ok()) return Fail(ctx.status().Context(c.name));
+      r.prefill_s = t_share.Seconds();
+      r.bytes = engine.KvReport().shared_bytes;
+      r.tokens = engine.ContextTokens(*ctx);
+      r.fp16_bytes = engine.Fp16Bytes(r.tokens);
+      if (const ChunkMapReport* m = engine.chunk_map(*ctx)) {
+        r.search_s = m->search_seconds;
+        r.prefill_s = m->prefill_seconds;
+        r.map = m->blocks;
+      }
+      AgentOptions ao{.temperature = 0.0f, .max_tokens = a.max_tokens, .ignore_eog = a.ignore_eog};
+      // The answer is led in ("... is"), so the first generated tokens are the code.
+      auto id = engine.Spawn(*ctx, "\n\nQuestion: " + nc.question + frame->second + nc.lead, ao);
+      if (!id.ok()) return Fail(id.status().Context(c.name));
+      Timer t_decode;  // steps only: the first token comes from the prompt's prefill in Spawn
+      while (engine.running() > 0)
+        if (Status s = engine.Step(); !s.ok()) return Fail(s);
+      const double decode_s = t_decode.Seconds();
+      const AgentState& st = *engine.agent(*id);
+      r.text = st.text;
+      // Exact answer: the code's digits are the first digits of the output (spaces allowed between).
+      std::string digits;
+      for (char ch : st.text)
+        if (ch >= '0' && ch <= '9') digits += ch;
+        else if (!digits.empty() && ch != ' ') break;
+      r.correct = digits == nc.answer;
+      r.decode_tok_s = st.tokens.size() > 1 && decode_s > 0 ? (st.tokens.size() - 1) / decode_s : 0;
+      engine.Release(*ctx);
+      if (!a.json)
+        std::fprintf(stderr, "%-22s case %2zu: %5zu tokens depth %.2f %s %-8s | %s\n", c.name.c_str(), i, r.tokens,
+                     nc.depth, r.correct ? "OK  " : "MISS", nc.answer.c_str(), r.text.substr(0, 40).c_str());
+      results[ci].push_back(std::move(r));
+    }
+  }
+  // Baseline: the f16 run, if one was asked for.
+  size_t base = SIZE_MAX;
+  for (size_t ci = 0; ci < configs.size(); ++ci)
+    if (!configs[ci].cocktail && configs[ci].k == "f16" && configs[ci].v == "f16") base = ci;
+  nlohmann::json out = nlohmann::json::array();
+  if (!a.json)
+    std::printf("%-22s %9s %10s %11s %9s %12s %12s %9s\n", "config", "accuracy", "agree_f16", "bytes/f16", "bits/el",
+                "search s/1K", "prefill s/1K", "decode/s");
+  for (size_t ci = 0; ci < configs.size(); ++ci) {
+    size_t correct = 0, agree = 0, bytes = 0, base_bytes = 0, tokens = 0;
+    double search = 0, prefill = 0, decode = 0;
+    for (size_t i = 0; i < cases->size(); ++i) {
+      const CaseResult& r = results[ci][i];
+      correct += r.correct;
+      bytes += r.bytes;
+      tokens += r.tokens;
+      search += r.search_s;
+      prefill += r.prefill_s;
+      decode += r.decode_tok_s;
+      if (base != SIZE_MAX) {
+        agree += r.text == results[base][i].text;
+        base_bytes += results[base][i].bytes;
+      } else {
+        base_bytes += r.fp16_bytes;  // no f16 run: the fp16 payload of the same tokens
+      }
+    }
+    const double n = cases->size(), ratio = base_bytes ? double(bytes) / base_bytes : 0;
+    nlohmann::json per_case = nlohmann::json::array();
+    for (size_t i = 0; i < cases->size(); ++i) {
+      const CaseResult& r = results[ci][i];
+      per_case.push_back({{"tokens", r.tokens}, {"depth", (*cases)[i].depth}, {"answer", (*cases)[i].answer},
+                          {"output", r.text}, {"correct", r.correct}, {"bytes", r.bytes}, {"map", r.map},
+                          {"search_seconds", r.search_s}, {"prefill_seconds", r.prefill_s},
+                          {"decode_tokens_per_s", r.decode_tok_s}});
+    }
+    out.push_back({{"config", configs[ci].name}, {"accuracy", correct / n},
+                   {"agreement_with_f16", base != SIZE_MAX ? agree / n : -1.0}, {"bytes", bytes},
+                   {"bytes_vs_f16", ratio}, {"bits_per_element", ratio * 16}, {"tokens", tokens},
+                   {"search_seconds_per_1k", 1000 * search / tokens}, {"prefill_seconds_per_1k", 1000 * prefill / tokens}, {"decode_tokens_per_s", decode / n},
+                   {"cases", per_case}});
+    if (!a.json)
+      std::printf("%-22s %4zu/%-4zu %10.2f %10.1f%% %9.2f %12.3f %12.3f %9.1f\n", configs[ci].name.c_str(), correct,
+                  cases->size(), base != SIZE_MAX ? agree / n : -1.0, 100 * ratio, 16 * ratio,
+                  1000 * search / tokens, 1000 * prefill / tokens, decode / n);
+  }
+  if (a.json) PrintJson({{"configs", out}, {"threads", a.threads}, {"seed", a.gen.seed}});
+  return 0;
+}
+
+}  // namespace
+
+std::pair<CLI::App*, RunFn> AddNeedleEval(CLI::App* eval) {
+  auto a = std::make_shared<NeedleArgs>();
+  CLI::App* cmd = eval->add_subcommand("needle", "Long-context retrieval: facts planted at random depths of WikiText-2 "
+                                                 "excerpts; exact-answer accuracy, agreement with f16, measured bytes "
+                                                 "(uniform formats vs Cocktail).");
+  cmd->add_option("-m,--model", a->model, "GGUF model file")->required();
+  cmd->add_option("-f,--file", a->file, "corpus (WikiText-2 test)")->required();
+  cmd->add_option("--cases", a->gen.cases, "documents")->check(CLI::Range(1, 100000))->capture_default_str();
+  cmd->add_option("--min-tokens", a->gen.min_tokens, "shortest document")->capture_default_str();
+  cmd->add_option("--max-tokens", a->gen.max_tokens, "longest document")->capture_default_str();
+  cmd->add_option("--facts", a->gen.facts, "facts planted per document")->capture_default_str();
+  cmd->add_option("--seed", a->gen.seed, "generator seed")->capture_default_str();
+  cmd->add_option("--configs", a->configs, "f16, kivi4, K/V pairs, cocktail or cocktail:ALPHA:BETA[:CHUNK]")
+      ->delimiter(',')->capture_default_str();
+  cmd->add_option("--encoder", a->encoder, "cocktail: sentence-embedding model directory (default: all-MiniLM-L6-v2 next to the model if installed, else the LLM's hidden states; 'hidden-states' forces those)");
+  cmd->add_option("-n,--answer-tokens", a->max_tokens, "tokens generated per answer")->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  cmd->add_flag("--ignore-eog", a->ignore_eog, "keep decoding past end-of-generation (decode speed runs)");
+  cmd->add_option("--dump", a->dump, "write the generated cases as JSONL");
+  cmd->add_option("-t,--threads", a->threads, "threads")->check(CLI::Range(1, 256))->capture_default_str();
+  cmd->add_flag("--json", a->json, "print one JSON object (with every case)");
+  return {cmd, [a] { return RunNeedle(*a); }};
+}
+
+}  // namespace chorus::cli
