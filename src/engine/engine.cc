@@ -77,6 +77,16 @@ struct Engine::Impl {
   size_t n_ctx = 0;
   std::vector<float> logits;  // (rows, n_vocab)
 
+  // A shared document's tokens (special tokens parsed), or why it cannot be shared.
+  Result<std::vector<int32_t>> DocumentTokens(std::string_view text) const {
+    std::vector<int32_t> tokens = model->tokenizer().Encode(text, /*add_special=*/true, /*parse_special=*/true);
+    if (tokens.empty()) return Status::Error("the shared document is empty");
+    if (tokens.size() >= n_ctx)
+      return Status::Error("the document has {} tokens but an agent's context holds {} (document + prompt + answer)",
+                           tokens.size(), n_ctx);
+    return tokens;
+  }
+
   struct Context {
     std::shared_ptr<KvSequence> seq;
     uint64_t hash = 0;
@@ -235,11 +245,7 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options) {
 
 Result<ContextId> Engine::Share(std::string_view text, const Progress& progress) {
   Impl& m = *impl_;
-  const std::vector<int32_t> tokens = m.model->tokenizer().Encode(text, /*add_special=*/true, /*parse_special=*/true);
-  if (tokens.empty()) return Status::Error("the shared document is empty");
-  if (tokens.size() >= m.n_ctx)
-    return Status::Error("the document has {} tokens but an agent's context holds {} (document + prompt + answer)",
-                         tokens.size(), m.n_ctx);
+  CHORUS_ASSIGN_OR_RETURN(const std::vector<int32_t> tokens, m.DocumentTokens(text));
   const std::string& name = m.model->config().name;
   XXH3_state_t* st = XXH3_createState();
   XXH3_64bits_reset(st);
@@ -284,11 +290,7 @@ Result<ContextId> Engine::Share(std::string_view text, const Progress& progress)
 Result<ContextId> Engine::ShareFor(std::string_view text, const std::vector<std::string>& queries,
                                    const Progress& progress) {
   Impl& m = *impl_;
-  const std::vector<int32_t> tokens = m.model->tokenizer().Encode(text, /*add_special=*/true, /*parse_special=*/true);
-  if (tokens.empty()) return Status::Error("the shared document is empty");
-  if (tokens.size() >= m.n_ctx)
-    return Status::Error("the document has {} tokens but an agent's context holds {} (document + prompt + answer)",
-                         tokens.size(), m.n_ctx);
+  CHORUS_ASSIGN_OR_RETURN(const std::vector<int32_t> tokens, m.DocumentTokens(text));
   if (!m.encoder) {  // first use: the installed sentence encoder, else the model's own hidden states
     const std::string path =
         m.options.encoder_path == kHiddenStateEncoder ? std::string() : DefaultEncoderPath(m.options.model_path);

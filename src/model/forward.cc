@@ -36,8 +36,7 @@ KvStoreOptions ForwardPass::StoreOptions(size_t budget_bytes) const {
   return KvStoreOptions{.n_layer = c_.n_layer, .shape = ShapeOf(c_), .budget_bytes = budget_bytes};
 }
 
-Status ForwardPass::Run(std::span<const int32_t> tokens, SequenceKv& kv, ThreadPool& pool,
-                        LogitsFor which, float* logits) {
+Status ForwardPass::CheckInput(std::span<const int32_t> tokens, const SequenceKv& kv) const {
   if (tokens.empty()) return Status::Error("forward pass needs at least one token");
   for (size_t i = 0; i < tokens.size(); ++i)
     if (tokens[i] < 0 || static_cast<size_t>(tokens[i]) >= c_.n_vocab)
@@ -45,6 +44,12 @@ Status ForwardPass::Run(std::span<const int32_t> tokens, SequenceKv& kv, ThreadP
   if (kv.size() + tokens.size() > kv.capacity())
     return Status::Error("context overflow: {} cached + {} new tokens exceed the context of {} tokens",
                          kv.Position(0), tokens.size(), kv.Position(0) - kv.size() + kv.capacity());
+  return Status::Ok();
+}
+
+Status ForwardPass::Run(std::span<const int32_t> tokens, SequenceKv& kv, ThreadPool& pool,
+                        LogitsFor which, float* logits) {
+  CHORUS_RETURN_IF_ERROR(CheckInput(tokens, kv));
   for (size_t done = 0; done < tokens.size(); done += max_batch_) {
     const size_t n = std::min(max_batch_, tokens.size() - done);
     const bool last_piece = done + n == tokens.size();
@@ -57,13 +62,7 @@ Status ForwardPass::Run(std::span<const int32_t> tokens, SequenceKv& kv, ThreadP
 }
 
 Status ForwardPass::MeanHidden(std::span<const int32_t> tokens, SequenceKv& kv, ThreadPool& pool, float* mean) {
-  if (tokens.empty()) return Status::Error("forward pass needs at least one token");
-  for (size_t i = 0; i < tokens.size(); ++i)
-    if (tokens[i] < 0 || static_cast<size_t>(tokens[i]) >= c_.n_vocab)
-      return Status::Error("token id {} at index {} is outside the vocabulary [0, {})", tokens[i], i, c_.n_vocab);
-  if (kv.size() + tokens.size() > kv.capacity())
-    return Status::Error("context overflow: {} cached + {} new tokens exceed the context of {} tokens",
-                         kv.Position(0), tokens.size(), kv.Position(0) - kv.size() + kv.capacity());
+  CHORUS_RETURN_IF_ERROR(CheckInput(tokens, kv));
   const size_t d = c_.n_embd;
   std::vector<double> acc(d, 0.0);
   std::vector<float> row(d);

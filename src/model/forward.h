@@ -38,6 +38,8 @@ class ForwardPass {
   KvStoreOptions StoreOptions(size_t budget_bytes = 0) const;
 
  private:
+  // Token ids inside the vocabulary, at least one, and room for them in kv.
+  Status CheckInput(std::span<const int32_t> tokens, const SequenceKv& kv) const;
   Status RunBatch(std::span<const int32_t> tokens, SequenceKv& kv, ThreadPool& pool,
                   LogitsFor which, float* logits);
   void RopeAndScale(size_t n, ThreadPool& pool);
