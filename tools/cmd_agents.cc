@@ -219,7 +219,8 @@ RunFn AddAgents(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--policy", a->policy, "shared-context preset: chorus (tq4/tq3, the measured default), polykv (q8/tq3), "
                                          "polykv-paper (the paper's per-layer int8 K, tq3 V, no sink block); comix: "
-                                         "one budget, bits per agent x layer x K/V chosen online")
+                                         "one budget, bits per agent x layer x K/V chosen online; cocktail: f16/kivi4/kivi2 per "
+                                         "32-token chunk by its similarity to the questions (--alpha, --beta, --chunk, --encoder)")
       ->capture_default_str();
   cmd->add_option("--alpha", a->alpha, "cocktail: T_low = s_min + alpha (s_max - s_min); larger = more INT2")
       ->capture_default_str();
