@@ -52,31 +52,6 @@ import llamaref as R  # noqa: E402
 N_BATCH = 512
 
 
-def cpu_idle_fraction(interval: float = 1.0) -> float:
-    """Fraction of all CPUs idle over `interval` seconds (from /proc/stat; 1.0 if unknown)."""
-    def snap():
-        with open("/proc/stat") as f:
-            v = [int(x) for x in f.readline().split()[1:]]
-        return v[3] + v[4], sum(v)  # idle + iowait, total
-    try:
-        i0, t0 = snap()
-        time.sleep(interval)
-        i1, t1 = snap()
-        return (i1 - i0) / max(t1 - t0, 1)
-    except (OSError, ValueError, IndexError):
-        return 1.0
-
-
-def wait_idle(max_wait: float, threshold: float) -> float:
-    """Wait (up to max_wait s) until the CPUs are at least `threshold` idle; returns the last idle
-    fraction seen (below threshold = timed out)."""
-    deadline = time.monotonic() + max_wait
-    while True:
-        idle = cpu_idle_fraction()
-        if idle >= threshold or time.monotonic() >= deadline:
-            return idle
-
-
 def prefill(m: R.Model, toks) -> float:
     """Decode the document into sequence 0, N_BATCH tokens a call; returns seconds."""
     total, pos, n = 0.0, 0, len(toks)
@@ -121,7 +96,7 @@ def decode_steps(m: R.Model, toks, pos0: int, check: bool) -> tuple[float, list[
 
 def run_once(m: R.Model, rng, doc: int, n_agents: int, tg: int, wait: float, threshold: float) -> dict:
     m.clear()
-    idle = wait_idle(wait, threshold) if wait > 0 else None
+    idle = R.wait_idle(wait, threshold) if wait > 0 else None
     load = os.getloadavg()[0]
     doc_toks = rng.integers(0, m.n_vocab, doc)
     t_pre = prefill(m, doc_toks)

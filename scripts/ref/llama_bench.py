@@ -52,33 +52,6 @@ def cpu_name() -> str:
     return platform.processor() or "unknown"
 
 
-def cpu_idle_fraction(interval: float = 1.0) -> float:
-    """Fraction of all CPUs idle over `interval` seconds (from /proc/stat; 1.0 if unknown)."""
-    def snap():
-        with open("/proc/stat") as f:
-            v = [int(x) for x in f.readline().split()[1:]]
-        return v[3] + v[4], sum(v)  # idle + iowait, total
-    try:
-        i0, t0 = snap()
-        time.sleep(interval)
-        i1, t1 = snap()
-        return (i1 - i0) / max(t1 - t0, 1)
-    except OSError:
-        return 1.0
-
-
-def wait_idle(max_wait: float, threshold: float) -> float:
-    """Wait (up to max_wait s) until the CPUs are at least `threshold` idle; returns the last idle
-    fraction seen. max_wait 0 = do not wait."""
-    if max_wait <= 0:
-        return float("nan")
-    deadline = time.monotonic() + max_wait
-    while True:
-        idle = cpu_idle_fraction()
-        if idle >= threshold or time.monotonic() >= deadline:
-            return idle
-
-
 def prefill(m: R.Model, rng, n: int) -> None:
     """Fill the KV cache with n random tokens (untimed), n_batch at a time."""
     pos = 0
@@ -213,7 +186,7 @@ def main() -> int:
             fn(m, rng, warm_n, 0)  # warm-up, as llama-bench: a full pp / a 1-token tg
             secs, cpus, idles = [], [], []
             for _ in range(a.reps):
-                idles.append(wait_idle(a.wait_idle, a.idle_threshold))
+                idles.append(R.wait_idle(a.wait_idle, a.idle_threshold))
                 wall, cpu = fn(m, rng, n_tok, a.depth)
                 secs.append(wall)
                 cpus.append(cpu)

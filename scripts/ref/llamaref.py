@@ -14,6 +14,7 @@ import logging
 import os
 import re
 import sys
+import time
 
 import numpy as np
 
@@ -271,24 +272,12 @@ class Model:
     def fill(self, tokens, pos0: int, want_logits) -> int:
         """Fill the batch (Python-side work) without decoding; see decode()."""
         n = len(tokens)
-        if n > self.n_batch:
-            raise ValueError(f"batch of {n} tokens > n_batch {self.n_batch}")
-        b = self._batch
-        n_out = 0
-        for i in range(n):
-            b.token[i] = int(tokens[i])
-            b.pos[i] = pos0 + i
-            b.n_seq_id[i] = 1
-            b.seq_id[i][0] = 0
-            w = want_logits if isinstance(want_logits, bool) else bool(want_logits[i])
-            b.logits[i] = 1 if w else 0
-            n_out += w
-        b.n_tokens = n
-        return n_out
+        return self.fill_seqs(tokens, range(pos0, pos0 + n), [0] * n, want_logits)
 
     def fill_seqs(self, tokens, positions, seq_ids, want_logits) -> int:
         """Fill the batch with one token per row at its own position and sequence id (for
-        multi-sequence decoding; see fill() for want_logits). Returns the number of output rows."""
+        multi-sequence decoding). want_logits: one bool for every row, or one per row. Returns the
+        number of output rows."""
         n = len(tokens)
         if n > self.n_batch:
             raise ValueError(f"batch of {n} tokens > n_batch {self.n_batch}")
@@ -329,6 +318,34 @@ class Model:
     def logits_ith(self, i: int) -> np.ndarray:
         ptr = L.llama_get_logits_ith(self.ctx, i)
         return np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)).copy()
+
+
+
+def cpu_idle_fraction(interval: float = 1.0) -> float:
+    """Fraction of all CPUs idle over `interval` seconds (from /proc/stat; 1.0 if unknown)."""
+    def snap():
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        return v[3] + v[4], sum(v)  # idle + iowait, total
+    try:
+        i0, t0 = snap()
+        time.sleep(interval)
+        i1, t1 = snap()
+        return (i1 - i0) / max(t1 - t0, 1)
+    except (OSError, ValueError, IndexError):
+        return 1.0
+
+
+def wait_idle(max_wait: float, threshold: float) -> float:
+    """Wait (up to max_wait s) until the CPUs are at least `threshold` idle; returns the last idle
+    fraction seen (below threshold = timed out). max_wait 0 = do not wait (NaN)."""
+    if max_wait <= 0:
+        return float("nan")
+    deadline = time.monotonic() + max_wait
+    while True:
+        idle = cpu_idle_fraction()
+        if idle >= threshold or time.monotonic() >= deadline:
+            return idle
 
 
 def read_text(path: str) -> bytes:
