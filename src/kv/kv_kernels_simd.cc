@@ -337,26 +337,25 @@ HWY_INLINE void AccumulateRowsDirect(const Rows& rows, uint32_t d, const float* 
     AccumulateRowsTile<decltype(kq)::value>(rows, d, p + i0 * ld, ld, acc + i0 * d);
   });
 }
-// More than one register tile of queries: decode the rows once instead of once per tile.
-template <class Rows>
-HWY_INLINE void ScoreRows(const Rows& rows, uint32_t d, const float* q, size_t n_q, float* scores, size_t ld) {
-  if (n_q > 3 && d <= kDecodeMaxDim) {
+// More than kOnce queries (more than one register tile): fn gets the rows decoded once into a stack
+// tile instead of once per tile; else the compressed rows themselves.
+template <size_t kOnce, class Rows, class Fn>
+HWY_INLINE void WithRows(const Rows& rows, uint32_t d, size_t n_q, const Fn& fn) {
+  if (n_q > kOnce && d <= kDecodeMaxDim) {
     HWY_ALIGN float tile[kBlockTokens * kDecodeMaxDim];
     HWY_ALIGN float scales[kBlockTokens];
-    ScoreRowsDirect(DecodeRows(rows, d, tile, scales), d, q, n_q, scores, ld);
+    fn(DecodeRows(rows, d, tile, scales));
   } else {
-    ScoreRowsDirect(rows, d, q, n_q, scores, ld);
+    fn(rows);
   }
 }
 template <class Rows>
+HWY_INLINE void ScoreRows(const Rows& rows, uint32_t d, const float* q, size_t n_q, float* scores, size_t ld) {
+  WithRows<3>(rows, d, n_q, [&](const auto& r) { ScoreRowsDirect(r, d, q, n_q, scores, ld); });
+}
+template <class Rows>
 HWY_INLINE void AccumulateRows(const Rows& rows, uint32_t d, const float* p, size_t n_q, float* acc, size_t ld) {
-  if (n_q > 4 && d <= kDecodeMaxDim) {
-    HWY_ALIGN float tile[kBlockTokens * kDecodeMaxDim];
-    HWY_ALIGN float scales[kBlockTokens];
-    AccumulateRowsDirect(DecodeRows(rows, d, tile, scales), d, p, n_q, acc, ld);
-  } else {
-    AccumulateRowsDirect(rows, d, p, n_q, acc, ld);
-  }
+  WithRows<4>(rows, d, n_q, [&](const auto& r) { AccumulateRowsDirect(r, d, p, n_q, acc, ld); });
 }
 
 float PolyKvPaperScale(const uint8_t* block) {
