@@ -1,4 +1,5 @@
-// CoMix bound on real activations: run SmolLM2-135M over a WikiText-2 excerpt, capture the queries,
+// CoMix bound on real activations: run SmolLM2-135M over a WikiText-2 article committed with the
+// repository (examples/du_fu.txt, so the test needs nothing outside the clone), capture the queries,
 // keys and values of several layers through the policy's Observe hook, quantize the keys/values of
 // the first 512 tokens block by block with every 2/3/4-bit format, and compare the exact attention
 // output error of the next 64 queries with the bound of policy/comix_bound.h computed from native
@@ -25,7 +26,7 @@ namespace chorus {
 namespace {
 
 constexpr const char* kModel = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
-constexpr const char* kText = "../shared/data/wikitext-2/test.txt";
+constexpr const char* kText = "examples/du_fu.txt";  // relative to the source dir (the test's working dir)
 constexpr size_t kCtx = 512, kQueries = 64;
 
 // f16 everywhere; records q/k/v of every layer (test-only capture through the Observe hook).
