@@ -111,8 +111,11 @@ BertEncoder::~BertEncoder() = default;
 
 Result<std::unique_ptr<BertEncoder>> BertEncoder::Open(const std::string& dir, int n_threads) {
   struct stat st;
-  if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+  if (stat(dir.c_str(), &st) != 0)
     return Status::Error("encoder directory '{}' does not exist (run scripts/fetch_encoder.sh)", dir);
+  if (!S_ISDIR(st.st_mode))
+    return Status::Error("encoder '{}' is a file, not a model directory (model.safetensors + tokenizer.json + "
+                         "config.json, as scripts/fetch_encoder.sh installs them)", dir);
   if (n_threads < 1) return Status::Error("encoder: n_threads must be >= 1, got {}", n_threads);
   std::unique_ptr<BertEncoder> e(new BertEncoder());
   Status s = ParseConfig(dir, e->cfg_);
