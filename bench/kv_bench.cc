@@ -1,5 +1,6 @@
 // Micro-benchmark of the per-block KV kernels: Score and Accumulate throughput per format
-// (tokens/s for one KV head, n_q = 3 stacked queries, SmolLM2-135M's 3 × 64 geometry).
+// (tokens/s for one KV head, n_q stacked queries — 3 = one agent's GQA group, 45 = 15 agents — and
+// GFLOP/s counting 2·head_dim flops per (query, token); SmolLM2-135M's 3 × 64 geometry).
 #include <benchmark/benchmark.h>
 
 #include <cmath>
@@ -14,7 +15,6 @@ namespace {
 
 constexpr KvGeometry kGeometry{3, 64};
 constexpr size_t kBlocks = 64;  // 2048 tokens: the working set stays in L2
-constexpr size_t kNq = 3;
 
 struct Fixture {
   std::vector<uint8_t> blocks;  // (kBlocks, KvBlockBytes)
@@ -37,10 +37,17 @@ Fixture MakeBlocks(KvFormat f, KvSide side) {
   return fx;
 }
 
+// GFLOP/s of the multiply-adds: 2·head_dim per (query, token).
+void SetFlops(benchmark::State& state, size_t n_q) {
+  const double flops = 2.0 * kGeometry.head_dim * n_q * kBlocks * kBlockTokens;
+  state.counters["GFLOPs"] = benchmark::Counter(flops * 1e-9 * state.iterations(), benchmark::Counter::kIsRate);
+}
+
 void BM_Score(benchmark::State& state) {
   const KvFormat f = kAllKvFormats[state.range(0)];
   state.SetLabel(std::string(KvFormatName(f)));
   const Fixture fx = MakeBlocks(f, KvSide::kKey);
+  const auto kNq = static_cast<size_t>(state.range(1));
   const KvScoreFn score = GetKvBlockKernels(f).score;  // dispatch once, outside the loop
   std::vector<float> q(kNq * kGeometry.head_dim, 0.125f), scores(kNq * kBlockTokens);
   for (auto _ : state) {
@@ -52,12 +59,14 @@ void BM_Score(benchmark::State& state) {
   }
   state.SetItemsProcessed(state.iterations() * kBlocks * kBlockTokens);  // tokens of one KV head
   state.SetBytesProcessed(state.iterations() * kBlocks * KvHeadTileBytes(f, KvSide::kKey, kGeometry.head_dim));
+  SetFlops(state, kNq);
 }
 
 void BM_Accumulate(benchmark::State& state) {
   const KvFormat f = kAllKvFormats[state.range(0)];
   state.SetLabel(std::string(KvFormatName(f)));
   const Fixture fx = MakeBlocks(f, KvSide::kValue);
+  const auto kNq = static_cast<size_t>(state.range(1));
   const KvAccumulateFn accumulate = GetKvBlockKernels(f).accumulate;
   std::vector<float> p(kNq * kBlockTokens, 1.0f / 2048), acc(kNq * kGeometry.head_dim, 0.0f);
   for (auto _ : state) {
@@ -69,6 +78,7 @@ void BM_Accumulate(benchmark::State& state) {
   }
   state.SetItemsProcessed(state.iterations() * kBlocks * kBlockTokens);
   state.SetBytesProcessed(state.iterations() * kBlocks * KvHeadTileBytes(f, KvSide::kValue, kGeometry.head_dim));
+  SetFlops(state, kNq);
 }
 
 // Sealing cost: tokens/s of EncodeKvBlock for all 3 heads (one block side).
@@ -88,8 +98,8 @@ void BM_Encode(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * kBlockTokens);
 }
 
-BENCHMARK(BM_Score)->DenseRange(0, std::size(kAllKvFormats) - 1);
-BENCHMARK(BM_Accumulate)->DenseRange(0, std::size(kAllKvFormats) - 1);
+BENCHMARK(BM_Score)->ArgsProduct({benchmark::CreateDenseRange(0, std::size(kAllKvFormats) - 1, 1), {3, 45}});
+BENCHMARK(BM_Accumulate)->ArgsProduct({benchmark::CreateDenseRange(0, std::size(kAllKvFormats) - 1, 1), {3, 45}});
 BENCHMARK(BM_Encode)->DenseRange(0, std::size(kAllKvFormats) - 1);
 
 }  // namespace

@@ -46,34 +46,41 @@ int RoundClamp(float x, int lo, int hi) {
 
 // ---- Per-head encoders. x(j, c) = src[j * row_stride + c]: token j, channel c of this head. ----
 
-void EncodeF16(const float* x, size_t row_stride, uint32_t d, uint8_t* tile) {
+// Where value (token j, channel c) of a row format's per-element array lives: values token-major,
+// keys channel-major (kv_format_layout.h).
+size_t RowIndex(KvSide side, uint32_t d, size_t j, size_t c) {
+  return side == KvSide::kKey ? c * kBlockTokens + j : j * d + c;
+}
+
+void EncodeF16(KvSide side, const float* x, size_t row_stride, uint32_t d, uint8_t* tile) {
   uint16_t* out = reinterpret_cast<uint16_t*>(tile);
   for (size_t j = 0; j < kBlockTokens; ++j) {
-    for (size_t c = 0; c < d; ++c) out[j * d + c] = ToF16(x[j * row_stride + c]);
+    for (size_t c = 0; c < d; ++c) out[RowIndex(side, d, j, c)] = ToF16(x[j * row_stride + c]);
   }
 }
 
-void EncodeQ8(const float* x, size_t row_stride, uint32_t d, uint8_t* tile) {
+void EncodeQ8(KvSide side, const float* x, size_t row_stride, uint32_t d, uint8_t* tile) {
+  const bool key = side == KvSide::kKey;
   for (size_t j = 0; j < kBlockTokens; ++j) {
     const float* row = x + j * row_stride;
-    uint8_t* out = tile + j * Q8RowBytes(d);
     float absmax = 0;
     for (size_t c = 0; c < d; ++c) absmax = std::max(absmax, std::abs(ClampF16(row[c])));
     const uint16_t scale16 = ToF16(absmax / 127.0f);
-    std::memcpy(out, &scale16, 2);
+    std::memcpy(key ? tile + 2 * j : tile + j * Q8RowBytes(d), &scale16, 2);
+    uint8_t* q = key ? tile + KeyColumnsOffset(KvFormat::kQ8) : tile + j * Q8RowBytes(d) + 2;
     const float scale = F16ToF32(scale16);
     for (size_t c = 0; c < d; ++c) {
-      const int q = scale > 0 ? RoundClamp(ClampF16(row[c]) / scale, -127, 127) : 0;
-      out[2 + c] = static_cast<uint8_t>(static_cast<int8_t>(q));
+      const int v = scale > 0 ? RoundClamp(ClampF16(row[c]) / scale, -127, 127) : 0;
+      q[key ? c * kBlockTokens + j : c] = static_cast<uint8_t>(static_cast<int8_t>(v));
     }
   }
 }
 
-void EncodePolyKvPaper(const float* x, size_t row_stride, uint32_t d, float scale, uint8_t* tile) {
+void EncodePolyKvPaper(KvSide side, const float* x, size_t row_stride, uint32_t d, float scale, uint8_t* tile) {
   for (size_t j = 0; j < kBlockTokens; ++j) {
     for (size_t c = 0; c < d; ++c) {
       const int q = scale > 0 ? RoundClamp(x[j * row_stride + c] / scale, -127, 127) : 0;
-      tile[j * d + c] = static_cast<uint8_t>(static_cast<int8_t>(q));
+      tile[RowIndex(side, d, j, c)] = static_cast<uint8_t>(static_cast<int8_t>(q));
     }
   }
 }
@@ -111,19 +118,19 @@ void EncodeKivi(uint32_t bits, KvSide side, const float* x, size_t row_stride, u
   }
 }
 
-void EncodeTq(uint32_t bits, const float* x, size_t row_stride, uint32_t d, uint8_t* tile) {
+void EncodeTq(uint32_t bits, KvSide side, const float* x, size_t row_stride, uint32_t d, uint8_t* tile) {
   const LloydMaxCodebook& cb = Codebook(bits);
   const float sqrt_d = std::sqrt(static_cast<float>(d));
+  const bool key = side == KvSide::kKey;
   float y[kMaxHeadDim];
-  uint8_t codes[kMaxHeadDim];
+  uint8_t codes[kBlockTokens][kMaxHeadDim];
   for (size_t j = 0; j < kBlockTokens; ++j) {
     const float* row = x + j * row_stride;
-    uint8_t* out = tile + j * TqRowBytes(bits, d);
     double sum_sq = 0;
     for (size_t c = 0; c < d; ++c) sum_sq += static_cast<double>(row[c]) * row[c];
     const float norm = static_cast<float>(std::sqrt(sum_sq));
     const uint16_t norm16 = ToF16(norm);
-    std::memcpy(out, &norm16, 2);
+    std::memcpy(key ? tile + 2 * j : tile + j * TqRowBytes(bits, d), &norm16, 2);
     const float inv = norm > 0 ? sqrt_d / norm : 0.0f;  // fold sqrt(d) of z = sqrt(d)·y
     for (size_t c = 0; c < d; ++c) y[c] = row[c] * inv;
     HadamardRotate(y, d);
@@ -132,10 +139,19 @@ void EncodeTq(uint32_t bits, const float* x, size_t row_stride, uint32_t d, uint
       for (uint32_t step = 1u << (bits - 1); step != 0; step >>= 1) {
         if (y[c] > cb.threshold[k + step - 1]) k += step;
       }
-      codes[c] = static_cast<uint8_t>(k);
+      codes[j][c] = static_cast<uint8_t>(k);
     }
-    for (size_t g = 0; g < d / kGroupCodes; ++g) {
-      PackGroup(bits, codes + g * kGroupCodes, out + 2 + g * PackedGroupBytes(bits));
+    if (!key) {
+      for (size_t g = 0; g < d / kGroupCodes; ++g) {
+        PackGroup(bits, codes[j] + g * kGroupCodes, tile + j * TqRowBytes(bits, d) + 2 + g * PackedGroupBytes(bits));
+      }
+    }
+  }
+  if (key) {  // group c = channel c over the 32 tokens
+    uint8_t column[kBlockTokens];
+    for (size_t c = 0; c < d; ++c) {
+      for (size_t j = 0; j < kBlockTokens; ++j) column[j] = codes[j][c];
+      PackGroup(bits, column, tile + KeyColumnsOffset(KvFormat::kTq2) + c * PackedGroupBytes(bits));
     }
   }
 }
@@ -147,22 +163,28 @@ void DecodeHead(KvFormat f, KvSide side, uint32_t d, const uint8_t* block, const
   switch (f) {
     case KvFormat::kF16: {
       const uint16_t* in = reinterpret_cast<const uint16_t*>(tile);
-      for (size_t i = 0; i < kBlockTokens * d; ++i) dst[i] = F16ToF32(in[i]);
+      for (size_t j = 0; j < kBlockTokens; ++j) {
+        for (size_t c = 0; c < d; ++c) dst[j * d + c] = F16ToF32(in[RowIndex(side, d, j, c)]);
+      }
       return;
     }
     case KvFormat::kQ8:
       for (size_t j = 0; j < kBlockTokens; ++j) {
+        const bool key = side == KvSide::kKey;
         const uint8_t* row = tile + j * Q8RowBytes(d);
         uint16_t s16;
-        std::memcpy(&s16, row, 2);
+        std::memcpy(&s16, key ? tile + 2 * j : row, 2);
         const float scale = F16ToF32(s16);
-        for (size_t c = 0; c < d; ++c) dst[j * d + c] = static_cast<int8_t>(row[2 + c]) * scale;
+        const uint8_t* q = key ? tile + KeyColumnsOffset(f) : row + 2;
+        for (size_t c = 0; c < d; ++c) dst[j * d + c] = static_cast<int8_t>(q[key ? c * kBlockTokens + j : c]) * scale;
       }
       return;
     case KvFormat::kPolyKvPaper: {
       PolyKvPaperHeader h;
       std::memcpy(&h, block, sizeof(h));
-      for (size_t i = 0; i < kBlockTokens * d; ++i) dst[i] = static_cast<int8_t>(tile[i]) * h.scale;
+      for (size_t j = 0; j < kBlockTokens; ++j) {
+        for (size_t c = 0; c < d; ++c) dst[j * d + c] = static_cast<int8_t>(tile[RowIndex(side, d, j, c)]) * h.scale;
+      }
       return;
     }
     case KvFormat::kKivi4: case KvFormat::kKivi3: case KvFormat::kKivi2: {
@@ -188,14 +210,17 @@ void DecodeHead(KvFormat f, KvSide side, uint32_t d, const uint8_t* block, const
       const uint32_t bits = TqBits(f);
       const LloydMaxCodebook& cb = Codebook(bits);
       const float inv_sqrt_d = 1.0f / std::sqrt(static_cast<float>(d));
+      const bool key = side == KvSide::kKey;
       for (size_t j = 0; j < kBlockTokens; ++j) {
         const uint8_t* row = tile + j * TqRowBytes(bits, d);
         uint16_t n16;
-        std::memcpy(&n16, row, 2);
+        std::memcpy(&n16, key ? tile + 2 * j : row, 2);
         const float w = F16ToF32(n16) * inv_sqrt_d;
         for (size_t c = 0; c < d; ++c) {
-          const uint8_t* grp = row + 2 + (c / kGroupCodes) * PackedGroupBytes(bits);
-          dst[j * d + c] = w * cb.centroid[UnpackCode(bits, grp, c % kGroupCodes)];
+          const uint32_t code =
+              key ? UnpackCode(bits, tile + KeyColumnsOffset(f) + c * PackedGroupBytes(bits), j)
+                  : UnpackCode(bits, row + 2 + (c / kGroupCodes) * PackedGroupBytes(bits), c % kGroupCodes);
+          dst[j * d + c] = w * cb.centroid[code];
         }
       }
       return;
@@ -294,14 +319,14 @@ Status EncodeKvBlock(KvFormat format, KvSide side, const KvGeometry& g, const fl
     const float* x = src + size_t{h} * g.head_dim;
     uint8_t* tile = dst + KvHeadTileOffset(format, side, g, h);
     switch (format) {
-      case KvFormat::kF16: EncodeF16(x, row_stride, g.head_dim, tile); break;
-      case KvFormat::kQ8: EncodeQ8(x, row_stride, g.head_dim, tile); break;
-      case KvFormat::kPolyKvPaper: EncodePolyKvPaper(x, row_stride, g.head_dim, poly_scale, tile); break;
+      case KvFormat::kF16: EncodeF16(side, x, row_stride, g.head_dim, tile); break;
+      case KvFormat::kQ8: EncodeQ8(side, x, row_stride, g.head_dim, tile); break;
+      case KvFormat::kPolyKvPaper: EncodePolyKvPaper(side, x, row_stride, g.head_dim, poly_scale, tile); break;
       case KvFormat::kKivi4: case KvFormat::kKivi3: case KvFormat::kKivi2:
         EncodeKivi(KiviBits(format), side, x, row_stride, g.head_dim, tile);
         break;
       case KvFormat::kTq4: case KvFormat::kTq3: case KvFormat::kTq2:
-        EncodeTq(TqBits(format), x, row_stride, g.head_dim, tile);
+        EncodeTq(TqBits(format), side, x, row_stride, g.head_dim, tile);
         break;
     }
   }

@@ -52,10 +52,17 @@ inline uint32_t UnpackCode(uint32_t bits, const uint8_t* group, size_t i) {
 }
 
 // ---- Structs (shown for head_dim D; sizes asserted for D = 64) --------------------------------
+// Row formats (f16, q8, polykv-paper, tq) store a *value* tile token-major (one row per token, as
+// below) and a *key* tile channel-major (the *KeyTile structs): the 32 tokens of one channel are
+// contiguous, so a score kernel puts tokens in lanes and needs no horizontal sums. Same bytes.
 // f16: a head tile is the fp16 rows of its 32 tokens.
 template <uint32_t D>
 struct F16Tile {
   uint16_t v[kBlockTokens][D];  // (token, channel) fp16
+};
+template <uint32_t D>
+struct F16KeyTile {
+  uint16_t k[D][kBlockTokens];  // (channel, token) fp16
 };
 // q8: one row per (token, head): x̂ = q * scale.
 template <uint32_t D>
@@ -63,13 +70,18 @@ struct Q8Row {
   uint16_t scale_f16;  // max|x| / 127
   int8_t q[D];         // round(x / scale), in [-127, 127]
 };
+template <uint32_t D>
+struct Q8KeyTile {
+  uint16_t scale_f16[kBlockTokens];  // per token: max|x| / 127
+  int8_t q[D][kBlockTokens];         // (channel, token)
+};
 // polykv-paper: the block starts with the layer scale, then one int8 tile per head.
 struct PolyKvPaperHeader {
   float scale;  // layer_absmax / 127 (f32, the same in every block of the layer)
 };
 template <uint32_t D>
 struct PolyKvPaperTile {
-  int8_t q[kBlockTokens][D];  // round(x / scale), in [-127, 127]
+  int8_t q[kBlockTokens][D];  // round(x / scale), in [-127, 127]; keys: [D][kBlockTokens]
 };
 // KIVI: a group = 32 values with one fp16 scale and one fp16 min: x̂ = code * scale + min.
 // Keys: group = one channel over the block's 32 tokens. Values: group = 32 consecutive channels of
@@ -92,11 +104,18 @@ struct TqRow {
   uint16_t norm_f16;                                // ||x||_2
   uint8_t codes[D / kGroupCodes][PackedGroupBytes(B)];  // D codes of B bits, groups of 32
 };
+template <uint32_t B, uint32_t D>
+struct TqKeyTile {
+  uint16_t norm_f16[kBlockTokens];         // per token: ||x||_2
+  uint8_t codes[D][PackedGroupBytes(B)];   // per channel: the 32 tokens' codes (one group)
+};
 
 static_assert(sizeof(F16Tile<64>) == 4096);
 static_assert(sizeof(Q8Row<64>) == 66);
 static_assert(sizeof(PolyKvPaperHeader) == 4);
 static_assert(sizeof(PolyKvPaperTile<64>) == 2048);
+static_assert(sizeof(F16KeyTile<64>) == sizeof(F16Tile<64>));
+static_assert(sizeof(Q8KeyTile<64>) == kBlockTokens * sizeof(Q8Row<64>));
 static_assert(sizeof(KiviKeyTile<4, 64>) == 1280);
 static_assert(sizeof(KiviKeyTile<3, 64>) == 1024);
 static_assert(sizeof(KiviKeyTile<2, 64>) == 768);
@@ -122,6 +141,9 @@ constexpr uint32_t KiviBits(KvFormat f) {
 constexpr uint32_t TqBits(KvFormat f) {
   return f == KvFormat::kTq4 ? 4 : f == KvFormat::kTq3 ? 3 : f == KvFormat::kTq2 ? 2 : 0;
 }
+// Key tiles of q8 and tq start with the 32 tokens' fp16 scales / norms; then channel c's 32 values
+// (q8: bytes; tq: one packed group) at KeyColumnsOffset + c · (32 or PackedGroupBytes).
+constexpr size_t KeyColumnsOffset(KvFormat f) { return (f == KvFormat::kQ8 || TqBits(f) != 0) ? 2 * kBlockTokens : 0; }
 // Both KIVI sides hold head_dim groups per tile (d channels × 32 tokens = 32 tokens × d/32 groups):
 // [scales of all groups][mins of all groups][codes of all groups], group order as in the structs.
 constexpr size_t TileBytes(KvFormat f, uint32_t d) {
@@ -153,6 +175,11 @@ static_assert(TileBytes(KvFormat::kKivi4, 64) == sizeof(KiviValueTile<4, 64>));
 static_assert(TileBytes(KvFormat::kKivi2, 128) == sizeof(KiviValueTile<2, 128>));
 static_assert(TileBytes(KvFormat::kTq3, 64) == kBlockTokens * sizeof(TqRow<3, 64>));
 static_assert(TileBytes(KvFormat::kTq2, 128) == kBlockTokens * sizeof(TqRow<2, 128>));
+static_assert(TileBytes(KvFormat::kTq3, 64) == sizeof(TqKeyTile<3, 64>));
+static_assert(TileBytes(KvFormat::kTq4, 128) == sizeof(TqKeyTile<4, 128>));
+using TqKey3x64 = TqKeyTile<3, 64>;
+static_assert(offsetof(TqKey3x64, codes) == KeyColumnsOffset(KvFormat::kTq3));
+static_assert(offsetof(Q8KeyTile<64>, q) == KeyColumnsOffset(KvFormat::kQ8));
 
 // ---- Lloyd-Max codebooks for N(0,1) (METHODS.md §4), full signed tables, ascending ----------
 // Code k of a b-bit format decodes to kCentroids<b>[k]; encoding picks k = #{thresholds < z}.

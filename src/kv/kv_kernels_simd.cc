@@ -21,29 +21,37 @@ namespace HWY_NAMESPACE {
 
 using kv_layout::kGroupCodes;
 using kv_layout::PackedGroupBytes;
+// Full unrolling of register-tile loops (-O2 keeps them rolled, and the accumulators then live in
+// memory instead of registers).
+#define CHORUS_UNROLL _Pragma("GCC unroll 32")
+
 template <size_t k>
 using QTile = std::integral_constant<size_t, k>;
 
-// Runs fn(QTile<k>, i0) over the queries in register tiles of at most kMax (3 or 4).
+// fn(QTile<r>, i0) for a runtime 0 < r ≤ k (nothing for r = 0).
+template <size_t k, class Fn>
+HWY_INLINE void QueryTileOf(size_t r, size_t i0, const Fn& fn) {
+  if constexpr (k > 0) {
+    if (r == k) return fn(QTile<k>(), i0);
+    QueryTileOf<k - 1>(r, i0, fn);
+  }
+}
+
+// Runs fn(QTile<k>, i0) over the queries in register tiles of at most kMax.
 template <size_t kMax = 4, class Fn>
 HWY_INLINE void ForQueryTiles(size_t n_q, const Fn& fn) {
   size_t i0 = 0;
   for (; i0 + kMax <= n_q; i0 += kMax) fn(QTile<kMax>(), i0);
-  switch (n_q - i0) {
-    case 3: fn(QTile<3>(), i0); break;
-    case 2: fn(QTile<2>(), i0); break;
-    case 1: fn(QTile<1>(), i0); break;
-    default: break;
-  }
+  QueryTileOf<kMax - 1>(n_q - i0, i0, fn);
 }
 
-// ---- Row formats: token j is one row, k̂_j = Scale(row) · values(row) ----------------------
+// ---- Row formats: token j is one row, k̂_j = ScaleOf(j) · values(row) ----------------------
 
 struct F16Rows {
   const uint8_t* tile;
   uint32_t d;
   const uint8_t* Row(size_t j) const { return tile + j * 2 * size_t{d}; }
-  float Scale(const uint8_t*) const { return 1.0f; }
+  float ScaleOf(size_t) const { return 1.0f; }
   VF Load(DF df, const uint8_t* row, size_t c) const { return LoadF16(df, row + 2 * c); }
   float At(const uint8_t* row, size_t c) const {
     uint16_t h;
@@ -56,7 +64,7 @@ struct Q8Rows {
   const uint8_t* tile;
   uint32_t d;
   const uint8_t* Row(size_t j) const { return tile + j * kv_layout::Q8RowBytes(d); }
-  float Scale(const uint8_t* row) const { return LoadF16One(row); }
+  float ScaleOf(size_t j) const { return LoadF16One(Row(j)); }
   VF Load(DF df, const uint8_t* row, size_t c) const { return LoadI8(df, row + 2 + c); }
   float At(const uint8_t* row, size_t c) const { return static_cast<int8_t>(row[2 + c]); }
 };
@@ -66,7 +74,7 @@ struct PolyKvPaperRows {
   uint32_t d;
   float scale;  // the block header's layer scale
   const uint8_t* Row(size_t j) const { return tile + j * size_t{d}; }
-  float Scale(const uint8_t*) const { return scale; }
+  float ScaleOf(size_t) const { return scale; }
   VF Load(DF df, const uint8_t* row, size_t c) const { return LoadI8(df, row + c); }
   float At(const uint8_t* row, size_t c) const { return static_cast<int8_t>(row[c]); }
 };
@@ -78,7 +86,7 @@ struct TqRows {  // head_dim is a multiple of 32, hence of N: no scalar tail
   float inv_sqrt_d;
   CentroidTable<kBits> table;
   const uint8_t* Row(size_t j) const { return tile + j * kv_layout::TqRowBytes(kBits, d); }
-  float Scale(const uint8_t* row) const { return LoadF16One(row) * inv_sqrt_d; }
+  float ScaleOf(size_t j) const { return LoadF16One(Row(j)) * inv_sqrt_d; }
   VF Load(DF df, const uint8_t* row, size_t c) const {
     const uint8_t* group = row + 2 + (c / kGroupCodes) * PackedGroupBytes(kBits);
     return table.Lookup(UnpackCodes<kBits>(DU(), group, c % kGroupCodes));
@@ -100,7 +108,7 @@ struct DecodedRows {
   uint32_t d;
   const float* scales;  // (32)
   const uint8_t* Row(size_t j) const { return reinterpret_cast<const uint8_t*>(tile + j * d); }
-  float Scale(const uint8_t* row) const { return scales[(reinterpret_cast<const float*>(row) - tile) / d]; }
+  float ScaleOf(size_t j) const { return scales[j]; }
   VF Load(DF df, const uint8_t* row, size_t c) const { return hn::LoadU(df, reinterpret_cast<const float*>(row) + c); }
   float At(const uint8_t* row, size_t c) const { return reinterpret_cast<const float*>(row)[c]; }
 };
@@ -112,7 +120,7 @@ HWY_INLINE DecodedRows DecodeRows(const Rows& rows, uint32_t d, float* tile, flo
   const size_t d_vec = d - d % N;
   for (size_t j = 0; j < kBlockTokens; ++j) {
     const uint8_t* row = rows.Row(j);
-    scales[j] = rows.Scale(row);
+    scales[j] = rows.ScaleOf(j);
     float* out = tile + j * d;
     for (size_t c = 0; c < d_vec; c += N) hn::StoreU(rows.Load(df, row, c), df, out + c);
     for (size_t c = d_vec; c < d; ++c) out[c] = rows.At(row, c);
@@ -120,62 +128,112 @@ HWY_INLINE DecodedRows DecodeRows(const Rows& rows, uint32_t d, float* tile, flo
   return DecodedRows{tile, d, scales};
 }
 
-// scores[i*ld + j] = Scale_j · Σ_c q[i*d + c] · values_j[c], for kQ queries. Tokens go in fours
-// so that their horizontal sums share one transposing reduction (Sum4).
-template <size_t kQ, class Rows>
-HWY_INLINE void ScoreRowsTile(const Rows& rows, uint32_t d, const float* q, float* scores, size_t ld) {
+// ---- Key tiles (row formats), channel-major: k̂_j[c] = scale_j · Load(c)[lane j] -------------
+// Lanes run over the 32 tokens of one channel, so a score is one FMA chain over the channels with
+// no horizontal sum: s_ij = scale_j · (((q_i0·k_0j) + q_i1·k_1j) + …), the same chain whichever
+// kernel (compressed columns or a decoded tile) and however many queries share the pass.
+
+struct F16Cols {
+  const uint8_t* tile;
+  VF Load(DF df, size_t c, size_t t0) const { return LoadF16(df, tile + 2 * (c * kBlockTokens + t0)); }
+  VF Scales(DF df, size_t) const { return hn::Set(df, 1.0f); }
+};
+
+struct Q8Cols {
+  const uint8_t* tile;
+  VF Load(DF df, size_t c, size_t t0) const {
+    return LoadI8(df, tile + kv_layout::KeyColumnsOffset(KvFormat::kQ8) + c * kBlockTokens + t0);
+  }
+  VF Scales(DF df, size_t t0) const { return LoadF16(df, tile + 2 * t0); }
+};
+
+struct PolyKvPaperCols {
+  const uint8_t* tile;
+  float scale;  // the block header's layer scale
+  VF Load(DF df, size_t c, size_t t0) const { return LoadI8(df, tile + c * kBlockTokens + t0); }
+  VF Scales(DF df, size_t) const { return hn::Set(df, scale); }
+};
+
+template <uint32_t kBits>
+struct TqCols {
+  const uint8_t* tile;
+  float inv_sqrt_d;
+  CentroidTable<kBits> table;
+  VF Load(DF df, size_t c, size_t t0) const {
+    const uint8_t* group = tile + kv_layout::KeyColumnsOffset(KvFormat::kTq2) + c * PackedGroupBytes(kBits);
+    return table.Lookup(UnpackCodes<kBits>(DU(), group, t0));
+  }
+  VF Scales(DF df, size_t t0) const { return hn::Mul(LoadF16(df, tile + 2 * t0), hn::Set(df, inv_sqrt_d)); }
+};
+
+// A key tile decoded once into f32, (d, 32) channel-major, for many stacked queries.
+struct DecodedCols {
+  const float* tile;    // (d, 32)
+  const float* scales;  // (32)
+  VF Load(DF df, size_t c, size_t t0) const { return hn::LoadU(df, tile + c * kBlockTokens + t0); }
+  VF Scales(DF df, size_t t0) const { return hn::LoadU(df, scales + t0); }
+};
+
+template <class Cols>
+HWY_INLINE DecodedCols DecodeCols(const Cols& cols, uint32_t d, float* tile, float* scales) {
   const DF df;
   const size_t N = hn::Lanes(df);
-  const size_t d_vec = d - d % N;
-  HWY_ALIGN float scale[kBlockTokens];
-  for (size_t j = 0; j < kBlockTokens; ++j) scale[j] = rows.Scale(rows.Row(j));
-#if HWY_TARGET != HWY_SCALAR
-  {
-    static_assert(hn::MaxLanes(DF()) >= 4);
-    constexpr size_t kT = 4;
-    const hn::CappedTag<float, 4> d4;
-    for (size_t j0 = 0; j0 < kBlockTokens; j0 += kT) {
-      const uint8_t* row[kT];
-      for (size_t t = 0; t < kT; ++t) row[t] = rows.Row(j0 + t);
-      VF acc[kQ][kT];
-      for (size_t i = 0; i < kQ; ++i) {
-        for (size_t t = 0; t < kT; ++t) acc[i][t] = hn::Zero(df);
-      }
-      for (size_t c = 0; c < d_vec; c += N) {
-        VF qv[kQ];
-        for (size_t i = 0; i < kQ; ++i) qv[i] = hn::LoadU(df, q + i * d + c);
-        for (size_t t = 0; t < kT; ++t) {
-          const VF v = rows.Load(df, row[t], c);
-          for (size_t i = 0; i < kQ; ++i) acc[i][t] = hn::MulAdd(qv[i], v, acc[i][t]);
-        }
-      }
-      for (size_t i = 0; i < kQ; ++i) {
-        auto sum = Sum4(df, acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
-        if (d_vec != d) {
-          HWY_ALIGN float tail[kT] = {0, 0, 0, 0};
-          for (size_t t = 0; t < kT; ++t) {
-            for (size_t c = d_vec; c < d; ++c) tail[t] += q[i * d + c] * rows.At(row[t], c);
-          }
-          sum = hn::Add(sum, hn::Load(d4, tail));
-        }
-        hn::StoreU(hn::Mul(sum, hn::Load(d4, scale + j0)), d4, scores + i * ld + j0);
-      }
-    }
+  for (size_t t0 = 0; t0 < kBlockTokens; t0 += N) hn::StoreU(cols.Scales(df, t0), df, scales + t0);
+  for (size_t c = 0; c < d; ++c) {
+    for (size_t t0 = 0; t0 < kBlockTokens; t0 += N) hn::StoreU(cols.Load(df, c, t0), df, tile + c * kBlockTokens + t0);
   }
-#else  // 1-lane target: plain sums
-  {
-    for (size_t j = 0; j < kBlockTokens; ++j) {
-      const uint8_t* row = rows.Row(j);
-      for (size_t i = 0; i < kQ; ++i) {
-        VF acc = hn::Zero(df);
-        for (size_t c = 0; c < d_vec; c += N) acc = hn::MulAdd(hn::LoadU(df, q + i * d + c), rows.Load(df, row, c), acc);
-        float sum = ReduceSum(df, acc);
-        for (size_t c = d_vec; c < d; ++c) sum += q[i * d + c] * rows.At(row, c);
-        scores[i * ld + j] = sum * scale[j];
-      }
-    }
-  }
+  return DecodedCols{tile, scales};
+}
+
+// Query tiles of the column score kernel: kScoreQ on compressed columns (up to that many queries
+// the tile is not decoded first), kScoreDecodedQ on a decoded tile; (kQ + 1) · 32/N registers.
+inline constexpr size_t kTokenVecs = kBlockTokens / hn::MaxLanes(DF());
+#if HWY_TARGET <= HWY_AVX3  // 32 vector registers, 2 token vectors
+inline constexpr size_t kScoreQ = 4, kScoreDecodedQ = 10;
+#elif HWY_TARGET <= HWY_AVX2  // 16 registers, 4 token vectors
+inline constexpr size_t kScoreQ = 2, kScoreDecodedQ = 2;
+#else
+inline constexpr size_t kScoreQ = 1, kScoreDecodedQ = 1;
 #endif
+
+// scores[i*ld + j] = scale_j · Σ_c q[i*d + c] · k_j[c] for kQ queries.
+template <size_t kQ, class Cols>
+HWY_INLINE void ScoreColsTile(const Cols& cols, uint32_t d, const float* q, float* scores, size_t ld) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  VF acc[kQ][kTokenVecs];
+  CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) {
+    CHORUS_UNROLL for (size_t t = 0; t < kTokenVecs; ++t) acc[i][t] = hn::Zero(df);
+  }
+  for (size_t c = 0; c < d; ++c) {
+    VF k[kTokenVecs];
+    CHORUS_UNROLL for (size_t t = 0; t < kTokenVecs; ++t) k[t] = cols.Load(df, c, t * N);
+    CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) {
+      const VF qb = hn::Set(df, q[i * d + c]);
+      CHORUS_UNROLL for (size_t t = 0; t < kTokenVecs; ++t) acc[i][t] = hn::MulAdd(qb, k[t], acc[i][t]);
+    }
+  }
+  CHORUS_UNROLL for (size_t t = 0; t < kTokenVecs; ++t) {
+    const VF scale = cols.Scales(df, t * N);
+    CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) hn::StoreU(hn::Mul(acc[i][t], scale), df, scores + i * ld + t * N);
+  }
+}
+
+// Up to kScoreQ queries read the compressed columns; more decode the tile once (stack, ≤ 32 KiB).
+template <class Cols>
+HWY_INLINE void ScoreCols(const Cols& cols, uint32_t d, const float* q, size_t n_q, float* scores, size_t ld) {
+  if (n_q > kScoreQ && d <= kDecodeMaxDim) {
+    HWY_ALIGN float tile[kBlockTokens * kDecodeMaxDim];
+    HWY_ALIGN float scales[kBlockTokens];
+    const DecodedCols decoded = DecodeCols(cols, d, tile, scales);
+    ForQueryTiles<kScoreDecodedQ>(n_q, [&](auto kq, size_t i0) {
+      ScoreColsTile<decltype(kq)::value>(decoded, d, q + i0 * d, scores + i0 * ld, ld);
+    });
+  } else {
+    ForQueryTiles<kScoreQ>(n_q, [&](auto kq, size_t i0) {
+      ScoreColsTile<decltype(kq)::value>(cols, d, q + i0 * d, scores + i0 * ld, ld);
+    });
+  }
 }
 
 // acc[i*d + c] += Σ_j (p[i*ld + j] · Scale_j) · values_j[c], for kQ queries.
@@ -186,22 +244,78 @@ HWY_INLINE void AccumulateRowsTile(const Rows& rows, uint32_t d, const float* p,
   const size_t d_vec = d - d % N;
   HWY_ALIGN float w[kQ][kBlockTokens];  // p · row scale
   for (size_t j = 0; j < kBlockTokens; ++j) {
-    const float s = rows.Scale(rows.Row(j));
-    for (size_t i = 0; i < kQ; ++i) w[i][j] = p[i * ld + j] * s;
+    const float s = rows.ScaleOf(j);
+    CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) w[i][j] = p[i * ld + j] * s;
   }
   for (size_t c = 0; c < d_vec; c += N) {
     VF a[kQ];
-    for (size_t i = 0; i < kQ; ++i) a[i] = hn::LoadU(df, acc + i * d + c);
+    CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) a[i] = hn::LoadU(df, acc + i * d + c);
     for (size_t j = 0; j < kBlockTokens; ++j) {
       const VF v = rows.Load(df, rows.Row(j), c);
-      for (size_t i = 0; i < kQ; ++i) a[i] = hn::MulAdd(hn::Set(df, w[i][j]), v, a[i]);
+      CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) a[i] = hn::MulAdd(hn::Set(df, w[i][j]), v, a[i]);
     }
-    for (size_t i = 0; i < kQ; ++i) hn::StoreU(a[i], df, acc + i * d + c);
+    CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) hn::StoreU(a[i], df, acc + i * d + c);
   }
   for (size_t c = d_vec; c < d; ++c) {
-    for (size_t i = 0; i < kQ; ++i) {
+    CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) {
       float sum = acc[i * d + c];
       for (size_t j = 0; j < kBlockTokens; ++j) sum += w[i][j] * rows.At(rows.Row(j), c);
+      acc[i * d + c] = sum;
+    }
+  }
+}
+
+// The decoded-tile twin of AccumulateRowsTile for many queries: every element sees the same FMAs
+// in the same order (a = fma(w_ij, v_jc, a) for j = 0..31), so results are bit-identical; kQ
+// queries × kV vectors of channels stay in registers, so a tile row is loaded once per kQ queries.
+#if HWY_TARGET == HWY_SCALAR
+inline constexpr size_t kAccQ = 1, kAccV = 1;
+#elif HWY_TARGET <= HWY_AVX3  // 32 vector registers
+inline constexpr size_t kAccQ = 6, kAccV = 4;
+#else
+inline constexpr size_t kAccQ = 3, kAccV = 3;
+#endif
+
+template <size_t kQ, size_t kV>
+HWY_INLINE void AccumulateDecodedChunk(const float* tile, uint32_t d, const float (*w)[kBlockTokens], size_t c0,
+                                       float* acc) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  VF a[kQ][kV];
+  CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) {
+    CHORUS_UNROLL for (size_t v = 0; v < kV; ++v) a[i][v] = hn::LoadU(df, acc + i * d + c0 + v * N);
+  }
+  for (size_t j = 0; j < kBlockTokens; ++j) {
+    const float* row = tile + j * d + c0;
+    VF x[kV];
+    CHORUS_UNROLL for (size_t v = 0; v < kV; ++v) x[v] = hn::LoadU(df, row + v * N);
+    CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) {
+      const VF wb = hn::Set(df, w[i][j]);
+      CHORUS_UNROLL for (size_t v = 0; v < kV; ++v) a[i][v] = hn::MulAdd(wb, x[v], a[i][v]);
+    }
+  }
+  CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) {
+    CHORUS_UNROLL for (size_t v = 0; v < kV; ++v) hn::StoreU(a[i][v], df, acc + i * d + c0 + v * N);
+  }
+}
+
+template <size_t kQ>
+HWY_INLINE void AccumulateDecodedTile(const DecodedRows& rows, uint32_t d, const float* p, size_t ld, float* acc) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  const size_t d_vec = d - d % N;
+  HWY_ALIGN float w[kQ][kBlockTokens];  // p · row scale, as AccumulateRowsTile
+  for (size_t j = 0; j < kBlockTokens; ++j) {
+    const float s = rows.ScaleOf(j);
+    CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) w[i][j] = p[i * ld + j] * s;
+  }
+  size_t c = 0;
+  for (; c + kAccV * N <= d_vec; c += kAccV * N) AccumulateDecodedChunk<kQ, kAccV>(rows.tile, d, w, c, acc);
+  for (; c < d_vec; c += N) AccumulateDecodedChunk<kQ, 1>(rows.tile, d, w, c, acc);
+  for (; c < d; ++c) {
+    CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) {
+      float sum = acc[i * d + c];
+      for (size_t j = 0; j < kBlockTokens; ++j) sum += w[i][j] * rows.tile[j * d + c];
       acc[i * d + c] = sum;
     }
   }
@@ -223,16 +337,16 @@ HWY_INLINE void ScoreKiviKeyTile(const uint8_t* tile, uint32_t d, const float* q
   HWY_ALIGN float qs[kQ][kMaxHeadDim];  // q ⊙ scale
   float base[kQ];                       // q · min
   VF base_acc[kQ];
-  for (size_t i = 0; i < kQ; ++i) base_acc[i] = hn::Zero(df);
+  CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) base_acc[i] = hn::Zero(df);
   for (size_t c = 0; c < d_vec; c += N) {
     const VF s = LoadF16(df, tile + 2 * c), m = LoadF16(df, mins + 2 * c);
-    for (size_t i = 0; i < kQ; ++i) {
+    CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) {
       const VF qv = hn::LoadU(df, q + i * d + c);
       hn::Store(hn::Mul(qv, s), df, qs[i] + c);
       base_acc[i] = hn::MulAdd(qv, m, base_acc[i]);
     }
   }
-  for (size_t i = 0; i < kQ; ++i) {
+  CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) {
     base[i] = ReduceSum(df, base_acc[i]);
     for (size_t c = d_vec; c < d; ++c) {
       qs[i][c] = q[i * d + c] * LoadF16One(tile + 2 * c);
@@ -243,13 +357,13 @@ HWY_INLINE void ScoreKiviKeyTile(const uint8_t* tile, uint32_t d, const float* q
   constexpr size_t kGroupBytes = PackedGroupBytes(kBits);
   for (size_t t0 = 0; t0 < kBlockTokens; t0 += N) {
     VF acc[kQ];
-    for (size_t i = 0; i < kQ; ++i) acc[i] = hn::Set(df, base[i]);
+    CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) acc[i] = hn::Set(df, base[i]);
     for (size_t c = 0; c < d; ++c) {
       const VF code = decoded ? hn::LoadU(df, decoded + c * kBlockTokens + t0)
                               : CodesToFloat(df, UnpackCodes<kBits>(du, codes + c * kGroupBytes, t0));
-      for (size_t i = 0; i < kQ; ++i) acc[i] = hn::MulAdd(hn::Set(df, qs[i][c]), code, acc[i]);
+      CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) acc[i] = hn::MulAdd(hn::Set(df, qs[i][c]), code, acc[i]);
     }
-    for (size_t i = 0; i < kQ; ++i) hn::StoreU(acc[i], df, scores + i * ld + t0);
+    CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) hn::StoreU(acc[i], df, scores + i * ld + t0);
   }
 }
 
@@ -268,28 +382,28 @@ HWY_INLINE void AccumulateKiviValueTile(const uint8_t* tile, uint32_t d, const f
     const uint8_t* scales = tile + 2 * cg * kBlockTokens;
     const uint8_t* mins = tile + kv_layout::KiviMinOffset(d) + 2 * cg * kBlockTokens;
     VF bias_acc[kQ];
-    for (size_t i = 0; i < kQ; ++i) bias_acc[i] = hn::Zero(df);
+    CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) bias_acc[i] = hn::Zero(df);
     for (size_t t0 = 0; t0 < kBlockTokens; t0 += N) {
       const VF s = LoadF16(df, scales + 2 * t0), m = LoadF16(df, mins + 2 * t0);
-      for (size_t i = 0; i < kQ; ++i) {
+      CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) {
         const VF pv = hn::LoadU(df, p + i * ld + t0);
         hn::Store(hn::Mul(pv, s), df, w[i] + t0);
         bias_acc[i] = hn::MulAdd(pv, m, bias_acc[i]);
       }
     }
     float bias[kQ];
-    for (size_t i = 0; i < kQ; ++i) bias[i] = ReduceSum(df, bias_acc[i]);
+    CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) bias[i] = ReduceSum(df, bias_acc[i]);
     const uint8_t* codes = tile + kv_layout::KiviCodesOffset(d) + cg * kBlockTokens * kGroupBytes;
     for (size_t c0 = 0; c0 < kGroupCodes; c0 += N) {
       float* out = acc + cg * kGroupCodes + c0;
       VF a[kQ];
-      for (size_t i = 0; i < kQ; ++i) a[i] = hn::Add(hn::LoadU(df, out + i * d), hn::Set(df, bias[i]));
+      CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) a[i] = hn::Add(hn::LoadU(df, out + i * d), hn::Set(df, bias[i]));
       for (size_t j = 0; j < kBlockTokens; ++j) {
         const VF code = decoded ? hn::LoadU(df, decoded + (cg * kBlockTokens + j) * kGroupCodes + c0)
                                 : CodesToFloat(df, UnpackCodes<kBits>(du, codes + j * kGroupBytes, c0));
-        for (size_t i = 0; i < kQ; ++i) a[i] = hn::MulAdd(hn::Set(df, w[i][j]), code, a[i]);
+        CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) a[i] = hn::MulAdd(hn::Set(df, w[i][j]), code, a[i]);
       }
-      for (size_t i = 0; i < kQ; ++i) hn::StoreU(a[i], df, out + i * d);
+      CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) hn::StoreU(a[i], df, out + i * d);
     }
   }
 }
@@ -326,16 +440,16 @@ HWY_INLINE const uint8_t* HeadTile(const uint8_t* block, uint32_t d, uint32_t kv
 }
 
 template <class Rows>
-HWY_INLINE void ScoreRowsDirect(const Rows& rows, uint32_t d, const float* q, size_t n_q, float* scores, size_t ld) {
-  ForQueryTiles<3>(n_q, [&](auto kq, size_t i0) {
-    ScoreRowsTile<decltype(kq)::value>(rows, d, q + i0 * d, scores + i0 * ld, ld);
-  });
-}
-template <class Rows>
 HWY_INLINE void AccumulateRowsDirect(const Rows& rows, uint32_t d, const float* p, size_t n_q, float* acc, size_t ld) {
-  ForQueryTiles(n_q, [&](auto kq, size_t i0) {
-    AccumulateRowsTile<decltype(kq)::value>(rows, d, p + i0 * ld, ld, acc + i0 * d);
-  });
+  if constexpr (std::is_same_v<Rows, DecodedRows>) {
+    ForQueryTiles<kAccQ>(n_q, [&](auto kq, size_t i0) {
+      AccumulateDecodedTile<decltype(kq)::value>(rows, d, p + i0 * ld, ld, acc + i0 * d);
+    });
+  } else {
+    ForQueryTiles(n_q, [&](auto kq, size_t i0) {
+      AccumulateRowsTile<decltype(kq)::value>(rows, d, p + i0 * ld, ld, acc + i0 * d);
+    });
+  }
 }
 // More than kOnce queries (more than one register tile): fn gets the rows decoded once into a stack
 // tile instead of once per tile; else the compressed rows themselves.
@@ -348,10 +462,6 @@ HWY_INLINE void WithRows(const Rows& rows, uint32_t d, size_t n_q, const Fn& fn)
   } else {
     fn(rows);
   }
-}
-template <class Rows>
-HWY_INLINE void ScoreRows(const Rows& rows, uint32_t d, const float* q, size_t n_q, float* scores, size_t ld) {
-  WithRows<3>(rows, d, n_q, [&](const auto& r) { ScoreRowsDirect(r, d, q, n_q, scores, ld); });
 }
 template <class Rows>
 HWY_INLINE void AccumulateRows(const Rows& rows, uint32_t d, const float* p, size_t n_q, float* acc, size_t ld) {
@@ -370,14 +480,14 @@ void ScoreBlock(const KvGeometry& g, const uint8_t* block, uint32_t kv_head, con
   const uint32_t d = g.head_dim;
   const uint8_t* tile = HeadTile<kF>(block, d, kv_head);
   if constexpr (kF == KvFormat::kF16) {
-    ScoreRows(F16Rows{tile, d}, d, q, n_q, scores, ld);
+    ScoreCols(F16Cols{tile}, d, q, n_q, scores, ld);
   } else if constexpr (kF == KvFormat::kQ8) {
-    ScoreRows(Q8Rows{tile, d}, d, q, n_q, scores, ld);
+    ScoreCols(Q8Cols{tile}, d, q, n_q, scores, ld);
   } else if constexpr (kF == KvFormat::kPolyKvPaper) {
-    ScoreRows(PolyKvPaperRows{tile, d, PolyKvPaperScale(block)}, d, q, n_q, scores, ld);
+    ScoreCols(PolyKvPaperCols{tile, PolyKvPaperScale(block)}, d, q, n_q, scores, ld);
   } else if constexpr (kv_layout::TqBits(kF) != 0) {
     constexpr uint32_t kBits = kv_layout::TqBits(kF);
-    ScoreRows(TqRows<kBits>{tile, d, 1.0f / std::sqrt(static_cast<float>(d)), {}}, d, q, n_q, scores, ld);
+    ScoreCols(TqCols<kBits>{tile, 1.0f / std::sqrt(static_cast<float>(d)), {}}, d, q, n_q, scores, ld);
   } else {
     constexpr uint32_t kBits = kv_layout::KiviBits(kF);
     KiviQueryTiles<kBits>(tile, d, n_q, d, [&](auto kq, size_t i0, const float* decoded) {
