@@ -164,11 +164,14 @@ void RegisterAll() {
     b->ArgNames({"n_tok", "threads"})->Unit(benchmark::kMicrosecond)->UseRealTime();
     for (int64_t n : {1, 512})
       for (int64_t t : {1, 2}) b->Args({n, t});
+    b->Args({15, 1});  // 15 agents decoding in one batch
   }
   benchmark::RegisterBenchmark("ModelMatMuls", BM_ModelMatMuls)
       ->ArgNames({"n_tok", "threads", "fused"})
       ->Args({1, 1, 0})->Args({1, 2, 0})->Args({1, 1, 1})->Args({1, 2, 1})
       ->Args({512, 1, 0})->Args({512, 2, 0})->Args({512, 1, 1})->Args({512, 2, 1})
+      // batched decode of many agents: around the decode-kernel / panel-GEMM crossover
+      ->Args({8, 1, 1})->Args({12, 1, 1})->Args({13, 1, 1})->Args({15, 1, 1})->Args({16, 1, 1})->Args({24, 1, 1})
       ->Unit(benchmark::kMillisecond)->UseRealTime();
 }
 

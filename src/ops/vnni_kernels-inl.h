@@ -26,11 +26,14 @@ namespace chorus {
 namespace HWY_NAMESPACE {
 namespace mm {  // matmul internals (names private to these kernels)
 
-// Q4_0/Q4_1 (Q8_0) with ≤ 12 (8) tokens take the decode kernels, ≤ 4 tokens per pass over the
-// rows; beyond that the panel GEMM's packing pays for itself (measured crossovers).
+// Q4_0/Q4_1 (Q8_0) with ≤ 16 (8) tokens take the decode kernels, ≤ 4 tokens per pass over a slab
+// of rows; beyond that the panel GEMM's packing pays for itself (measured crossovers: 12 before the
+// slabs, which read the weights once for all passes; bench/matmul_bench ModelMatMuls n_tok 8–24).
+// Up to 16 tokens a token's result does not depend on the others in the batch (same kernel).
+// Q8_0 (SmolLM2's output matrix) stays at 8: at 15 tokens its GEMM measured faster (14–18 vs 20 ms).
 // The other quantized types decode rows through UnpackedRows up to 8 tokens.
 inline size_t DecodeMaxTok(GgmlType t) {
-  return t == GgmlType::kQ4_0 || t == GgmlType::kQ4_1 ? 12 : 8;
+  return t == GgmlType::kQ4_0 || t == GgmlType::kQ4_1 ? 16 : 8;
 }
 
 // The decode kernels need VBMI (vpermt2b) and VNNI; Highway's AVX3_DL implies both on every CPU
@@ -77,6 +80,8 @@ struct JobList {
   }
 };
 
+inline constexpr size_t kSlabRows = 64;  // multiple of 16
+
 inline void DecodePath(const JobList& jobs, const float* x, size_t n_tok, ThreadPool& pool) {
   const WeightView& w0 = jobs.ws[0];
   const bool q8 = w0.type == GgmlType::kQ8_0;
@@ -91,15 +96,20 @@ inline void DecodePath(const JobList& jobs, const float* x, size_t n_tok, Thread
   ops_internal::ParallelRanges(pool, jobs.total(), 16, [&](size_t g0, size_t g1) {
     jobs.ForRange(g0, g1, [&](size_t j, size_t r0, size_t r1) {
       const WeightView& w = jobs.ws[j];
-      for (size_t i = 0; i < passes; ++i) {
-        const size_t t0 = n_tok * i / passes, nt = n_tok * (i + 1) / passes - t0;
-        const uint8_t* a = act + t0 * ld;
-        float* yt = jobs.ys[j] + t0 * w.rows;
-        switch (nt) {
-          case 1: DecodeRows<1>(w, a, ld, yt, r0, r1); break;
-          case 2: DecodeRows<2>(w, a, ld, yt, r0, r1); break;
-          case 3: DecodeRows<3>(w, a, ld, yt, r0, r1); break;
-          default: DecodeRows<4>(w, a, ld, yt, r0, r1); break;
+      // Slabs of rows small enough to stay in L2 while every pass reads them: the weights come
+      // from memory once however many passes (tokens / 4) there are.
+      for (size_t s0 = r0; s0 < r1; s0 += kSlabRows) {
+        const size_t s1 = std::min(r1, s0 + kSlabRows);
+        for (size_t i = 0; i < passes; ++i) {
+          const size_t t0 = n_tok * i / passes, nt = n_tok * (i + 1) / passes - t0;
+          const uint8_t* a = act + t0 * ld;
+          float* yt = jobs.ys[j] + t0 * w.rows;
+          switch (nt) {
+            case 1: DecodeRows<1>(w, a, ld, yt, s0, s1); break;
+            case 2: DecodeRows<2>(w, a, ld, yt, s0, s1); break;
+            case 3: DecodeRows<3>(w, a, ld, yt, s0, s1); break;
+            default: DecodeRows<4>(w, a, ld, yt, s0, s1); break;
+          }
         }
       }
     });

@@ -14,8 +14,9 @@ namespace {
 
 constexpr const char* kModel = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
 
+// Greedy tokens; margins (optional): top-1 minus top-2 logit at each step.
 std::vector<int32_t> Greedy(const Model& m, SequenceKv& kv, const std::vector<int32_t>& prompt, int n,
-                            std::vector<float>* first_logits) {
+                            std::vector<float>* first_logits, std::vector<float>* margins = nullptr) {
   ThreadPool pool(2);
   ForwardPass fwd(m, 24);  // micro-batches of 24: blocks seal inside and across batches
   std::vector<float> logits(m.config().n_vocab);
@@ -25,6 +26,12 @@ std::vector<int32_t> Greedy(const Model& m, SequenceKv& kv, const std::vector<in
   for (int i = 0; i < n; ++i) {
     const int32_t t = ArgMax(logits.data(), logits.size());
     out.push_back(t);
+    if (margins) {
+      float second = -INFINITY;
+      for (size_t v = 0; v < logits.size(); ++v)
+        if (static_cast<int32_t>(v) != t) second = std::max(second, logits[v]);
+      margins->push_back(logits[t] - second);
+    }
     const int32_t one[1] = {t};
     EXPECT_TRUE(fwd.Run(one, kv, pool, LogitsFor::kLast, logits.data()).ok());
   }
@@ -43,12 +50,19 @@ TEST(KvExactness, F16BlocksGiveTheFoundationsGreedyTokens) {
   ASSERT_GT(prompt.size(), 40u);
   ForwardPass fwd(m);
   DenseKvCache dense = fwd.MakeCache(512);
-  std::vector<float> dense_logits, block_logits;
-  const auto want = Greedy(m, dense, prompt, 48, &dense_logits);
+  std::vector<float> dense_logits, block_logits, margins;
+  const auto want = Greedy(m, dense, prompt, 48, &dense_logits, &margins);
   KvRuntime rt = MakeKvRuntime(m.config(), KvConfig{});
   auto seq = rt.store->NewSequence(512);
   const auto got = Greedy(m, *seq, prompt, 48, &block_logits);
-  EXPECT_EQ(got, want);
+  // The two caches sum attention in different orders (~1e-7), which may flip a near-tie: tokens
+  // must agree up to the first step whose top-2 margin is below 0.02 logits (this prompt has one
+  // of 0.002 at step 31, and none below 0.07 before it).
+  size_t n_same = 0;
+  while (n_same < want.size() && margins[n_same] >= 0.02f) ++n_same;
+  EXPECT_GE(n_same, 24u) << "the prompt should give a long stretch without near-ties";
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < n_same; ++i) EXPECT_EQ(got[i], want[i]) << "step " << i;
   double max_diff = 0;
   for (size_t i = 0; i < dense_logits.size(); ++i)
     max_diff = std::max(max_diff, double(std::fabs(dense_logits[i] - block_logits[i])));
