@@ -41,6 +41,7 @@ Status RunChorusConfig(const std::string& doc_text, const AgentsBenchArgs& a, co
   EngineOptions eo{.model_path = a.model, .threads = a.threads, .n_ctx = a.doc_tokens + a.tg + 64,
                    .shared_k = kv.substr(0, slash), .shared_v = kv.substr(slash + 1),
                    .private_k = kv.substr(0, slash), .private_v = kv.substr(slash + 1)};
+  if (!a.window.empty()) eo.kv_window = a.window;
   CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Engine> e, Engine::Open(eo));
   Timer t_prefill;
   CHORUS_ASSIGN_OR_RETURN(ContextId ctx, e->Share(doc_text));

@@ -15,6 +15,7 @@ struct AgentsBenchArgs {
   std::vector<std::string> peer_kv{"f16", "q8_0", "q4_0"};
   int threads = 2, tg = 128;
   bool json = false;
+  std::string window;  // --kv-window; empty = the engine's default
 };
 
 int RunAgentsBench(const std::string& doc_text, const AgentsBenchArgs& a);

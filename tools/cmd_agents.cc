@@ -25,6 +25,7 @@ struct AgentsArgs {
   double alpha = 0.6, beta = 0.1;  // --policy cocktail
   size_t chunk = 32;
   std::string encoder;
+  std::string window;  // --kv-window; empty = the engine's default
 };
 
 int RunAgents(const AgentsArgs& a) {
@@ -47,6 +48,7 @@ int RunAgents(const AgentsArgs& a) {
   EngineOptions eo{.model_path = a.model, .threads = a.threads, .n_ctx = static_cast<size_t>(a.ctx),
                    .private_k = a.private_k, .private_v = a.private_v, .sink_blocks = a.sink,
                    .kv_budget_bytes = budget, .kv_avg_bits = a.avg_bits, .comix_family = a.family};
+  if (!a.window.empty()) eo.kv_window = a.window;
   if (a.policy == "comix") {  // one budget, bits per (agent/document, layer, K/V) coordinated
     eo.policy = "comix";
   } else if (a.policy == "polykv-paper") {
@@ -235,6 +237,8 @@ RunFn AddAgents(CLI::App& app) {
   cmd->add_option("--kv-private-k", a->private_k, "K format of each agent's own blocks")->capture_default_str();
   cmd->add_option("--kv-private-v", a->private_v, "V format of each agent's own blocks")->capture_default_str();
   cmd->add_option("--kv-sink", a->sink, "leading 32-token blocks of a context kept f16")->capture_default_str();
+  cmd->add_option("--kv-window", a->window, "rows of every sequence's newest <32 tokens before sealing: f16, or q8 "
+                  "(half the bytes; default: " + EngineOptions{}.kv_window + ")");
   cmd->add_option("--kv-budget", a->budget, "KV byte budget (e.g. 4000000, 64K, 1.5M); agents that do not fit "
                                             "wait in a queue until others finish, or are refused with a message");
   cmd->add_option("--kv-avg-bits", a->avg_bits, "comix without --kv-budget: average bits target (2..8)")

@@ -25,6 +25,7 @@ struct BenchArgs {
   size_t doc_tokens = 4096;
   std::string doc_file = "../shared/data/wikitext-2/test.txt";
   std::vector<std::string> kv{"f16/f16"}, peer_kv{"f16", "q8_0", "q4_0"};
+  std::string window;
 };
 
 double Median(std::vector<double> v) {
@@ -89,7 +90,7 @@ int RunBench(const BenchArgs& a) {
     AgentsBenchArgs g{.model = a.model, .python = a.python, .agents = a.agents, .doc_tokens = a.doc_tokens,
                       .kv = a.kv.size() == 1 && a.kv[0] == "f16/f16" ? std::vector<std::string>{"q8/tq3", "f16/f16"} : a.kv,
                       .peer_kv = a.no_peer ? std::vector<std::string>{} : a.peer_kv, .threads = a.threads.back(),
-                      .tg = a.tg, .json = a.json};
+                      .tg = a.tg, .json = a.json, .window = a.window};
     return RunAgentsBench(model.tokenizer().Decode(toks), g);
   }
   if (!a.depths.empty()) {
@@ -176,6 +177,7 @@ RunFn AddBench(CLI::App& app) {
   cmd->add_option("--doc-tokens", a->doc_tokens, "multi-agent mode: shared document tokens (from --doc-file)")
       ->capture_default_str();
   cmd->add_option("--doc-file", a->doc_file, "multi-agent mode: text the document is cut from")->capture_default_str();
+  cmd->add_option("--kv-window", a->window, "multi-agent mode: rows of the newest <32 tokens, f16 or q8 (default: the engine's)");
   cmd->add_option("--kv", a->kv, "depth mode: chorus K/V formats, e.g. f16/f16,q8/tq3,kivi4/kivi4")
       ->delimiter(',')->capture_default_str();
   cmd->add_option("--peer-kv", a->peer_kv, "depth mode: llama.cpp KV types (f16, q8_0, q4_0)")

@@ -18,6 +18,7 @@ struct PolykvArgs {
   std::vector<size_t> agents{1, 3, 5, 10, 15};
   std::vector<std::string> configs{"polykv-paper/tq3", "q8/tq3", "tq4/tq3", "tq4/tq2"};
   std::string private_kv = "q8/q8";
+  std::string window;  // --kv-window; empty = the engine's default
   int max_tokens = 32, threads = DefaultThreads();
   bool json = false;
 };
@@ -59,6 +60,7 @@ Result<RunResult> RunOne(const PolykvArgs& a, const std::string& k, const std::s
                          const std::string& rest_text, const std::pair<std::string, std::string>& frame) {
   EngineOptions eo{.model_path = a.model, .threads = a.threads, .shared_k = k, .shared_v = v, .private_k = pk,
                    .private_v = pv, .sink_blocks = sink};
+  if (!a.window.empty()) eo.kv_window = a.window;
   auto engine_r = Engine::Open(eo);
   if (!engine_r.ok()) return engine_r.status();
   Engine& e = *engine_r.value();
@@ -186,6 +188,7 @@ std::pair<CLI::App*, RunFn> AddPolykvEval(CLI::App* eval) {
   cmd->add_option("--configs", a->configs, "shared K/V formats to compare with f16")->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--private", a->private_kv, "agents' own K/V formats")->capture_default_str();
+  cmd->add_option("--kv-window", a->window, "rows of the newest <32 tokens: f16 or q8 (default: the engine's)");
   cmd->add_option("-n,--max-tokens", a->max_tokens, "tokens per answer")->check(CLI::Range(1, 4096))
       ->capture_default_str();
   cmd->add_option("-t,--threads", a->threads, "threads")->check(CLI::Range(1, 256))->capture_default_str();

@@ -65,18 +65,25 @@ size_t ResidentBytes() {
 void AddKvFlags(CLI::App* cmd, KvFlags& flags) {
   const char* help =
       "format of sealed KV blocks: f16, q8, kivi4, kivi3, kivi2, tq4, tq3, tq2, polykv-paper "
-      "(the newest <32 tokens stay fp16)";
+      "(the newest <32 tokens stay in the --kv-window format)";
   cmd->add_option("--kv-k", flags.k, std::string("key ") + help)->capture_default_str();
   cmd->add_option("--kv-v", flags.v, std::string("value ") + help)->capture_default_str();
   cmd->add_option("--kv-sink", flags.sink_blocks,
                   "leading 32-token blocks of a context kept f16 (attention sinks); 0 = none")
       ->check(CLI::Range(0, 1 << 20))->capture_default_str();
+  cmd->add_option("--kv-window", flags.window,
+                  "rows of the newest <32 tokens, before they are sealed: f16, or q8 (one fp16 scale + int8 per "
+                  "KV head: about half the bytes; sealed blocks are then encoded from the q8-rounded rows)")
+      ->capture_default_str();
 }
 
 Result<KvConfig> KvConfigFromFlags(const KvFlags& flags, const ModelConfig& model) {
   auto c = MakeKvConfig(flags.k, flags.v, model);
   if (!c.ok()) return c.status();
   c->sink_blocks = flags.sink_blocks;
+  auto w = ParseWindowFormat(flags.window);
+  if (!w.ok()) return w.status().Context("--kv-window");
+  c->window = *w;
   return c;
 }
 

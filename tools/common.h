@@ -59,6 +59,7 @@ Result<std::pair<std::string, std::string>> ChatFrame(const Model& model);
 struct KvFlags {
   std::string k = "f16", v = "f16";
   size_t sink_blocks = 1;
+  std::string window = "f16";
 };
 void AddKvFlags(CLI::App* cmd, KvFlags& flags);
 // Validated against the model (errors name the flag and list valid formats).

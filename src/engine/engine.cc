@@ -233,9 +233,12 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options) {
   } else if (options.policy != "uniform") {
     return Status::Error("unknown KV policy '{}' (valid: uniform, comix)", options.policy);
   }
+  auto window = ParseWindowFormat(options.kv_window);
+  if (!window.ok()) return window.status().Context("kv_window");
   KvStoreOptions so{.n_layer = c.n_layer,
                     .shape = {.n_head = c.n_head, .n_head_kv = c.n_head_kv, .head_dim = c.head_dim},
-                    .budget_bytes = options.kv_budget_bytes};
+                    .budget_bytes = options.kv_budget_bytes,
+                    .window = *window};
   impl->store = std::make_unique<KvStore>(so, impl->policy.get());
   impl->fwd = std::make_unique<ForwardPass>(*impl->model, 512);
   const int threads = options.threads > 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());

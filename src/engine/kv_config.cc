@@ -26,7 +26,8 @@ KvRuntime MakeKvRuntime(const ModelConfig& model, const KvConfig& config) {
   r.policy = std::make_unique<UniformPolicy>(config.k, config.v, config.sink_blocks);
   KvStoreOptions o{.n_layer = model.n_layer,
                    .shape = {.n_head = model.n_head, .n_head_kv = model.n_head_kv, .head_dim = model.head_dim},
-                   .budget_bytes = config.budget_bytes};
+                   .budget_bytes = config.budget_bytes,
+                   .window = config.window};
   r.store = std::make_unique<KvStore>(o, r.policy.get());
   return r;
 }

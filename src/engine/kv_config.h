@@ -17,6 +17,7 @@ struct KvConfig {
   KvFormat v = KvFormat::kF16;
   size_t budget_bytes = 0;  // 0 = unlimited
   size_t sink_blocks = 1;   // leading blocks of a context kept f16 (ignored when K and V are f16)
+  WindowFormat window = WindowFormat::kF16;  // rows of the newest < 32 tokens
 };
 
 // Parses format names and checks they fit the model's head dimension; errors list valid choices.

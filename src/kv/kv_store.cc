@@ -58,12 +58,30 @@ void KvSequence::Commit(size_t n) {
   size_ += n;
   nat_k_.Resize(0);
   nat_v_.Resize(0);
+  natw_k_.Resize(0);
+  natw_v_.Resize(0);
 }
 
 void KvSequence::Freeze() {
   frozen_ = true;
-  nat_k_.Resize(0);  // never appended to again
-  nat_v_.Resize(0);
+  Commit(0);  // never appended to again
+  const KvStoreOptions& o = store_.options_;
+  if (o.window == WindowFormat::kF16) return;  // readers attend the stored f16 rows
+  tail_k_.resize(tables_.size());
+  tail_v_.resize(tables_.size());
+  for (size_t l = 0; l < tables_.size(); ++l) {
+    const size_t n = window_tokens(l), kv_dim = o.shape.kv_dim();
+    tail_k_[l].Resize(n * kv_dim);
+    tail_v_[l].Resize(n * kv_dim);
+    DecodeWindowRows(o.window, o.shape.n_head_kv, o.shape.head_dim, win_k_[l].data(), n, tail_k_[l].data());
+    DecodeWindowRows(o.window, o.shape.n_head_kv, o.shape.head_dim, win_v_[l].data(), n, tail_v_[l].data());
+  }
+}
+
+const uint16_t* KvSequence::TailRows(size_t layer, bool keys) const {
+  if (store_.options_.window == WindowFormat::kF16)
+    return reinterpret_cast<const uint16_t*>((keys ? win_k_ : win_v_)[layer].data());
+  return (keys ? tail_k_ : tail_v_)[layer].data();
 }
 
 KvSequence::~KvSequence() {
@@ -74,8 +92,9 @@ KvSequence::~KvSequence() {
 
 size_t KvSequence::window_bytes() const {
   size_t b = 0;
-  for (size_t l = 0; l < win_k_.size(); ++l) b += (win_k_[l].size() + win_v_[l].size()) * sizeof(uint16_t);
-  return b + (nat_k_.size() + nat_v_.size()) * sizeof(uint16_t);
+  for (size_t l = 0; l < win_k_.size(); ++l) b += win_k_[l].size() + win_v_[l].size();
+  for (size_t l = 0; l < tail_k_.size(); ++l) b += (tail_k_[l].size() + tail_v_[l].size()) * sizeof(uint16_t);
+  return b + (nat_k_.size() + nat_v_.size()) * sizeof(uint16_t) + natw_k_.size() + natw_v_.size();
 }
 
 size_t KvSequence::table_bytes() const {
@@ -122,20 +141,38 @@ Status KvSequence::Append(size_t layer, size_t n, const float* k, const float* v
   if (size_ + n > capacity_)
     return Status::Error("context overflow: {} cached + {} new tokens exceed the context of {} tokens",
                          base_pos_ + size_, n, base_pos_ + capacity_);
-  const size_t kv_dim = store_.options_.shape.kv_dim();
+  const KvStoreOptions& o = store_.options_;
+  const size_t kv_dim = o.shape.kv_dim(), H = o.shape.n_head_kv, hd = o.shape.head_dim;
+  const WindowFormat wf = o.window;
+  const size_t rb = WindowRowBytes(wf, H, hd);
   const size_t base = tables_[layer].size() * kBlockTokens;  // own index of the first native row
   const size_t w = size_ - base;                             // tokens in the window before this batch
   const size_t rows = w + n;
-  // Native rows [base, size_ + n): the window, then the new tokens rounded to fp16.
+  // Native rows [base, size_ + n): the window, then the new tokens rounded through the window's
+  // format (fp16, or q8 then fp16), so every reader sees what the window will hold.
   if (nat_k_.size() != rows * kv_dim) {  // exactly the rows in use: a finished prefill's rows are given back
     nat_k_.Resize(rows * kv_dim);
     nat_v_.Resize(rows * kv_dim);
   }
-  std::copy_n(win_k_[layer].data(), w * kv_dim, nat_k_.data());
-  std::copy_n(win_v_[layer].data(), w * kv_dim, nat_v_.data());
-  for (size_t i = 0; i < n * kv_dim; ++i) {
-    nat_k_[w * kv_dim + i] = F32ToF16(k[i]);
-    nat_v_[w * kv_dim + i] = F32ToF16(v[i]);
+  DecodeWindowRows(wf, H, hd, win_k_[layer].data(), w, nat_k_.data());
+  DecodeWindowRows(wf, H, hd, win_v_[layer].data(), w, nat_v_.data());
+  uint16_t *nk = nat_k_.data() + w * kv_dim, *nv = nat_v_.data() + w * kv_dim;
+  const uint8_t *stored_k = reinterpret_cast<const uint8_t*>(nat_k_.data()),
+                *stored_v = reinterpret_cast<const uint8_t*>(nat_v_.data());
+  if (wf == WindowFormat::kF16) {
+    EncodeWindowRows(wf, H, hd, k, n, reinterpret_cast<uint8_t*>(nk), nk);
+    EncodeWindowRows(wf, H, hd, v, n, reinterpret_cast<uint8_t*>(nv), nv);
+  } else {
+    if (natw_k_.size() != rows * rb) {
+      natw_k_.Resize(rows * rb);
+      natw_v_.Resize(rows * rb);
+    }
+    std::copy_n(win_k_[layer].data(), w * rb, natw_k_.data());
+    std::copy_n(win_v_[layer].data(), w * rb, natw_v_.data());
+    EncodeWindowRows(wf, H, hd, k, n, natw_k_.data() + w * rb, nk);
+    EncodeWindowRows(wf, H, hd, v, n, natw_v_.data() + w * rb, nv);
+    stored_k = natw_k_.data();
+    stored_v = natw_v_.data();
   }
   nat_base_ = base;
   // Seal every block that is now complete.
@@ -145,13 +182,13 @@ Status KvSequence::Append(size_t layer, size_t n, const float* k, const float* v
   // The window holds its tokens rounded up to kWindowGranule: it grows while a block fills and
   // shrinks when the block is sealed, so an agent's native window costs what it holds (measured
   // bytes), not a whole block, and reallocates at most once per kWindowGranule tokens.
-  const size_t cap = (tail + kWindowGranule - 1) / kWindowGranule * kWindowGranule * kv_dim;
+  const size_t cap = (tail + kWindowGranule - 1) / kWindowGranule * kWindowGranule * rb;
   if (win_k_[layer].size() != cap) {
     win_k_[layer].Resize(cap);  // contents are rewritten just below
     win_v_[layer].Resize(cap);
   }
-  std::copy_n(nat_k_.data() + n_full * kBlockTokens * kv_dim, tail * kv_dim, win_k_[layer].data());
-  std::copy_n(nat_v_.data() + n_full * kBlockTokens * kv_dim, tail * kv_dim, win_v_[layer].data());
+  std::copy_n(stored_k + n_full * kBlockTokens * rb, tail * rb, win_k_[layer].data());
+  std::copy_n(stored_v + n_full * kBlockTokens * rb, tail * rb, win_v_[layer].data());
   // Views of this layer's blocks (and, once, of the frozen prefix's), for the attention that
   // follows — built here, serially, because the attention runs on several threads.
   const BlockPool& bp = store_.pool_;
@@ -194,7 +231,7 @@ void KvSequence::AddPrefix(BlockAttention& att, size_t layer, uint32_t kv_head, 
   att.AddBlocks(pv, kv_head, q0, nq);
   const size_t tail = P.window_tokens(layer);
   if (tail > 0)
-    att.AddNative(P.win_k_[layer].data() + kv_head * hd, P.win_v_[layer].data() + kv_head * hd, kv_dim, tail, q0, nq);
+    att.AddNative(P.TailRows(layer, true) + kv_head * hd, P.TailRows(layer, false) + kv_head * hd, kv_dim, tail, q0, nq);
 }
 
 void KvSequence::AddOwn(BlockAttention& att, size_t t, uint32_t kv_head, size_t q0, size_t nq,

@@ -1,6 +1,6 @@
 // KvStore: the block-based KV layer — a BlockPool shared by all sequences, the precision policy
 // asked at sealing time, and per-sequence KvSequence objects (block table per layer + a native
-// fp16 window for the newest tokens). Invariant: a block is sealed once, when its 32 tokens are
+// window for the newest tokens, f16 or q8 rows). Invariant: a block is sealed once, when its 32 tokens are
 // complete, with the formats the policy picked; it is never re-quantized.
 #pragma once
 #include <cstddef>
@@ -13,6 +13,7 @@
 #include "kv/block_pool.h"       // BlockPool, BlockId
 #include "kv/precision_policy.h" // PrecisionPolicy
 #include "kv/sequence_kv.h"      // SequenceKv, AttentionShape
+#include "kv/window_codec.h"     // WindowFormat
 #include "util/aligned_buffer.h"
 
 namespace chorus {
@@ -24,6 +25,7 @@ struct KvStoreOptions {
   size_t n_layer = 0;
   AttentionShape shape;
   size_t budget_bytes = 0;  // 0 = unlimited
+  WindowFormat window = WindowFormat::kF16;  // rows of the newest < 32 tokens (window_codec.h)
 };
 
 // Measured bytes of everything the KV layer holds.
@@ -130,12 +132,17 @@ class KvSequence final : public SequenceKv {
   mutable std::vector<std::vector<BlockView>> prefix_views_;  // (n_layer) views when used as a frozen prefix
   std::vector<BlockView> views_;                 // this layer's own blocks, set by Append
   size_t nat_base_ = 0;                          // own index of nat_ row 0
-  std::vector<AlignedBuffer<uint16_t>> win_k_;   // (n_layer) (32, kv_dim) fp16 tokens after the last sealed block
-  std::vector<AlignedBuffer<uint16_t>> win_v_;   // (n_layer) (32, kv_dim)
+  // (n_layer) stored rows (WindowRowBytes each) of the tokens after the last sealed block.
+  std::vector<AlignedBuffer<uint8_t>> win_k_, win_v_;
   // (window + batch, kv_dim) fp16 native rows of the layer being computed: read by this
   // sequence's attention after every sequence of a batch has appended; empty between batches
-  // (Commit), counted in window_bytes while held.
+  // (Commit), counted in window_bytes while held. natw_: the same rows in the stored format
+  // (q8 windows only), from which the new window is copied.
   AlignedBuffer<uint16_t> nat_k_, nat_v_;
+  AlignedBuffer<uint8_t> natw_k_, natw_v_;
+  // A frozen q8-window sequence's tails decoded once to the f16 rows its readers attend.
+  std::vector<AlignedBuffer<uint16_t>> tail_k_, tail_v_;
+  const uint16_t* TailRows(size_t layer, bool keys) const;
 };
 
 }  // namespace chorus

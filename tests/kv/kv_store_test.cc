@@ -113,9 +113,11 @@ TEST(KvStore, MixedFormatsMatchReference) {
 
 // Decode-faithful prefill, bit for bit: a batch of tokens (stacked 32 at a time per KV head)
 // gives every token exactly the output it gets when the same tokens arrive one by one.
-TEST(KvStore, PrefillEqualsTokenByTokenBitwise) {
+class PrefillEqualsTokenByToken : public ::testing::TestWithParam<WindowFormat> {};
+
+TEST_P(PrefillEqualsTokenByToken, Bitwise) {
   CyclePolicy policy({{KvFormat::kTq4, KvFormat::kTq3}, {KvFormat::kKivi4, KvFormat::kKivi2}, {KvFormat::kQ8, KvFormat::kF16}});
-  KvStore store({.n_layer = 1, .shape = kShape}, &policy);
+  KvStore store({.n_layer = 1, .shape = kShape, .window = GetParam()}, &policy);
   auto batched = store.NewSequence(300), single = store.NewSequence(300);
   ThreadPool pool(2);
   std::mt19937 rng(7);
@@ -132,6 +134,46 @@ TEST(KvStore, PrefillEqualsTokenByTokenBitwise) {
       for (size_t i = 0; i < q_dim; ++i) ASSERT_EQ(out[t * q_dim + i], one[i]) << "batch of " << n << ", token " << t;
     }
   }
+}
+INSTANTIATE_TEST_SUITE_P(Windows, PrefillEqualsTokenByToken, ::testing::Values(WindowFormat::kF16, WindowFormat::kQ8),
+                         [](const auto& info) { return std::string(WindowFormatName(info.param)); });
+
+// A q8 window holds 66 instead of 128 bytes per token and KV head (measured), its rows stay within
+// q8's rounding of the f16 window's, and a frozen prefix's q8 tail reads like its f16 rows would.
+TEST(KvStore, Q8WindowHalvesWindowBytes) {
+  CyclePolicy policy({{KvFormat::kTq4, KvFormat::kTq3}});
+  KvStore f16({.n_layer = 2, .shape = kShape}, &policy), q8({.n_layer = 2, .shape = kShape, .window = WindowFormat::kQ8}, &policy);
+  auto a = f16.NewSequence(100), b = q8.NewSequence(100);
+  ThreadPool pool(1);
+  std::mt19937 rng(3);
+  const size_t n = 45;  // one sealed block + a 13-token window per layer
+  Batch x = RandomBatch(n, rng);
+  std::vector<float> oa(n * kShape.q_dim()), ob(n * kShape.q_dim());
+  for (size_t l = 0; l < 2; ++l) {
+    ASSERT_TRUE(a->AppendAndAttend(l, n, x.k.data(), x.v.data(), x.q.data(), oa.data(), pool).ok());
+    ASSERT_TRUE(b->AppendAndAttend(l, n, x.k.data(), x.v.data(), x.q.data(), ob.data(), pool).ok());
+  }
+  a->Commit(n);
+  b->Commit(n);
+  const size_t granule_rows = 16;  // 13 rounded up to kWindowGranule
+  EXPECT_EQ(a->window_bytes(), 2 * 2 * granule_rows * kShape.n_head_kv * kShape.head_dim * 2);
+  EXPECT_EQ(b->window_bytes(), 2 * 2 * granule_rows * kShape.n_head_kv * (2 + kShape.head_dim));
+  // Outputs of the first block's tokens (they read native rows only): q8 rounding of the rows
+  // (step max|x|/127) moves them a little, not a lot. Later tokens read a block sealed from the
+  // rounded rows, whose codes may differ by a step.
+  double max_diff = 0;
+  for (size_t i = 0; i < 32 * kShape.q_dim(); ++i) max_diff = std::max(max_diff, double(std::fabs(oa[i] - ob[i])));
+  EXPECT_GT(max_diff, 0.0);
+  EXPECT_LT(max_diff, 0.05);
+  // Frozen: a reader of the q8 prefix attends its decoded tail.
+  b->Freeze();
+  std::shared_ptr<const KvSequence> prefix(std::move(b));
+  auto reader = q8.NewSequence(10, prefix);
+  Batch y = RandomBatch(1, rng);
+  std::vector<float> o1(kShape.q_dim());
+  ASSERT_TRUE(reader->AppendAndAttend(0, 1, y.k.data(), y.v.data(), y.q.data(), o1.data(), pool).ok());
+  reader->Commit(1);
+  for (float f : o1) ASSERT_TRUE(std::isfinite(f));
 }
 
 class F16BlocksEqualDenseCache : public ::testing::TestWithParam<AttentionShape> {};

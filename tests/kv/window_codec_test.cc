@@ -1,0 +1,62 @@
+// Native-window row codecs: f16 and q8 rows, and that the rows attention reads at append time are
+// exactly the rows decoded later from the stored window (so no reader depends on when it reads).
+#include "kv/window_codec.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "util/fp16.h"
+
+namespace chorus {
+namespace {
+
+constexpr size_t kH = 3, kD = 64, kKv = kH * kD;
+
+TEST(WindowCodec, RowBytes) {
+  EXPECT_EQ(WindowRowBytes(WindowFormat::kF16, kH, kD), 384u);
+  EXPECT_EQ(WindowRowBytes(WindowFormat::kQ8, kH, kD), 198u);  // 3 × (2 + 64)
+}
+
+TEST(WindowCodec, AppendTimeRowsEqualDecodedRows) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd;
+  const size_t n = 7;
+  std::vector<float> x(n * kKv);
+  for (auto& v : x) v = nd(rng) * 3.0f;
+  x[5] = 1e6f;   // beyond fp16: clamped
+  x[70] = 0.0f;
+  for (WindowFormat f : {WindowFormat::kF16, WindowFormat::kQ8}) {
+    std::vector<uint8_t> stored(n * WindowRowBytes(f, kH, kD));
+    std::vector<uint16_t> nat(n * kKv), again(n * kKv);
+    EncodeWindowRows(f, kH, kD, x.data(), n, stored.data(), nat.data());
+    DecodeWindowRows(f, kH, kD, stored.data(), n, again.data());
+    EXPECT_EQ(nat, again) << WindowFormatName(f);
+    for (size_t j = 0; j < n; ++j) {
+      for (size_t h = 0; h < kH; ++h) {
+        float absmax = 0;
+        for (size_t c = 0; c < kD; ++c) absmax = std::max(absmax, std::min(std::fabs(x[j * kKv + h * kD + c]), 65504.0f));
+        // q8: half a step of absmax/127 plus fp16 rounding of the scale and of the result.
+        const float tol = f == WindowFormat::kQ8 ? absmax / 127.0f * 0.51f + absmax * 2e-3f : absmax * 1e-3f;
+        for (size_t c = 0; c < kD; ++c) {
+          const size_t i = j * kKv + h * kD + c;
+          const float want = std::clamp(x[i], -65504.0f, 65504.0f);
+          EXPECT_NEAR(F16ToF32(nat[i]), want, tol) << WindowFormatName(f) << " " << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(WindowCodec, ParseNamesTheChoices) {
+  EXPECT_EQ(ParseWindowFormat("q8").value(), WindowFormat::kQ8);
+  EXPECT_EQ(ParseWindowFormat("f16").value(), WindowFormat::kF16);
+  auto bad = ParseWindowFormat("q4");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("valid: f16, q8"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace chorus
