@@ -111,7 +111,8 @@ int RunPolykv(const PolykvArgs& a) {
   auto frame = ChatFrame(*model_r.value());
   if (!frame.ok()) return Fail(frame.status());
   const std::vector<int32_t> all = tok.Encode(text.value(), false, false);
-  nlohmann::json out = {{"max_tokens", a.max_tokens}, {"private_kv", a.private_kv}, {"threads", a.threads}};
+  nlohmann::json out = {{"max_tokens", a.max_tokens}, {"private_kv", a.private_kv}, {"threads", a.threads},
+                        {"window", a.window.empty() ? EngineOptions{}.kv_window : a.window}};
   const size_t slash = a.private_kv.find('/');
   if (slash == std::string::npos) return Fail(Status::Error("--private must be K/V, e.g. q8/q8"));
   const std::string pk = a.private_kv.substr(0, slash), pv = a.private_kv.substr(slash + 1);

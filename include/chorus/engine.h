@@ -29,8 +29,10 @@ struct EngineOptions {
   std::string shared_k = "tq4", shared_v = "tq3";   // shared-context blocks (measured: docs/results/polykv.md)
   std::string private_k = "q8", private_v = "q8";   // formats of each agent's own blocks
   size_t sink_blocks = 1;    // leading blocks of a context kept f16
-  // Rows of every sequence's newest < 32 tokens before sealing: "f16" or "q8" (half the bytes).
-  std::string kv_window = "f16";
+  // Rows of every sequence's newest < 32 tokens before sealing: "f16", "q8" (half the bytes; the
+  // measured default for compressed contexts, docs/results/polykv.md) or "auto" = q8 unless
+  // shared_k and shared_v are both f16 with the uniform policy (the exact baseline).
+  std::string kv_window = "auto";
   size_t kv_budget_bytes = 0;  // 0 = unlimited; agents that do not fit are refused with a message
   // "uniform": the formats above. "comix": bits per (sequence, layer, K/V) coordinated under one
   // budget (kv_budget_bytes, or kv_avg_bits as a target when the budget is 0); formats of comix_family.

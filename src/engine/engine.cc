@@ -122,8 +122,12 @@ struct Engine::Impl {
     const KvGeometry g = store->geometry();
     const size_t block = BlockPool::BlockCost(KvBlockBytes(private_cfg.k, KvSide::kKey, g),
                                               KvBlockBytes(private_cfg.v, KvSide::kValue, g));
-    return c.n_layer * ((tokens / kBlockTokens) * block + kBlockTokens * c.kv_dim() * 2 * sizeof(uint16_t) +
-                        (tokens / kBlockTokens + 1) * sizeof(BlockId));
+    // Window: ≤ 32 stored rows per layer (K and V), plus one layer's native rows while a step runs.
+    const WindowFormat wf = store->options().window;
+    const size_t rb = WindowRowBytes(wf, c.n_head_kv, c.head_dim);
+    const size_t window = c.n_layer * kBlockTokens * 2 * rb +
+                          kBlockTokens * 2 * (c.kv_dim() * sizeof(uint16_t) + (wf == WindowFormat::kF16 ? 0 : rb));
+    return c.n_layer * ((tokens / kBlockTokens) * block + (tokens / kBlockTokens + 1) * sizeof(BlockId)) + window;
   }
 
   size_t Reserved() const {
@@ -233,7 +237,9 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options) {
   } else if (options.policy != "uniform") {
     return Status::Error("unknown KV policy '{}' (valid: uniform, comix)", options.policy);
   }
-  auto window = ParseWindowFormat(options.kv_window);
+  // "auto": q8 rows unless the shared formats are f16 (the uncompressed baseline stays exact).
+  const bool f16_shared = options.shared_k == "f16" && options.shared_v == "f16" && options.policy == "uniform";
+  auto window = ParseWindowFormat(options.kv_window == "auto" ? (f16_shared ? "f16" : "q8") : options.kv_window);
   if (!window.ok()) return window.status().Context("kv_window");
   KvStoreOptions so{.n_layer = c.n_layer,
                     .shape = {.n_head = c.n_head, .n_head_kv = c.n_head_kv, .head_dim = c.head_dim},
