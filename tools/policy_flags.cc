@@ -28,7 +28,10 @@ void AddPolicyFlags(CLI::App* cmd, PolicyFlags& f, bool with_query) {
 }
 
 Status CheckPolicyFlags(const CLI::App* cmd, PolicyFlags& f, bool need_query) {
-  const auto given = [&](const char* name) { return cmd->count(name) > 0; };
+  const auto given = [&](const char* name) {
+    const CLI::Option* o = cmd->get_option_no_throw(name);
+    return o != nullptr && o->count() > 0;
+  };
   if (!f.policy.empty() && f.policy != "comix" && f.policy != "cocktail")
     return Status::Error("unknown --policy '{}' (valid: comix, cocktail)", f.policy);
   for (const char* o : {"--kv-budget", "--kv-avg-bits", "--comix-family"})
