@@ -144,10 +144,12 @@ RunFn AddEval(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("eval", "Quality evaluations: perplexity, logits dumps.");
   cmd->require_subcommand(1);
   CLI::App* ppl = cmd->add_subcommand("ppl", "Perplexity of a text file (llama.cpp's method: chunks of -c, "
-                                              "second half of each chunk scored).");
+                                              "second half of each chunk scored); uniform KV formats or --policy "
+                                              "comix|cocktail.");
   CLI::App* lg = cmd->add_subcommand("logits", "Write the raw f32 logits of the first -n tokens of a file.");
   CLI::App* kld = cmd->add_subcommand("kld", "Compressed KV vs f16 KV on the same positions: PPL delta, mean and "
-                                             "p99 KL divergence, top-1 agreement, measured bits/element.");
+                                             "p99 KL divergence, top-1 agreement, measured bits/element (--configs, and --policy comix|cocktail "
+                                             "as one more row).");
   for (CLI::App* s : {ppl, lg, kld}) {
     s->add_option("-m,--model", a->model, "GGUF model file")->required();
     s->add_option("-f,--file", a->file, "text file (e.g. ../shared/data/wikitext-2/test.txt)")->required();
@@ -159,7 +161,9 @@ RunFn AddEval(CLI::App& app) {
         ->capture_default_str();
     s->add_option("--chunks", a->chunks, "evaluate only the first N chunks (default: all)")->check(CLI::Range(1, 1 << 30));
     AddKvFlags(s, a->kv);
-    AddPolicyFlags(s, a->pol, /*with_query=*/true);
+    AddPolicyFlags(s, a->pol, /*with_query=*/true,
+                   "instead of --kv-k/--kv-v, each chunk of -c tokens is one sequence under it (cocktail: its own "
+                   "chunk map from --query); --kv-sink applies; kld: one more row after --configs");
   }
   kld->add_option("--configs", a->configs, "several K/V pairs at once, e.g. q8/q8,q8/tq3 (the f16 base runs once)")
       ->delimiter(',');

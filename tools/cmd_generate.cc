@@ -115,7 +115,10 @@ int RunGenerate(const GenerateArgs& a) {
 
 RunFn AddGenerate(CLI::App& app) {
   auto a = std::make_shared<GenerateArgs>();
-  CLI::App* cmd = app.add_subcommand("generate", "Continue a prompt, streaming tokens; prints tokens/s at the end.");
+  CLI::App* cmd = app.add_subcommand("generate", "Continue a prompt, streaming tokens; prints tokens/s at the end. "
+                                                   "--policy cocktail --doc FILE -p QUESTION: answer about a document "
+                                                   "stored under Cocktail's chunk map; --policy comix: under a CoMix "
+                                                   "budget.");
   cmd->add_option("-m,--model", a->model, "GGUF model file")->required();
   auto* p = cmd->add_option("-p,--prompt", a->prompt, "prompt text");
   cmd->add_option("-f,--file", a->prompt_file, "read the prompt from a file")->excludes(p);
@@ -134,11 +137,16 @@ RunFn AddGenerate(CLI::App& app) {
   cmd->add_option("--doc", a->doc, "with --policy: a context document; the prompt (-p/-f) is the question about it, "
                                    "both framed as one chat user turn (as `chorus agents` does); cocktail: the "
                                    "question is the query that picks each chunk's precision");
-  AddPolicyFlags(cmd, a->pol, /*with_query=*/false);
+  AddPolicyFlags(cmd, a->pol, /*with_query=*/false,
+                 "runs one agent of the Engine; cocktail: --doc's blocks follow its chunk map (the question, -p/-f, is "
+                 "the query), the question and answer use --kv-k/--kv-v; comix: every block (also --doc's) is chosen "
+                 "by CoMix");
   return [a, cmd] {
     if (Status s = CheckPolicyFlags(cmd, a->pol, /*need_query=*/false); !s.ok()) return Fail(s);
     if (cmd->count("--doc") && a->pol.policy.empty())
       return Fail(Status::Error("--doc needs --policy cocktail or --policy comix"));
+    if (a->pol.policy == "comix" && (cmd->count("--kv-k") || cmd->count("--kv-v")))
+      return Fail(Status::Error("--kv-k/--kv-v do not apply with --policy comix (it chooses every block's format)"));
     return RunGenerate(*a);
   };
 }

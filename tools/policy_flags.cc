@@ -6,11 +6,11 @@
 
 namespace chorus::cli {
 
-void AddPolicyFlags(CLI::App* cmd, PolicyFlags& f, bool with_query) {
-  cmd->add_option("--policy", f.policy, "KV precision policy instead of --kv-k/--kv-v: comix (bits per layer x K/V under "
-                                        "one budget: --kv-budget or --kv-avg-bits, --comix-family) or cocktail "
-                                        "(f16/kivi4/kivi2 per chunk by relevance to the query: --alpha, --beta, "
-                                        "--chunk, --encoder)");
+void AddPolicyFlags(CLI::App* cmd, PolicyFlags& f, bool with_query, const std::string& where) {
+  cmd->add_option("--policy", f.policy, "KV precision policy: comix (bits per layer x K/V under one budget: "
+                                        "--kv-budget or --kv-avg-bits, --comix-family) or cocktail (f16/kivi4/kivi2 "
+                                        "per 32-token block by its chunk's relevance to the query: --alpha, --beta, "
+                                        "--chunk, --encoder); " + where);
   cmd->add_option("--kv-budget", f.budget, "comix: KV byte budget (e.g. 4000000, 64K, 1.5M)");
   cmd->add_option("--kv-avg-bits", f.avg_bits, "comix without --kv-budget: average bits target (2..8)")
       ->capture_default_str();

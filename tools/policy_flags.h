@@ -27,8 +27,9 @@ struct PolicyFlags {
   size_t budget_bytes = 0;       // parsed --kv-budget (set by CheckPolicyFlags)
 };
 
-// Registers --policy and its options on `cmd`; `with_query` adds --query (eval).
-void AddPolicyFlags(CLI::App* cmd, PolicyFlags& flags, bool with_query);
+// Registers --policy and its options on `cmd`; `with_query` adds --query (eval); `where` ends the
+// --policy help (what the policy applies to in this command).
+void AddPolicyFlags(CLI::App* cmd, PolicyFlags& flags, bool with_query, const std::string& where);
 
 // Validates the flags as given on `cmd` (options of one policy given with another or without
 // --policy, unknown policy, α/β/chunk, family, avg bits, byte size, cocktail without --query when

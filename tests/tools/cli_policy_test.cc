@@ -176,6 +176,8 @@ TEST(CliPolicy, BadInputIsAnErrorThatNamesTheProblem) {
       {gen + "--policy cocktail --doc " + doc + " -p q --encoder /no/such/encoder", "does not exist"},
       {gen + "--policy comix --kv-budget 100K -p q", "below this model's minimum of"},
       {gen + "--doc " + doc + " -p q", "--doc needs --policy"},
+      {gen + "--policy comix --kv-k q8 -p q", "--kv-k/--kv-v do not apply with --policy comix"},
+      {gen + "--policy comix --kv-budget 1M --doc " + doc + " -p q", "--doc: shared document: refused"},
   };
   for (const auto& [args, want] : cases) {
     const CliRun r = Chorus(args);
