@@ -91,7 +91,12 @@ int RunPpl(const EvalArgs& a) {
                {"tokenize_seconds", tok_s}, {"threads", a.threads}, {"kv_k", a.kv.k}, {"kv_v", a.kv.v}, {"kv_sink_blocks", a.kv.sink_blocks},
                {"kv_bytes_per_chunk", usage.total()},
                {"kv_bits_per_element", KvBitsPerElement(usage.total(), n_ctx, c)}};
-    if ((*ekv)->has_policy()) j["kv_k"] = j["kv_v"] = (*ekv)->Name(), j["kv_policy"] = (*ekv)->ReportJson(n_ctx);
+    if ((*ekv)->has_policy()) {  // chunks differ under a policy: their mean
+      j["kv_k"] = j["kv_v"] = (*ekv)->Name();
+      j["kv_bytes_per_chunk"] = (*ekv)->mean_bytes();
+      j["kv_bits_per_element"] = KvBitsPerElement((*ekv)->mean_bytes(), n_ctx, c);
+      j["kv_policy"] = (*ekv)->ReportJson(n_ctx);
+    }
     PrintJson(j);
   } else {
     std::printf("perplexity %.4f ± %.4f over %zu chunks of %zu tokens (%zu scored) in %.1f s\n", ppl, ppl_err,

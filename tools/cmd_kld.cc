@@ -86,7 +86,7 @@ int RunKld(const EvalArgs& a) {
       if (!kv.ok()) return Fail(kv.status());
       if (Status s = fwd.Run(chunk, **kv, pool, LogitsFor::kAll, logits.data()); !s.ok()) return Fail(s);
       run.rt->End(**kv);
-      run.bytes = run.rt->last_usage().total();
+      run.bytes = run.rt->has_policy() ? run.rt->mean_bytes() : run.rt->last_usage().total();
       for (size_t r = 0; r < n_scored; ++r) {
         const size_t j = first + r;
         const float* row = logits.data() + j * V;

@@ -43,6 +43,8 @@ class EvalKv {
   bool has_policy() const { return !flags_.policy.empty(); }
   const KvUsage& last_usage() const { return last_usage_; }
   size_t peak_bytes() const { return peak_bytes_; }
+  // Mean over the chunks so far of the bytes held at the end of each (a policy's chunks differ).
+  size_t mean_bytes() const { return chunks_ ? total_bytes_ / chunks_ : 0; }
   // "K/V" for uniform formats; "comix-tq:3", "comix-kivi:64K", "cocktail:0.6:0.1" for a policy.
   std::string Name() const;
   // The policy report (chunk maps or allocation, formats sealed, measured bytes and bits/element).
