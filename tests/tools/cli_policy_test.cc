@@ -53,8 +53,9 @@ nlohmann::json Json(const CliRun& r) {
   }
 }
 
-std::string Ppl(const std::string& extra) {
-  return std::string("eval ppl -m ") + kModel + " -f " + kText + " -c 256 --chunks 2 -t 2 --json " + extra;
+std::string Ppl(const std::string& extra, int ctx = 256) {
+  return std::string("eval ppl -m ") + kModel + " -f " + kText + " -c " + std::to_string(ctx) +
+         " --chunks 2 -t 2 --json " + extra;
 }
 
 std::string WriteDoc() {
@@ -92,9 +93,10 @@ TEST(CliPolicy, EvalPplCocktailAllInt2EqualsUniformKivi2) {
 TEST(CliPolicy, EvalPplComixAtTwoBitsEqualsUniformTwoBit) {
   // An average-bits target of 2 leaves no room for any upgrade: every sealed block is 2-bit.
   for (const char* family : {"kivi", "tq"}) {
-    const nlohmann::json c = Json(Chorus(Ppl(std::string("--policy comix --kv-avg-bits 2 --comix-family ") + family)));
+    const nlohmann::json c =
+        Json(Chorus(Ppl(std::string("--policy comix --kv-avg-bits 2 --comix-family ") + family, 128)));
     const std::string f = std::string(family) + "2";
-    const nlohmann::json u = Json(Chorus(Ppl("--kv-k " + f + " --kv-v " + f)));
+    const nlohmann::json u = Json(Chorus(Ppl("--kv-k " + f + " --kv-v " + f, 128)));
     EXPECT_EQ(c["ppl"].get<double>(), u["ppl"].get<double>()) << family;
     EXPECT_EQ(c["kv_bytes_per_chunk"], u["kv_bytes_per_chunk"]) << family;
     EXPECT_EQ(c["kv_policy"]["chunk_bits"][0]["k"], std::string(30, '2')) << family;
