@@ -4,17 +4,17 @@
 
 namespace chorus::cli {
 
-void PrintChunkMap(const ChunkMapReport& m, size_t shared_bytes, size_t tokens, const Engine& engine) {
-  std::printf("cocktail chunk map (%zu chunks of %zu tokens → 32-token blocks; S sink f16, F fp16, 4 int4, 2 int2):\n"
+void PrintChunkMap(const ChunkMapReport& m, size_t shared_bytes, size_t tokens, const Engine& engine, std::FILE* out) {
+  std::fprintf(out, "cocktail chunk map (%zu chunks of %zu tokens → 32-token blocks; S sink f16, F fp16, 4 int4, 2 int2):\n"
               "  %s\n",
               m.chunks, m.chunk_tokens, m.blocks.c_str());
-  std::printf("  sealed blocks: %zu sink, %zu fp16, %zu int4, %zu int2; similarity [%.4f, %.4f], T_low %.4f, "
+  std::fprintf(out, "  sealed blocks: %zu sink, %zu fp16, %zu int4, %zu int2; similarity [%.4f, %.4f], T_low %.4f, "
               "T_high %.4f\n",
               m.sink, m.fp16, m.int4, m.int2, m.s_min, m.s_max, m.t_low, m.t_high);
   const double fp16 = double(engine.Fp16Bytes(tokens));
-  std::printf("  measured: %.2f MiB for %zu tokens = %.2f bits/element (%.1f %% of fp16)\n", shared_bytes / 1048576.0,
+  std::fprintf(out, "  measured: %.2f MiB for %zu tokens = %.2f bits/element (%.1f %% of fp16)\n", shared_bytes / 1048576.0,
               tokens, 16.0 * shared_bytes / fp16, 100.0 * shared_bytes / fp16);
-  std::printf("  encoder: %s; search %.2f s, prefill+seal %.2f s, reorder %.2g s\n", m.encoder.c_str(),
+  std::fprintf(out, "  encoder: %s; search %.2f s, prefill+seal %.2f s, reorder %.2g s\n", m.encoder.c_str(),
               m.search_seconds, m.prefill_seconds, m.reorder_seconds);
 }
 

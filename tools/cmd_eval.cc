@@ -7,27 +7,11 @@
 #include "engine/kv_config.h"  // MakeKvConfig, MakeKvRuntime
 #include "model/forward.h"
 #include "ops/elementwise.h"  // LogSumExp
-#include "tools/common.h"
+#include "tools/eval_args.h"  // EvalArgs, LoadInputs, RunKld
+#include "tools/eval_kv.h"  // EvalKv: uniform formats or --policy comix|cocktail
 #include "util/timer.h"
 
 namespace chorus::cli {
-namespace {
-
-struct EvalArgs {
-  std::string model, file, out;
-  KvFlags kv;
-  std::vector<std::string> configs;  // "K/V" pairs for kld
-  int ctx = 512;
-  int chunks = 0;  // 0 = all
-  int n_tokens = 1024;
-  int threads = DefaultThreads();
-  bool json = false;
-};
-
-struct EvalInputs {
-  std::string text;
-  std::unique_ptr<Model> model;
-};
 
 // The text file and the model of an eval command (errors name the path).
 Result<EvalInputs> LoadInputs(const EvalArgs& a) {
@@ -37,6 +21,8 @@ Result<EvalInputs> LoadInputs(const EvalArgs& a) {
   if (!model.ok()) return model.status();
   return EvalInputs{std::move(text).value(), std::move(model).value()};
 }
+
+namespace {
 
 // Perplexity over non-overlapping chunks of n_ctx tokens, each from an empty cache, scoring the
 // second half of each chunk (logits n_ctx/2 .. n_ctx-2 predict the next token: 255 per chunk at
@@ -62,9 +48,11 @@ int RunPpl(const EvalArgs& a) {
 
   auto kv_config = KvConfigFromFlags(a.kv, c);
   if (!kv_config.ok()) return Fail(kv_config.status());
-  KvRuntime kv_rt = MakeKvRuntime(c, kv_config.value());
   ThreadPool pool(a.threads);
-  ForwardPass fwd(model, 512);
+  ForwardPass enc_fwd(model, 512);
+  auto ekv = EvalKv::Open(a.pol, kv_config.value(), model, a.model, enc_fwd, pool);
+  if (!ekv.ok()) return Fail(ekv.status());
+  ForwardPass fwd(model, (*ekv)->micro_batch());
   std::vector<float> logits(n_ctx * c.n_vocab);
   const size_t first = n_ctx / 2;
   KvUsage usage;
@@ -74,9 +62,11 @@ int RunPpl(const EvalArgs& a) {
   for (size_t ch = 0; ch < n_chunks; ++ch) {
     std::vector<int32_t> chunk(tokens.begin() + ch * n_ctx, tokens.begin() + (ch + 1) * n_ctx);
     if (add_bos) chunk[0] = *bos;
-    auto kv = kv_rt.store->NewSequence(n_ctx);
-    if (Status s = fwd.Run(chunk, *kv, pool, LogitsFor::kAll, logits.data()); !s.ok()) return Fail(s);
-    usage = kv_rt.store->Usage();
+    auto kv = (*ekv)->Begin(chunk);
+    if (!kv.ok()) return Fail(kv.status());
+    if (Status s = fwd.Run(chunk, **kv, pool, LogitsFor::kAll, logits.data()); !s.ok()) return Fail(s);
+    (*ekv)->End(**kv);
+    usage = (*ekv)->last_usage();
     for (size_t j = first; j + 1 < n_ctx; ++j) {  // llama-perplexity: logits first..n_ctx-2
       const float* row = logits.data() + j * c.n_vocab;
       const double lp = row[chunk[j + 1]] - LogSumExp(row, c.n_vocab);
@@ -97,15 +87,23 @@ int RunPpl(const EvalArgs& a) {
   const double ppl_err = ppl * std::sqrt(std::max(0.0, var) / (count - 1 > 0 ? count - 1 : 1));
   const double secs = t_eval.Seconds();
   if (a.json) {
-    PrintJson({{"ppl", ppl}, {"ppl_stderr", ppl_err}, {"ctx", n_ctx}, {"chunks", n_chunks},
+    nlohmann::json j = {{"ppl", ppl}, {"ppl_stderr", ppl_err}, {"ctx", n_ctx}, {"chunks", n_chunks},
                {"scored_tokens", count}, {"file_tokens", tokens.size()}, {"seconds", secs},
                {"tokenize_seconds", tok_s}, {"threads", a.threads}, {"kv_k", a.kv.k}, {"kv_v", a.kv.v}, {"kv_sink_blocks", a.kv.sink_blocks},
                {"kv_bytes_per_chunk", usage.total()},
-               {"kv_bits_per_element", KvBitsPerElement(usage.total(), n_ctx, c)}});
+               {"kv_bits_per_element", KvBitsPerElement(usage.total(), n_ctx, c)}};
+    if ((*ekv)->has_policy()) {  // chunks differ under a policy: their mean
+      j["kv_k"] = j["kv_v"] = (*ekv)->Name();
+      j["kv_bytes_per_chunk"] = (*ekv)->mean_bytes();
+      j["kv_bits_per_element"] = KvBitsPerElement((*ekv)->mean_bytes(), n_ctx, c);
+      j["kv_policy"] = (*ekv)->ReportJson(n_ctx);
+    }
+    PrintJson(j);
   } else {
     std::printf("perplexity %.4f ± %.4f over %zu chunks of %zu tokens (%zu scored) in %.1f s\n", ppl, ppl_err,
                 n_chunks, n_ctx, count, secs);
-    std::printf("%s\n", DescribeKvUsage(kv_config.value(), usage, n_ctx, c).c_str());
+    if ((*ekv)->has_policy()) (*ekv)->PrintReport(stdout, n_ctx);
+    else std::printf("%s\n", DescribeKvUsage(kv_config.value(), usage, n_ctx, c).c_str());
   }
   return 0;
 }
@@ -145,124 +143,6 @@ int RunLogits(const EvalArgs& a) {
 }
 
 
-// KL divergence of compressed-KV next-token distributions against the f16 KV on the same
-// positions (llama.cpp's chunking: chunks of -c tokens, second half scored), for one or more
-// K/V format pairs; the f16 base is computed once per chunk.
-int RunKld(const EvalArgs& a) {
-  auto in = LoadInputs(a);
-  if (!in.ok()) return Fail(in.status());
-  const Model& model = *in->model;
-  const std::string& text = in->text;
-  const ModelConfig& c = model.config();
-  const size_t V = c.n_vocab, n_ctx = a.ctx;
-  if (n_ctx > c.n_ctx_train)
-    return Fail(Status::Error("-c {} exceeds the model's training context of {}", a.ctx, c.n_ctx_train));
-  std::vector<std::string> specs = a.configs;
-  if (specs.empty()) specs.push_back(a.kv.k + "/" + a.kv.v);
-  struct Run {
-    KvConfig config;
-    KvRuntime rt;
-    double nll = 0;
-    size_t top1 = 0;
-    std::vector<float> kl;
-    size_t bytes = 0;
-  };
-  std::vector<Run> runs;
-  for (const std::string& spec : specs) {
-    const size_t slash = spec.find('/');
-    if (slash == std::string::npos)
-      return Fail(Status::Error("--configs entry '{}' must be K/V, e.g. q8/tq3", spec));
-    auto cfg = KvConfigFromFlags({spec.substr(0, slash), spec.substr(slash + 1), a.kv.sink_blocks}, c);
-    if (!cfg.ok()) return Fail(cfg.status().Context(spec));
-    runs.push_back(Run{cfg.value(), MakeKvRuntime(c, cfg.value())});
-  }
-  std::vector<int32_t> tokens = model.tokenizer().Encode(text, false, false);
-  size_t n_chunks = tokens.size() / n_ctx;
-  if (n_chunks == 0)
-    return Fail(Status::Error("'{}' has {} tokens, fewer than one chunk of -c {}", a.file, tokens.size(), n_ctx));
-  if (a.chunks > 0) n_chunks = std::min<size_t>(n_chunks, a.chunks);
-  const auto bos = model.tokenizer().bos();
-  const bool add_bos = model.tokenizer().add_bos() && bos.has_value();
-
-  KvRuntime base_rt = MakeKvRuntime(c, KvConfig{});
-  ThreadPool pool(a.threads);
-  ForwardPass fwd(model, 512);
-  const size_t first = n_ctx / 2, n_scored = n_ctx - first - 1;  // rows first .. n_ctx-2
-  std::vector<float> logits(n_ctx * V), base_lp(n_scored * V), lp(V);
-  double base_nll = 0;
-  size_t count = 0;
-  Timer timer;
-  for (size_t ch = 0; ch < n_chunks; ++ch) {
-    std::vector<int32_t> chunk(tokens.begin() + ch * n_ctx, tokens.begin() + (ch + 1) * n_ctx);
-    if (add_bos) chunk[0] = *bos;
-    {
-      auto kv = base_rt.store->NewSequence(n_ctx);
-      if (Status s = fwd.Run(chunk, *kv, pool, LogitsFor::kAll, logits.data()); !s.ok()) return Fail(s);
-    }
-    for (size_t r = 0; r < n_scored; ++r) {
-      const size_t j = first + r;
-      const float* row = logits.data() + j * V;
-      const float lse = static_cast<float>(LogSumExp(row, V));
-      for (size_t i = 0; i < V; ++i) base_lp[r * V + i] = row[i] - lse;
-      base_nll -= base_lp[r * V + chunk[j + 1]];
-    }
-    count += n_scored;
-    for (Run& run : runs) {
-      auto kv = run.rt.store->NewSequence(n_ctx);
-      if (Status s = fwd.Run(chunk, *kv, pool, LogitsFor::kAll, logits.data()); !s.ok()) return Fail(s);
-      run.bytes = run.rt.store->Usage().total();
-      for (size_t r = 0; r < n_scored; ++r) {
-        const size_t j = first + r;
-        const float* row = logits.data() + j * V;
-        const float lse = static_cast<float>(LogSumExp(row, V));
-        const float* b = base_lp.data() + r * V;
-        double kl = 0;
-        size_t best_b = 0, best_c = 0;
-        for (size_t i = 0; i < V; ++i) {
-          const float l = row[i] - lse;
-          kl += std::exp(static_cast<double>(b[i])) * (b[i] - l);
-          if (b[i] > b[best_b]) best_b = i;
-          if (row[i] > row[best_c]) best_c = i;
-        }
-        run.kl.push_back(static_cast<float>(std::max(0.0, kl)));
-        run.top1 += best_b == best_c;
-        run.nll -= row[chunk[j + 1]] - lse;
-      }
-    }
-    if (!a.json || isatty(2))
-      std::fprintf(stderr, "\r[%zu/%zu] %zu configs, %.0f s elapsed   ", ch + 1, n_chunks, runs.size(),
-                   timer.Seconds());
-  }
-  std::fprintf(stderr, "\n");
-  const double base_ppl = std::exp(base_nll / count);
-  nlohmann::json out = {{"kv_sink_blocks", a.kv.sink_blocks}, {"ctx", n_ctx}, {"chunks", n_chunks}, {"scored_tokens", count}, {"base_ppl", base_ppl},
-                        {"base_kv_bits_per_element", 16.0}, {"seconds", timer.Seconds()}, {"threads", a.threads}};
-  if (!a.json)
-    std::printf("%-20s %10s %9s %11s %11s %8s %10s\n", "K/V", "PPL", "dPPL %", "mean KLD", "p99 KLD", "top-1",
-                "bits/elem");
-  if (!a.json) std::printf("%-20s %10.4f %9s %11s %11s %8s %10.2f\n", "f16/f16 (base)", base_ppl, "-", "-", "-", "-", 16.0);
-  for (Run& run : runs) {
-    std::vector<float> sorted = run.kl;
-    std::sort(sorted.begin(), sorted.end());
-    double mean = 0;
-    for (float x : sorted) mean += x;
-    mean /= sorted.size();
-    const double p99 = sorted[std::min(sorted.size() - 1, static_cast<size_t>(0.99 * sorted.size()))];
-    const double ppl = std::exp(run.nll / count);
-    const double bits = KvBitsPerElement(run.bytes, n_ctx, c);
-    const std::string name = std::string(KvFormatName(run.config.k)) + "/" + std::string(KvFormatName(run.config.v));
-    out["configs"].push_back({{"k", KvFormatName(run.config.k)}, {"v", KvFormatName(run.config.v)}, {"ppl", ppl},
-                              {"ppl_delta_pct", 100.0 * (ppl / base_ppl - 1)}, {"kld_mean", mean}, {"kld_p99", p99},
-                              {"top1", double(run.top1) / count}, {"kv_bytes", run.bytes},
-                              {"bits_per_element", bits}});
-    if (!a.json)
-      std::printf("%-20s %10.4f %+9.3f %11.5f %11.5f %8.4f %10.2f\n", name.c_str(), ppl, 100.0 * (ppl / base_ppl - 1),
-                  mean, p99, double(run.top1) / count, bits);
-  }
-  if (a.json) PrintJson(out);
-  return 0;
-}
-
 }  // namespace
 
 RunFn AddEval(CLI::App& app) {
@@ -270,10 +150,12 @@ RunFn AddEval(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("eval", "Quality evaluations: perplexity, logits dumps.");
   cmd->require_subcommand(1);
   CLI::App* ppl = cmd->add_subcommand("ppl", "Perplexity of a text file (llama.cpp's method: chunks of -c, "
-                                              "second half of each chunk scored).");
+                                              "second half of each chunk scored); uniform KV formats or --policy "
+                                              "comix|cocktail.");
   CLI::App* lg = cmd->add_subcommand("logits", "Write the raw f32 logits of the first -n tokens of a file.");
   CLI::App* kld = cmd->add_subcommand("kld", "Compressed KV vs f16 KV on the same positions: PPL delta, mean and "
-                                             "p99 KL divergence, top-1 agreement, measured bits/element.");
+                                             "p99 KL divergence, top-1 agreement, measured bits/element (--configs, and --policy comix|cocktail "
+                                             "as one more row).");
   for (CLI::App* s : {ppl, lg, kld}) {
     s->add_option("-m,--model", a->model, "GGUF model file")->required();
     s->add_option("-f,--file", a->file, "text file (e.g. ../shared/data/wikitext-2/test.txt)")->required();
@@ -285,6 +167,9 @@ RunFn AddEval(CLI::App& app) {
         ->capture_default_str();
     s->add_option("--chunks", a->chunks, "evaluate only the first N chunks (default: all)")->check(CLI::Range(1, 1 << 30));
     AddKvFlags(s, a->kv);
+    AddPolicyFlags(s, a->pol, /*with_query=*/true,
+                   "instead of --kv-k/--kv-v, each chunk of -c tokens is one sequence under it (cocktail: its own "
+                   "chunk map from --query); --kv-sink applies; kld: one more row after --configs");
   }
   kld->add_option("--configs", a->configs, "several K/V pairs at once, e.g. q8/q8,q8/tq3 (the f16 base runs once)")
       ->delimiter(',');
@@ -299,6 +184,13 @@ RunFn AddEval(CLI::App& app) {
     if (polykv->parsed()) return polykv_run();
     if (comix->parsed()) return comix_run();
     if (needle->parsed()) return needle_run();
+    for (CLI::App* s : {ppl, kld}) {
+      if (!s->parsed()) continue;
+      if (Status st = CheckPolicyFlags(s, a->pol, /*need_query=*/true); !st.ok()) return Fail(st);
+      if (!a->pol.policy.empty() && (s->count("--kv-k") || s->count("--kv-v")))
+        return Fail(Status::Error("--kv-k/--kv-v choose uniform formats; with --policy {} compare them with "
+                                  "`eval kld --configs`", a->pol.policy));
+    }
     if (ppl->parsed()) return RunPpl(*a);
     if (kld->parsed()) {
       if (kld->count("--ctx") == 0) a->ctx = 2048;

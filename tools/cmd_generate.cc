@@ -6,23 +6,14 @@
 #include "model/forward.h"        // ForwardPass
 #include "model/sampler.h"        // Sampler
 #include "tools/common.h"
+#include "tools/generate_args.h"  // GenerateArgs, RunGenerateWithPolicy
 #include "util/timer.h"
 
 namespace chorus::cli {
 namespace {
 
-struct GenerateArgs {
-  std::string model, prompt, prompt_file, system;
-  KvFlags kv;
-  int n_predict = 64;
-  int threads = DefaultThreads();
-  int ctx = 0;
-  bool chat = false, json = false;
-  SamplingOptions sampling{.temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .seed = 0};
-  int64_t seed = -1;
-};
-
 int RunGenerate(const GenerateArgs& a) {
+  if (!a.pol.policy.empty()) return RunGenerateWithPolicy(a);
   SamplingOptions so = a.sampling;
   so.seed = a.seed >= 0 ? static_cast<uint64_t>(a.seed) : std::random_device{}();
   if (Status s = ValidateSampling(so); !s.ok()) return Fail(s);
@@ -124,7 +115,10 @@ int RunGenerate(const GenerateArgs& a) {
 
 RunFn AddGenerate(CLI::App& app) {
   auto a = std::make_shared<GenerateArgs>();
-  CLI::App* cmd = app.add_subcommand("generate", "Continue a prompt, streaming tokens; prints tokens/s at the end.");
+  CLI::App* cmd = app.add_subcommand("generate", "Continue a prompt, streaming tokens; prints tokens/s at the end. "
+                                                   "--policy cocktail --doc FILE -p QUESTION: answer about a document "
+                                                   "stored under Cocktail's chunk map; --policy comix: under a CoMix "
+                                                   "budget.");
   cmd->add_option("-m,--model", a->model, "GGUF model file")->required();
   auto* p = cmd->add_option("-p,--prompt", a->prompt, "prompt text");
   cmd->add_option("-f,--file", a->prompt_file, "read the prompt from a file")->excludes(p);
@@ -140,7 +134,21 @@ RunFn AddGenerate(CLI::App& app) {
       ->check(CLI::Range(1, 1 << 24));
   AddKvFlags(cmd, a->kv);
   cmd->add_flag("--json", a->json, "print one JSON object (text and numbers) instead of streaming");
-  return [a] { return RunGenerate(*a); };
+  cmd->add_option("--doc", a->doc, "with --policy: a context document; the prompt (-p/-f) is the question about it, "
+                                   "both framed as one chat user turn (as `chorus agents` does); cocktail: the "
+                                   "question is the query that picks each chunk's precision");
+  AddPolicyFlags(cmd, a->pol, /*with_query=*/false,
+                 "runs one agent of the Engine; cocktail: --doc's blocks follow its chunk map (the question, -p/-f, is "
+                 "the query), the question and answer use --kv-k/--kv-v; comix: every block (also --doc's) is chosen "
+                 "by CoMix");
+  return [a, cmd] {
+    if (Status s = CheckPolicyFlags(cmd, a->pol, /*need_query=*/false); !s.ok()) return Fail(s);
+    if (cmd->count("--doc") && a->pol.policy.empty())
+      return Fail(Status::Error("--doc needs --policy cocktail or --policy comix"));
+    if (a->pol.policy == "comix" && (cmd->count("--kv-k") || cmd->count("--kv-v")))
+      return Fail(Status::Error("--kv-k/--kv-v do not apply with --policy comix (it chooses every block's format)"));
+    return RunGenerate(*a);
+  };
 }
 
 }  // namespace chorus::cli

@@ -67,7 +67,8 @@ Result<KvConfig> KvConfigFromFlags(const KvFlags& flags, const ModelConfig& mode
 
 // Cocktail's chunk map: which blocks got which precision, the similarity range, the measured
 // bits per element of the context (shared_bytes of `tokens` tokens), and which encoder ran.
-void PrintChunkMap(const ChunkMapReport& m, size_t shared_bytes, size_t tokens, const Engine& engine);
+void PrintChunkMap(const ChunkMapReport& m, size_t shared_bytes, size_t tokens, const Engine& engine,
+                   std::FILE* out = stdout);
 nlohmann::json ChunkMapJson(const ChunkMapReport& m);
 
 }  // namespace chorus::cli

@@ -3,7 +3,9 @@
 
 #include <filesystem>
 
+#include "chorus/engine.h"             // kHiddenStateEncoder
 #include "encoder/minilm_encoder.h"  // OpenMiniLmEncoder
+#include "engine/hidden_state_encoder.h"  // HiddenStateEncoder
 #include "util/timer.h"
 
 namespace chorus {
@@ -73,6 +75,15 @@ std::string DefaultEncoderPath(const std::string& model_path) {
   const std::filesystem::path dir =
       std::filesystem::path(model_path).parent_path() / "all-MiniLM-L6-v2";  // where scripts/fetch_encoder.sh puts it
   return std::filesystem::exists(dir / "model.safetensors", ec) ? dir.string() : std::string();
+}
+
+Result<std::unique_ptr<TextEncoder>> OpenCocktailEncoder(const std::string& encoder_path, const std::string& model_path,
+                                                         const Model& model, ForwardPass& fwd, ThreadPool& pool) {
+  const std::string path = encoder_path == kHiddenStateEncoder ? std::string()
+                           : encoder_path.empty()              ? DefaultEncoderPath(model_path)
+                                                               : encoder_path;
+  if (!path.empty()) return OpenTextEncoder(path);
+  return std::unique_ptr<TextEncoder>(std::make_unique<HiddenStateEncoder>(model, fwd, pool));
 }
 
 }  // namespace chorus

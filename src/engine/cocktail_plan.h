@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "encoder/text_encoder.h"     // TextEncoder
+#include "model/forward.h"            // ForwardPass (the fallback encoder runs the model)
+#include "model/model.h"              // Model
 #include "model/tokenizer.h"          // Tokenizer
 #include "policy/cocktail_policy.h"   // ChunkPrecision, CocktailThresholds
 #include "util/status.h"
@@ -39,5 +41,11 @@ Result<std::unique_ptr<TextEncoder>> OpenTextEncoder(const std::string& path);
 // The encoder installed next to the model by scripts/fetch_encoder.sh (<model dir>/all-MiniLM-L6-v2),
 // or "" when there is none (then the model's own mean-pooled hidden states are the fallback).
 std::string DefaultEncoderPath(const std::string& model_path);
+// The encoder Cocktail runs for an EngineOptions::encoder_path value: a directory → that encoder (a
+// missing path is an error naming it); "" → DefaultEncoderPath's if installed, else the fallback;
+// "hidden-states" (kHiddenStateEncoder) → the fallback, the model's own mean-pooled hidden states
+// (model, fwd and pool must then outlive the encoder). Used by Engine::ShareFor and `chorus eval`.
+Result<std::unique_ptr<TextEncoder>> OpenCocktailEncoder(const std::string& encoder_path, const std::string& model_path,
+                                                         const Model& model, ForwardPass& fwd, ThreadPool& pool);
 
 }  // namespace chorus

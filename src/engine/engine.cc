@@ -10,8 +10,7 @@
 #include <set>
 #include <thread>
 
-#include "engine/cocktail_plan.h"   // PlanCocktail, OpenTextEncoder
-#include "engine/hidden_state_encoder.h"  // HiddenStateEncoder (Cocktail's fallback)
+#include "engine/cocktail_plan.h"   // PlanCocktail, OpenTextEncoder, OpenCocktailEncoder
 #include "engine/kv_config.h"       // MakeKvConfig
 #include "kv/kv_batch.h"            // KvBatch
 #include "kv/kv_store.h"            // KvStore, KvSequence
@@ -246,7 +245,10 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options) {
                     .budget_bytes = options.kv_budget_bytes,
                     .window = *window};
   impl->store = std::make_unique<KvStore>(so, impl->policy.get());
-  impl->fwd = std::make_unique<ForwardPass>(*impl->model, 512);
+  // CoMix decides a block's bits from every layer observed so far: a one-block micro-batch lets
+  // all layers see a document's first tokens before most of its blocks are sealed (512 at once
+  // would seal layer 0's blocks knowing only layer 0 — the allocation then follows layer order).
+  impl->fwd = std::make_unique<ForwardPass>(*impl->model, options.policy == "comix" ? kBlockTokens : 512);
   const int threads = options.threads > 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
   impl->pool = std::make_unique<ThreadPool>(threads);
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
@@ -301,13 +303,8 @@ Result<ContextId> Engine::ShareFor(std::string_view text, const std::vector<std:
   Impl& m = *impl_;
   CHORUS_ASSIGN_OR_RETURN(const std::vector<int32_t> tokens, m.DocumentTokens(text));
   if (!m.encoder) {  // first use: the installed sentence encoder, else the model's own hidden states
-    const std::string path =
-        m.options.encoder_path == kHiddenStateEncoder ? std::string() : DefaultEncoderPath(m.options.model_path);
-    if (!path.empty()) {
-      CHORUS_ASSIGN_OR_RETURN(m.encoder, OpenTextEncoder(path));
-    } else {
-      m.encoder = std::make_unique<HiddenStateEncoder>(*m.model, *m.fwd, *m.pool);
-    }
+    CHORUS_ASSIGN_OR_RETURN(m.encoder, OpenCocktailEncoder(m.options.encoder_path, m.options.model_path, *m.model,
+                                                           *m.fwd, *m.pool));
   }
   const CocktailOptions co{.alpha = m.options.cocktail_alpha, .beta = m.options.cocktail_beta,
                            .chunk_tokens = m.options.cocktail_chunk_tokens};

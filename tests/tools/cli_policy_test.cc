@@ -1,0 +1,192 @@
+// `chorus eval ppl|kld --policy comix|cocktail` and `chorus generate --policy ...`, run as the real
+// binary on the real model: exact equivalences where the rules allow one (Cocktail with alpha = 1,
+// beta = 0 seals every non-sink block INT2 = uniform kivi2; CoMix at an average of 2 bits can only
+// seal 2-bit blocks = uniform kivi2/tq2), the CoMix budget holds, generate streams an answer with its
+// chunk map or allocation, and bad input is an error (exit 1) that names the problem.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace {
+
+constexpr const char* kModel = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+constexpr const char* kText = "examples/du_fu.txt";  // committed WikiText-2 article
+
+struct CliRun {
+  int code = -1;
+  std::string out, err;
+};
+
+// Runs `chorus ARGS` (stdout and stderr captured apart).
+CliRun Chorus(const std::string& args) {
+  const std::string err_path = testing::TempDir() + "cli_policy_test." + std::to_string(getpid()) + ".stderr";
+  const std::string cmd = std::string(CHORUS_BIN) + " " + args + " 2>" + err_path;
+  CliRun r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) r.out.append(buf, n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream in(err_path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  r.err = ss.str();
+  std::remove(err_path.c_str());
+  return r;
+}
+
+nlohmann::json Json(const CliRun& r) {
+  EXPECT_EQ(r.code, 0) << r.err;
+  try {
+    return nlohmann::json::parse(r.out);
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "not JSON: " << r.out << "\n" << r.err;
+    return {};
+  }
+}
+
+std::string Ppl(const std::string& extra, int ctx = 256) {
+  return std::string("eval ppl -m ") + kModel + " -f " + kText + " -c " + std::to_string(ctx) +
+         " --chunks 2 -t 2 --json " + extra;
+}
+
+std::string WriteDoc() {
+  const std::string path = testing::TempDir() + "cli_policy_doc." + std::to_string(getpid()) + ".txt";
+  std::ofstream(path) << "The Roman Empire was the post-Republican state of ancient Rome. It included large territorial "
+                         "holdings around the Mediterranean Sea in Europe, North Africa, and Western Asia. To bake "
+                         "bread, mix flour, water, salt and yeast, knead the dough for ten minutes and let it rise "
+                         "for an hour before baking it in a hot oven until the crust is brown. The access code for "
+                         "the north gate is 4817. Jupiter is the largest planet in the Solar System; it is a gas "
+                         "giant with a mass more than two and a half times that of all the other planets combined. "
+                         "Football is played between two teams of eleven players with a spherical ball.\n";
+  return path;
+}
+
+TEST(CliPolicy, EvalPplCocktailAllInt2EqualsUniformKivi2) {
+  // alpha = 1, beta = 0: T_low = T_high = s_max, so every chunk has s <= T_low → INT2 (kivi2/kivi2),
+  // the sink block f16 — exactly uniform kivi2 with one sink block; the map is computed per chunk.
+  const nlohmann::json c = Json(Chorus(Ppl("--policy cocktail --query 'Where was Du Fu born?' --alpha 1 --beta 0")));
+  const nlohmann::json u = Json(Chorus(Ppl("--kv-k kivi2 --kv-v kivi2")));
+  ASSERT_TRUE(c.contains("kv_policy")) << c.dump();
+  EXPECT_EQ(c["ppl"].get<double>(), u["ppl"].get<double>());
+  EXPECT_EQ(c["kv_bytes_per_chunk"], u["kv_bytes_per_chunk"]);
+  const nlohmann::json& p = c["kv_policy"];
+  ASSERT_EQ(p["chunk_maps"].size(), 2u);
+  for (const auto& m : p["chunk_maps"]) {
+    EXPECT_EQ(m["map"], "S2222222");
+    EXPECT_LE(m["s_min"].get<double>(), m["s_max"].get<double>());
+  }
+  EXPECT_NE(p["encoder"].get<std::string>().find("all-MiniLM-L6-v2"), std::string::npos) << p["encoder"];
+  // The default thresholds keep some chunks above INT2 and cost more bytes than all-INT2.
+  const nlohmann::json d = Json(Chorus(Ppl("--policy cocktail --query 'Where was Du Fu born?'")));
+  EXPECT_GT(d["kv_policy"]["kv_mean_bytes"].get<double>(), u["kv_bytes_per_chunk"].get<double>());
+}
+
+TEST(CliPolicy, EvalPplComixAtTwoBitsEqualsUniformTwoBit) {
+  // An average-bits target of 2 leaves no room for any upgrade: every sealed block is 2-bit.
+  for (const char* family : {"kivi", "tq"}) {
+    const nlohmann::json c =
+        Json(Chorus(Ppl(std::string("--policy comix --kv-avg-bits 2 --comix-family ") + family, 128)));
+    const std::string f = std::string(family) + "2";
+    const nlohmann::json u = Json(Chorus(Ppl("--kv-k " + f + " --kv-v " + f, 128)));
+    EXPECT_EQ(c["ppl"].get<double>(), u["ppl"].get<double>()) << family;
+    EXPECT_EQ(c["kv_bytes_per_chunk"], u["kv_bytes_per_chunk"]) << family;
+    EXPECT_EQ(c["kv_policy"]["chunk_bits"][0]["k"], std::string(30, '2')) << family;
+  }
+}
+
+TEST(CliPolicy, EvalPplComixStaysWithinBudgetAndSpendsIt) {
+  const size_t budget = 2300000;
+  const nlohmann::json c = Json(Chorus(Ppl("--policy comix --kv-budget " + std::to_string(budget))));
+  const nlohmann::json two = Json(Chorus(Ppl("--kv-k tq2 --kv-v tq2")));
+  const nlohmann::json& p = c["kv_policy"];
+  EXPECT_EQ(p["budget_bytes"], budget);
+  EXPECT_LE(p["kv_peak_bytes"].get<size_t>(), budget);
+  EXPECT_GT(p["kv_peak_bytes"].get<size_t>(), two["kv_bytes_per_chunk"].get<size_t>());  // upgrades were bought
+  EXPECT_TRUE(std::isfinite(c["ppl"].get<double>()));
+}
+
+TEST(CliPolicy, EvalKldPolicyRowFollowsConfigs) {
+  const nlohmann::json j = Json(Chorus(std::string("eval kld -m ") + kModel + " -f " + kText +
+                                       " -c 128 --chunks 1 -t 2 --json --configs kivi2/kivi2 --policy cocktail "
+                                       "--query 'Du Fu poetry' --alpha 1 --beta 0"));
+  ASSERT_EQ(j["configs"].size(), 2u) << j.dump();
+  EXPECT_EQ(j["configs"][1]["k"], "cocktail:1:0");
+  EXPECT_EQ(j["configs"][0]["kld_mean"], j["configs"][1]["kld_mean"]);
+  EXPECT_EQ(j["configs"][0]["kv_bytes"], j["configs"][1]["kv_bytes"]);
+}
+
+TEST(CliPolicy, GenerateCocktailStreamsAnswerWithChunkMap) {
+  const std::string doc = WriteDoc();
+  const std::string base = std::string("generate -m ") + kModel + " --policy cocktail --doc " + doc +
+                           " -p 'What is the access code for the north gate?' -n 6 --temp 0 -t 2";
+  const nlohmann::json j = Json(Chorus(base + " --json"));
+  EXPECT_GT(j["generated_tokens"].get<size_t>(), 0u);
+  const nlohmann::json& m = j["chunk_map"];
+  EXPECT_EQ(m["blocks"].get<std::string>()[0], 'S');
+  EXPECT_GT(m["int2"].get<size_t>(), 0u);
+  EXPECT_NE(m["encoder"].get<std::string>().find("all-MiniLM-L6-v2"), std::string::npos);
+  EXPECT_LT(j["kv_shared_bytes"].get<size_t>(), j["fp16_bytes"].get<size_t>());
+  const CliRun text = Chorus(base);
+  EXPECT_EQ(text.code, 0) << text.err;
+  EXPECT_EQ(text.out, j["text"].get<std::string>() + "\n");  // greedy: the streamed answer is the JSON one
+  EXPECT_NE(text.err.find("cocktail chunk map"), std::string::npos) << text.err;
+  EXPECT_NE(text.err.find("encoder: all-MiniLM-L6-v2"), std::string::npos) << text.err;
+}
+
+TEST(CliPolicy, GenerateComixStaysWithinBudget) {
+  const size_t budget = 2600000;
+  const nlohmann::json j = Json(Chorus(std::string("generate -m ") + kModel + " --policy comix --kv-budget " +
+                                       std::to_string(budget) + " -p 'Once upon a time' -n 80 --temp 0 -t 2 --json"));
+  EXPECT_EQ(j["generated_tokens"].get<size_t>() > 0, true);
+  EXPECT_LE(j["kv_peak_bytes"].get<size_t>(), budget);
+  EXPECT_NE(j["allocation"].get<std::string>().find("agent 1"), std::string::npos) << j["allocation"];
+}
+
+TEST(CliPolicy, BadInputIsAnErrorThatNamesTheProblem) {
+  const std::string doc = WriteDoc();
+  const std::string ppl = std::string("eval ppl -m ") + kModel + " -f " + kText + " -c 128 --chunks 1 ";
+  const std::string gen = std::string("generate -m ") + kModel + " -n 2 ";
+  const std::pair<std::string, std::string> cases[] = {
+      {ppl + "--policy cocktail", "--policy cocktail needs --query"},
+      {ppl + "--policy cocktail --query q --alpha 0.7 --beta 0.5", "alpha + beta must be <= 1"},
+      {ppl + "--policy cocktail --query q --alpha 1.5", "alpha must be in [0, 1], got 1.5"},
+      {ppl + "--policy cocktail --query q --beta -0.1", "beta must be in [0, 1], got -0.1"},
+      {ppl + "--policy cocktail --query q --encoder /no/such/encoder", "--encoder '/no/such/encoder' does not exist"},
+      {ppl + "--policy comix --kv-budget 100K", "below this model's minimum of"},
+      {ppl + "--policy comix --kv-budget 1M", "chunk 1 (128 tokens): refused"},
+      {ppl + "--policy comix --kv-avg-bits 9", "--kv-avg-bits must be between 2 and 8"},
+      {ppl + "--policy comix --comix-family q8", "unknown --comix-family 'q8'"},
+      {ppl + "--policy comix --kv-budget lots", "'lots' is not a byte size"},
+      {ppl + "--policy uniform", "unknown --policy 'uniform'"},
+      {ppl + "--query q", "--query needs --policy cocktail"},
+      {ppl + "--policy comix --alpha 0.5", "--alpha needs --policy cocktail"},
+      {ppl + "--policy cocktail --query q --kv-budget 1M", "--kv-budget needs --policy comix"},
+      {ppl + "--policy comix --kv-k q8", "--kv-k/--kv-v choose uniform formats"},
+      {gen + "--policy cocktail -p q", "--policy cocktail needs --doc FILE"},
+      {gen + "--policy cocktail --doc " + doc, "--policy cocktail needs a question"},
+      {gen + "--policy cocktail --doc /no/such/doc -p q", "cannot read file '/no/such/doc'"},
+      {gen + "--policy cocktail --doc " + doc + " -p q --alpha 0.9 --beta 0.2", "alpha + beta must be <= 1"},
+      {gen + "--policy cocktail --doc " + doc + " -p q --encoder /no/such/encoder", "does not exist"},
+      {gen + "--policy comix --kv-budget 100K -p q", "below this model's minimum of"},
+      {gen + "--doc " + doc + " -p q", "--doc needs --policy"},
+      {gen + "--policy comix --kv-k q8 -p q", "--kv-k/--kv-v do not apply with --policy comix"},
+      {gen + "--policy comix --kv-budget 1M --doc " + doc + " -p q", "--doc: shared document: refused"},
+  };
+  for (const auto& [args, want] : cases) {
+    const CliRun r = Chorus(args);
+    EXPECT_EQ(r.code, 1) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find("error: "), std::string::npos) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find(want), std::string::npos) << args << "\nwanted: " << want << "\ngot: " << r.err;
+  }
+}
+
+}  // namespace

@@ -1,0 +1,36 @@
+// The arguments of `chorus eval ppl|logits|kld` (tools/cmd_eval.cc registers them) and the runners
+// that live in their own files.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tools/common.h"        // KvFlags, DefaultThreads
+#include "tools/policy_flags.h"  // PolicyFlags
+
+namespace chorus::cli {
+
+struct EvalArgs {
+  std::string model, file, out;
+  KvFlags kv;
+  PolicyFlags pol;  // --policy comix|cocktail (ppl, kld)
+  std::vector<std::string> configs;  // "K/V" pairs for kld
+  int ctx = 512;
+  int chunks = 0;  // 0 = all
+  int n_tokens = 1024;
+  int threads = DefaultThreads();
+  bool json = false;
+};
+
+struct EvalInputs {
+  std::string text;
+  std::unique_ptr<Model> model;
+};
+
+// The text file and the model of an eval command (errors name the path).
+Result<EvalInputs> LoadInputs(const EvalArgs& a);
+
+// `chorus eval kld` (tools/cmd_kld.cc).
+int RunKld(const EvalArgs& a);
+
+}  // namespace chorus::cli

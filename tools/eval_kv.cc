@@ -1,0 +1,204 @@
+// EvalKv: uniform / CoMix / Cocktail KV for one evaluated chunk at a time (see eval_kv.h).
+#include "tools/eval_kv.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "engine/cocktail_plan.h"    // PlanCocktail, OpenCocktailEncoder
+#include "policy/cocktail_policy.h"  // CocktailPolicy, ChunkMapString
+
+namespace chorus::cli {
+
+class EvalKv::Slot : public PrecisionPolicy {
+ public:
+  BlockFormats FormatFor(const BlockInfo& info) override { return current->FormatFor(info); }
+  std::unique_ptr<CocktailPolicy> current;
+};
+
+EvalKv::~EvalKv() = default;
+
+Result<std::unique_ptr<EvalKv>> EvalKv::Open(const PolicyFlags& flags, const KvConfig& uniform, const Model& model,
+                                             const std::string& model_path, ForwardPass& fwd, ThreadPool& pool) {
+  std::unique_ptr<EvalKv> e(new EvalKv());
+  e->flags_ = flags;
+  e->model_ = &model;
+  e->sink_blocks_ = uniform.sink_blocks;
+  const ModelConfig& c = model.config();
+  if (flags.policy.empty()) {
+    e->uniform_ = MakeKvRuntime(c, uniform);
+    return e;
+  }
+  KvStoreOptions so{.n_layer = c.n_layer,
+                    .shape = {.n_head = c.n_head, .n_head_kv = c.n_head_kv, .head_dim = c.head_dim},
+                    .window = uniform.window};
+  PrecisionPolicy* policy = nullptr;
+  if (flags.policy == "comix") {
+    CHORUS_ASSIGN_OR_RETURN(ComixOptions co, ComixOptionsFor(flags, c, uniform.sink_blocks));
+    e->comix_ = std::make_unique<ComixPolicy>(co);
+    so.budget_bytes = flags.budget_bytes;
+    policy = e->comix_.get();
+  } else {
+    CHORUS_ASSIGN_OR_RETURN(e->encoder_, OpenCocktailEncoder(flags.encoder, model_path, model, fwd, pool));
+    e->slot_ = std::make_unique<Slot>();
+    policy = e->slot_.get();
+  }
+  e->store_ = std::make_unique<KvStore>(so, policy);
+  return e;
+}
+
+Result<std::unique_ptr<KvSequence>> EvalKv::Begin(std::span<const int32_t> tokens) {
+  const size_t index = chunks_++;
+  if (flags_.policy.empty()) return uniform_.store->NewSequence(tokens.size());
+  if (slot_) {
+    const CocktailOptions co{.alpha = flags_.alpha, .beta = flags_.beta, .chunk_tokens = flags_.chunk};
+    auto plan = PlanCocktail(model_->tokenizer(), tokens, {flags_.query}, *encoder_, co);
+    if (!plan.ok()) return plan.status().Context(fmt::format("cocktail plan of chunk {}", index + 1));
+    CocktailChunk ch{.map = ChunkMapString(plan->blocks, sink_blocks_), .s_min = plan->thresholds.s_min,
+                     .s_max = plan->thresholds.s_max, .t_low = plan->thresholds.t_low,
+                     .t_high = plan->thresholds.t_high, .search_seconds = plan->search_seconds};
+    for (size_t b = 0; b < tokens.size() / kBlockTokens; ++b)  // sealed blocks only
+      (ch.map[b] == 'S' ? ch.sink : ch.map[b] == 'F' ? ch.fp16 : ch.map[b] == '4' ? ch.int4 : ch.int2)++;
+    cocktail_chunks_.push_back(std::move(ch));
+    slot_->current = std::make_unique<CocktailPolicy>(std::move(plan->blocks), sink_blocks_);
+    return store_->NewSequence(tokens.size());
+  }
+  auto seq = store_->NewSequence(tokens.size());
+  if (Status s = comix_->AddUnit(seq->id(), tokens.size(), 0, 1.0, fmt::format("chunk {}", index + 1)); !s.ok())
+    return s.Context(fmt::format("chunk {} ({} tokens)", index + 1, tokens.size()));
+  unit_ = seq->id();
+  return seq;
+}
+
+// One character per layer: the bits most of the layer's non-sink blocks were sealed with (F: only
+// f16 sink blocks).
+std::string EvalKv::BitsLine(const KvSequence& seq, bool v) const {
+  std::string out;
+  const BlockPool& pool = store_->pool();
+  for (size_t l = 0; l < model_->config().n_layer; ++l) {
+    std::map<char, size_t> n;
+    for (BlockId id : seq.blocks(l)) {
+      const std::string_view name = KvFormatName(v ? pool.meta(id).v_format : pool.meta(id).k_format);
+      if (name != "f16") ++n[name.back()];
+    }
+    char best = 'F';
+    for (const auto& [bits, count] : n)
+      if (best == 'F' || count > n[best]) best = bits;
+    out += best;
+  }
+  return out;
+}
+
+void EvalKv::End(const KvSequence& seq) {
+  last_usage_ = (store_ ? *store_ : *uniform_.store).Usage();
+  peak_bytes_ = std::max(peak_bytes_, last_usage_.total());
+  total_bytes_ += last_usage_.total();
+  if (slot_ && !cocktail_chunks_.empty()) cocktail_chunks_.back().bytes = last_usage_.total();
+  if (comix_ && unit_ != 0) {
+    const BlockPool& pool = store_->pool();
+    for (size_t l = 0; l < model_->config().n_layer; ++l)
+      for (BlockId id : seq.blocks(l)) {
+        ++k_formats_[std::string(KvFormatName(pool.meta(id).k_format))];
+        ++v_formats_[std::string(KvFormatName(pool.meta(id).v_format))];
+      }
+    comix_chunks_.push_back({BitsLine(seq, false), BitsLine(seq, true), last_usage_.total()});
+    comix_->RemoveUnit(unit_);
+    unit_ = 0;
+  }
+}
+
+std::string EvalKv::Name() const {
+  if (comix_)
+    return flags_.budget_bytes ? fmt::format("comix-{}:{}B", flags_.family, flags_.budget_bytes)
+                               : fmt::format("comix-{}:{}", flags_.family, flags_.avg_bits);
+  if (slot_) return fmt::format("cocktail:{}:{}", flags_.alpha, flags_.beta);
+  return "";
+}
+
+namespace {
+std::string Counts(const std::map<std::string, size_t>& m) {
+  std::string s;
+  for (const auto& [name, n] : m) s += fmt::format("{}{} {}", s.empty() ? "" : ", ", name, n);
+  return s;
+}
+}  // namespace
+
+void EvalKv::PrintReport(std::FILE* out, size_t chunk_tokens) const {
+  const ModelConfig& c = model_->config();
+  const size_t n = std::max<size_t>(1, chunks_);
+  const double mean = double(total_bytes_) / n;
+  if (slot_) {
+    std::fprintf(out, "cocktail chunk maps (query \"%s\"; alpha %g, beta %g, %zu-token chunks → 32-token blocks; "
+                      "S sink f16, F fp16, 4 int4, 2 int2; encoder: %s):\n",
+                 flags_.query.c_str(), flags_.alpha, flags_.beta, flags_.chunk, encoder_->name().c_str());
+    size_t sink = 0, fp16 = 0, int4 = 0, int2 = 0;
+    for (size_t i = 0; i < cocktail_chunks_.size(); ++i) {
+      const CocktailChunk& ch = cocktail_chunks_[i];
+      sink += ch.sink, fp16 += ch.fp16, int4 += ch.int4, int2 += ch.int2;
+      if (i < 16)
+        std::fprintf(out, "  chunk %-3zu %s  similarity [%.4f, %.4f] T_low %.4f T_high %.4f  %.2f bits/element\n",
+                     i + 1, ch.map.c_str(), ch.s_min, ch.s_max, ch.t_low, ch.t_high,
+                     KvBitsPerElement(ch.bytes, chunk_tokens, c));
+      else if (i == 16)
+        std::fprintf(out, "  ... (%zu more chunks; --json lists them all)\n", cocktail_chunks_.size() - 16);
+    }
+    std::fprintf(out, "  sealed blocks: %zu sink, %zu fp16, %zu int4, %zu int2\n", sink, fp16, int4, int2);
+  } else if (comix_) {
+    std::fprintf(out, "comix (%s formats, %s): bits per layer 0..%zu of each chunk's sealed blocks (most blocks of "
+                      "the layer; F: f16 sink only), K row then V row\n",
+                 flags_.family.c_str(),
+                 flags_.budget_bytes ? fmt::format("--kv-budget {} bytes", flags_.budget_bytes).c_str()
+                                     : fmt::format("--kv-avg-bits {}", flags_.avg_bits).c_str(),
+                 c.n_layer - 1);
+    for (size_t i = 0; i < comix_chunks_.size(); ++i) {
+      const ComixChunk& ch = comix_chunks_[i];
+      if (i < 16)
+        std::fprintf(out, "  chunk %-3zu K %s\n            V %s  %.2f bits/element\n", i + 1, ch.k_bits.c_str(),
+                     ch.v_bits.c_str(), KvBitsPerElement(ch.bytes, chunk_tokens, c));
+      else if (i == 16)
+        std::fprintf(out, "  ... (%zu more chunks; --json lists them all)\n", comix_chunks_.size() - 16);
+    }
+    std::fprintf(out, "  sealed blocks, all chunks: K %s; V %s\n", Counts(k_formats_).c_str(),
+                 Counts(v_formats_).c_str());
+    const ComixTiming t = comix_->Timing();
+    std::fprintf(out, "  %zu reallocations, %.1f us mean, %.1f us max\n", t.count, t.mean_us, t.max_us);
+  }
+  std::fprintf(out, "  measured KV: %.2f MiB mean, %.2f MiB peak per %zu-token chunk = %.2f bits/element mean "
+                    "(fp16 KV: %.2f MiB)%s\n",
+               mean / 1048576.0, peak_bytes_ / 1048576.0, chunk_tokens,
+               KvBitsPerElement(size_t(mean), chunk_tokens, c), Fp16KvBytes(chunk_tokens, c) / 1048576.0,
+               comix_ && flags_.budget_bytes ? fmt::format("; budget {} bytes", flags_.budget_bytes).c_str() : "");
+}
+
+nlohmann::json EvalKv::ReportJson(size_t chunk_tokens) const {
+  const ModelConfig& c = model_->config();
+  const double mean = double(total_bytes_) / std::max<size_t>(1, chunks_);
+  nlohmann::json j = {{"policy", flags_.policy}, {"name", Name()}, {"kv_peak_bytes", peak_bytes_},
+                      {"kv_mean_bytes", mean}, {"kv_mean_bits_per_element", KvBitsPerElement(size_t(mean), chunk_tokens, c)}};
+  if (comix_) {
+    j["budget_bytes"] = flags_.budget_bytes;
+    j["avg_bits"] = flags_.avg_bits;
+    j["family"] = flags_.family;
+    for (const ComixChunk& ch : comix_chunks_)
+      j["chunk_bits"].push_back({{"k", ch.k_bits}, {"v", ch.v_bits}, {"kv_bytes", ch.bytes},
+                                 {"bits_per_element", KvBitsPerElement(ch.bytes, chunk_tokens, c)}});
+    j["k_formats"] = k_formats_;
+    j["v_formats"] = v_formats_;
+    j["reallocations"] = comix_->Timing().count;
+  }
+  if (slot_) {
+    j["query"] = flags_.query;
+    j["alpha"] = flags_.alpha;
+    j["beta"] = flags_.beta;
+    j["chunk_tokens"] = flags_.chunk;
+    j["encoder"] = encoder_->name();
+    for (const CocktailChunk& ch : cocktail_chunks_)
+      j["chunk_maps"].push_back({{"map", ch.map}, {"sink", ch.sink}, {"fp16", ch.fp16}, {"int4", ch.int4},
+                                 {"int2", ch.int2}, {"s_min", ch.s_min}, {"s_max", ch.s_max}, {"t_low", ch.t_low},
+                                 {"t_high", ch.t_high}, {"search_seconds", ch.search_seconds}, {"kv_bytes", ch.bytes},
+                                 {"bits_per_element", KvBitsPerElement(ch.bytes, chunk_tokens, c)}});
+  }
+  return j;
+}
+
+}  // namespace chorus::cli

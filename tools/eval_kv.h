@@ -1,0 +1,91 @@
+// EvalKv: the KV of `chorus eval ppl|kld` — one fresh sequence per evaluated chunk, under uniform
+// formats (--kv-k/--kv-v: exactly MakeKvRuntime, as before --policy existed), CoMix (one unit per
+// chunk, registered while it is evaluated; --kv-budget or --kv-avg-bits) or Cocktail (each chunk is
+// the document: its 32-token blocks get f16/kivi4/kivi2 from PlanCocktail on the chunk's tokens and
+// --query, the engine's planning code and encoder choice). Records what each chunk was stored in
+// (measured bytes, chunk maps, allocations) for the report printed after the run.
+// Invariants: at most one sequence is live at a time (Begin → forward → End); a chunk refused by
+// CoMix admission is an error naming the budget, never an out-of-memory.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "encoder/text_encoder.h"    // TextEncoder
+#include "engine/kv_config.h"        // KvConfig, KvRuntime
+#include "kv/kv_store.h"             // KvStore, KvSequence, KvUsage
+#include "model/forward.h"           // ForwardPass
+#include "model/model.h"             // Model
+#include "policy/comix_policy.h"     // ComixPolicy
+#include "tools/policy_flags.h"      // PolicyFlags
+
+namespace chorus::cli {
+
+class EvalKv {
+ public:
+  // `uniform` is used when flags.policy is empty; fwd/pool run the fallback encoder (cocktail) and
+  // must outlive this object.
+  static Result<std::unique_ptr<EvalKv>> Open(const PolicyFlags& flags, const KvConfig& uniform, const Model& model,
+                                              const std::string& model_path, ForwardPass& fwd, ThreadPool& pool);
+  ~EvalKv();
+
+  // A fresh sequence for one chunk of `tokens` (cocktail: its map is planned now; comix: it is
+  // admitted as a unit of capacity tokens.size()). Errors name the chunk.
+  Result<std::unique_ptr<KvSequence>> Begin(std::span<const int32_t> tokens);
+  // After the chunk's forward pass, while `seq` is still alive: measures and records it.
+  void End(const KvSequence& seq);
+
+  bool has_policy() const { return !flags_.policy.empty(); }
+  // Tokens per forward micro-batch. CoMix decides a block's bits from the statistics of every
+  // layer seen so far; a 512-token pass would seal layer 0's blocks before any later layer is
+  // observed (the allocation then follows layer order), so it prefills one block at a time.
+  size_t micro_batch() const { return flags_.policy == "comix" ? kBlockTokens : 512; }
+  const KvUsage& last_usage() const { return last_usage_; }
+  size_t peak_bytes() const { return peak_bytes_; }
+  // Mean over the chunks so far of the bytes held at the end of each (a policy's chunks differ).
+  size_t mean_bytes() const { return chunks_ ? total_bytes_ / chunks_ : 0; }
+  // "K/V" for uniform formats; "comix-tq:3", "comix-kivi:64K", "cocktail:0.6:0.1" for a policy.
+  std::string Name() const;
+  // The policy report (chunk maps or allocation, formats sealed, measured bytes and bits/element).
+  void PrintReport(std::FILE* out, size_t chunk_tokens) const;
+  nlohmann::json ReportJson(size_t chunk_tokens) const;
+
+ private:
+  struct CocktailChunk {
+    std::string map;
+    size_t sink = 0, fp16 = 0, int4 = 0, int2 = 0;
+    double s_min = 0, s_max = 0, t_low = 0, t_high = 0, search_seconds = 0;
+    size_t bytes = 0;
+  };
+  struct ComixChunk {
+    std::string k_bits, v_bits;  // one digit per layer (F: f16 sink only)
+    size_t bytes = 0;
+  };
+  class Slot;  // the PrecisionPolicy the store sees: forwards to the current chunk's Cocktail map
+
+  EvalKv() = default;
+  std::string BitsLine(const KvSequence& seq, bool v) const;
+
+  PolicyFlags flags_;
+  const Model* model_ = nullptr;
+  size_t sink_blocks_ = 1;
+  KvRuntime uniform_;                       // uniform formats
+  std::unique_ptr<ComixPolicy> comix_;      // comix
+  std::unique_ptr<Slot> slot_;              // cocktail
+  std::unique_ptr<TextEncoder> encoder_;    // cocktail
+  std::unique_ptr<KvStore> store_;          // comix / cocktail
+  uint64_t unit_ = 0;                       // comix: the live chunk's sequence id
+  size_t chunks_ = 0;
+  KvUsage last_usage_;
+  size_t peak_bytes_ = 0, total_bytes_ = 0;
+  std::vector<CocktailChunk> cocktail_chunks_;
+  std::map<std::string, size_t> k_formats_, v_formats_;  // comix: sealed blocks per format, all chunks
+  std::vector<ComixChunk> comix_chunks_;
+};
+
+}  // namespace chorus::cli

@@ -1,0 +1,43 @@
+// The --policy flags of `chorus eval ppl|kld` and `chorus generate` (comix: --kv-budget,
+// --kv-avg-bits, --comix-family; cocktail: --alpha, --beta, --chunk, --encoder, and --query on eval),
+// checked before anything is loaded: every error names the flag and the limit.
+// Invariant: PolicyFlags::policy is "" (no policy: the command behaves exactly as without these
+// flags), "comix" or "cocktail" once CheckPolicyFlags has passed.
+#pragma once
+#include <CLI/CLI.hpp>
+
+#include <cstddef>
+#include <string>
+
+#include "model/model_config.h"   // ModelConfig
+#include "policy/comix_policy.h"  // ComixOptions
+#include "util/status.h"
+
+namespace chorus::cli {
+
+struct PolicyFlags {
+  std::string policy;            // "", "comix", "cocktail"
+  std::string budget;            // comix: --kv-budget (bytes, K/M/G suffixes); "" = --kv-avg-bits
+  double avg_bits = 3;           // comix target without a budget (2..8)
+  std::string family = "tq";     // comix formats: tq | kivi
+  double alpha = 0.6, beta = 0.1;  // cocktail thresholds
+  size_t chunk = 32;             // cocktail chunk tokens (16, 32, 64)
+  std::string encoder;           // cocktail: "" = installed all-MiniLM-L6-v2 else fallback; "hidden-states"
+  std::string query;             // cocktail on eval: --query TEXT
+  size_t budget_bytes = 0;       // parsed --kv-budget (set by CheckPolicyFlags)
+};
+
+// Registers --policy and its options on `cmd`; `with_query` adds --query (eval); `where` ends the
+// --policy help (what the policy applies to in this command).
+void AddPolicyFlags(CLI::App* cmd, PolicyFlags& flags, bool with_query, const std::string& where);
+
+// Validates the flags as given on `cmd` (options of one policy given with another or without
+// --policy, unknown policy, α/β/chunk, family, avg bits, byte size, cocktail without --query when
+// `need_query`). Parses --kv-budget into budget_bytes.
+Status CheckPolicyFlags(const CLI::App* cmd, PolicyFlags& flags, bool need_query);
+
+// CoMix options for a model (budget or avg-bits, family, sink blocks), checked against the model's
+// minimum budget (ComixPolicy::Validate: the error names the minimum).
+Result<ComixOptions> ComixOptionsFor(const PolicyFlags& flags, const ModelConfig& model, size_t sink_blocks);
+
+}  // namespace chorus::cli
