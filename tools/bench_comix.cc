@@ -87,8 +87,11 @@ Result<ComixBenchResult> RunComixBench(const Model& model, const ComixBenchSetup
     CHORUS_ASSIGN_OR_RETURN(KvFormat v, ParseKvFormat(cfg.v));
     policy = std::make_unique<UniformPolicy>(k, v, setup.sink_blocks);
   }
-  ForwardPass fwd(model, 512);
-  KvStore store(fwd.StoreOptions(), policy.get());
+  // CoMix: one block per prefill micro-batch (every layer observed before most blocks are sealed).
+  ForwardPass fwd(model, cfg.comix ? kBlockTokens : 512);
+  KvStoreOptions so = fwd.StoreOptions();
+  if (!is_base) so.window = setup.window;
+  KvStore store(so, policy.get());
   ThreadPool pool(setup.threads);
   ComixBenchResult r;
   r.config = cfg;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kv/window_codec.h"  // WindowFormat
 #include "model/model.h"
 #include "util/status.h"
 
@@ -21,6 +22,7 @@ struct ComixBenchSetup {
   size_t answer_tokens = 16; // greedy tokens after the excerpt
   size_t sink_blocks = 1;
   int threads = 1;
+  WindowFormat window = WindowFormat::kQ8;  // compressed configs; the f16 base keeps f16 rows
 };
 
 // "f16", "kivi3" (= kivi3/kivi3), "q8/tq3", "comix-tq:3", "comix-kivi:2.5", "comix-tq:3:bound",

@@ -23,6 +23,7 @@ struct ComixArgs {
                                    "kivi4", "tq4", "comix-tq:4"};
   int threads = 1;
   bool json = false;
+  std::string window = "q8";
 };
 
 int RunComixEval(const ComixArgs& a) {
@@ -40,8 +41,10 @@ int RunComixEval(const ComixArgs& a) {
   if (!text.ok()) return Fail(text.status());
   // Agent i reads `len_i` tokens (2/3, 1, 4/3 of --tokens in turn: they finish at different times)
   // starting at the i-th of N evenly spaced offsets of the file.
+  auto window = ParseWindowFormat(a.window);
+  if (!window.ok()) return Fail(window.status().Context("--kv-window"));
   ComixBenchSetup setup{.prefill = a.prefill, .join_every = a.join_every, .answer_tokens = a.answer,
-                        .sink_blocks = a.sink, .threads = a.threads};
+                        .sink_blocks = a.sink, .threads = a.threads, .window = *window};
   const std::string& t = text.value();
   const auto bos = model.tokenizer().bos();
   for (size_t i = 0; i < a.agents; ++i) {
@@ -149,6 +152,8 @@ std::pair<CLI::App*, RunFn> AddComixEval(CLI::App* eval) {
   cmd->add_option("--answer", a->answer, "greedy answer tokens per agent")->check(CLI::Range(1, 1024))
       ->capture_default_str();
   cmd->add_option("--kv-sink", a->sink, "leading 32-token blocks of a context kept f16")->capture_default_str();
+  cmd->add_option("--kv-window", a->window, "window rows of the compressed configs: q8 or f16 (the f16 base: f16)")
+      ->capture_default_str();
   cmd->add_option("--configs", a->configs, "uniform K/V (kivi3, q8/tq3) and comix-tq:B / comix-kivi:B (B = average "
                                            "bits 2..8)")
       ->delimiter(',')
