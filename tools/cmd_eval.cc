@@ -22,29 +22,44 @@ Result<EvalInputs> LoadInputs(const EvalArgs& a) {
   return EvalInputs{std::move(text).value(), std::move(model).value()};
 }
 
+Result<EvalChunks> LoadEvalChunks(const EvalArgs& a) {
+  auto in = LoadInputs(a);
+  if (!in.ok()) return in.status();
+  EvalChunks e;
+  static_cast<EvalInputs&>(e) = std::move(in).value();
+  const ModelConfig& c = e.model->config();
+  if (static_cast<size_t>(a.ctx) > c.n_ctx_train)
+    return Status::Error("-c {} exceeds the model's training context of {}", a.ctx, c.n_ctx_train);
+  Timer t_tok;
+  e.tokens = e.model->tokenizer().Encode(e.text, /*add_special=*/false, false);
+  e.tokenize_seconds = t_tok.Seconds();
+  e.n_ctx = a.ctx;
+  e.n_chunks = e.tokens.size() / e.n_ctx;
+  if (e.n_chunks == 0)
+    return Status::Error("'{}' has {} tokens, fewer than one chunk of -c {}", a.file, e.tokens.size(), e.n_ctx);
+  if (a.chunks > 0) e.n_chunks = std::min<size_t>(e.n_chunks, a.chunks);
+  if (e.model->tokenizer().add_bos()) e.bos = e.model->tokenizer().bos();
+  return e;
+}
+
+std::vector<int32_t> EvalChunks::Chunk(size_t ch) const {
+  std::vector<int32_t> chunk(tokens.begin() + ch * n_ctx, tokens.begin() + (ch + 1) * n_ctx);
+  if (bos) chunk[0] = *bos;
+  return chunk;
+}
+
 namespace {
 
 // Perplexity over non-overlapping chunks of n_ctx tokens, each from an empty cache, scoring the
 // second half of each chunk (logits n_ctx/2 .. n_ctx-2 predict the next token: 255 per chunk at
 // 512, exactly as llama-perplexity), the first token replaced by BOS when the model adds one.
 int RunPpl(const EvalArgs& a) {
-  auto in = LoadInputs(a);
+  auto in = LoadEvalChunks(a);
   if (!in.ok()) return Fail(in.status());
   const Model& model = *in->model;
-  const std::string& text = in->text;
   const ModelConfig& c = model.config();
-  if (static_cast<size_t>(a.ctx) > c.n_ctx_train)
-    return Fail(Status::Error("-c {} exceeds the model's training context of {}", a.ctx, c.n_ctx_train));
-  Timer t_tok;
-  std::vector<int32_t> tokens = model.tokenizer().Encode(text, /*add_special=*/false, false);
-  const double tok_s = t_tok.Seconds();
-  const size_t n_ctx = a.ctx;
-  size_t n_chunks = tokens.size() / n_ctx;
-  if (n_chunks == 0)
-    return Fail(Status::Error("'{}' has {} tokens, fewer than one chunk of -c {}", a.file, tokens.size(), n_ctx));
-  if (a.chunks > 0) n_chunks = std::min<size_t>(n_chunks, a.chunks);
-  const auto bos = model.tokenizer().bos();
-  const bool add_bos = model.tokenizer().add_bos() && bos.has_value();
+  const double tok_s = in->tokenize_seconds;
+  const size_t n_ctx = in->n_ctx, n_chunks = in->n_chunks;
 
   auto kv_config = KvConfigFromFlags(a.kv, c);
   if (!kv_config.ok()) return Fail(kv_config.status());
@@ -60,8 +75,7 @@ int RunPpl(const EvalArgs& a) {
   size_t count = 0;
   Timer t_eval;
   for (size_t ch = 0; ch < n_chunks; ++ch) {
-    std::vector<int32_t> chunk(tokens.begin() + ch * n_ctx, tokens.begin() + (ch + 1) * n_ctx);
-    if (add_bos) chunk[0] = *bos;
+    const std::vector<int32_t> chunk = in->Chunk(ch);
     auto kv = (*ekv)->Begin(chunk);
     if (!kv.ok()) return Fail(kv.status());
     if (Status s = fwd.Run(chunk, **kv, pool, LogitsFor::kAll, logits.data()); !s.ok()) return Fail(s);
@@ -88,7 +102,7 @@ int RunPpl(const EvalArgs& a) {
   const double secs = t_eval.Seconds();
   if (a.json) {
     nlohmann::json j = {{"ppl", ppl}, {"ppl_stderr", ppl_err}, {"ctx", n_ctx}, {"chunks", n_chunks},
-               {"scored_tokens", count}, {"file_tokens", tokens.size()}, {"seconds", secs},
+               {"scored_tokens", count}, {"file_tokens", in->tokens.size()}, {"seconds", secs},
                {"tokenize_seconds", tok_s}, {"threads", a.threads}, {"kv_k", a.kv.k}, {"kv_v", a.kv.v}, {"kv_sink_blocks", a.kv.sink_blocks},
                {"kv_bytes_per_chunk", usage.total()},
                {"kv_bits_per_element", KvBitsPerElement(usage.total(), n_ctx, c)}};

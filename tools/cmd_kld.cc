@@ -16,14 +16,11 @@ namespace chorus::cli {
 // positions (llama.cpp's chunking: chunks of -c tokens, second half scored), for one or more
 // K/V format pairs; the f16 base is computed once per chunk.
 int RunKld(const EvalArgs& a) {
-  auto in = LoadInputs(a);
+  auto in = LoadEvalChunks(a);
   if (!in.ok()) return Fail(in.status());
   const Model& model = *in->model;
-  const std::string& text = in->text;
   const ModelConfig& c = model.config();
-  const size_t V = c.n_vocab, n_ctx = a.ctx;
-  if (n_ctx > c.n_ctx_train)
-    return Fail(Status::Error("-c {} exceeds the model's training context of {}", a.ctx, c.n_ctx_train));
+  const size_t V = c.n_vocab, n_ctx = in->n_ctx, n_chunks = in->n_chunks;
   std::vector<std::string> specs = a.configs;
   if (specs.empty() && a.pol.policy.empty()) specs.push_back(a.kv.k + "/" + a.kv.v);
   ThreadPool pool(a.threads);
@@ -52,13 +49,6 @@ int RunKld(const EvalArgs& a) {
     if (!rt.ok()) return Fail(rt.status());
     runs.push_back(Run{.config = KvConfig{}, .rt = std::move(rt).value()});
   }
-  std::vector<int32_t> tokens = model.tokenizer().Encode(text, false, false);
-  size_t n_chunks = tokens.size() / n_ctx;
-  if (n_chunks == 0)
-    return Fail(Status::Error("'{}' has {} tokens, fewer than one chunk of -c {}", a.file, tokens.size(), n_ctx));
-  if (a.chunks > 0) n_chunks = std::min<size_t>(n_chunks, a.chunks);
-  const auto bos = model.tokenizer().bos();
-  const bool add_bos = model.tokenizer().add_bos() && bos.has_value();
 
   KvRuntime base_rt = MakeKvRuntime(c, KvConfig{});
   const size_t first = n_ctx / 2, n_scored = n_ctx - first - 1;  // rows first .. n_ctx-2
@@ -67,8 +57,7 @@ int RunKld(const EvalArgs& a) {
   size_t count = 0;
   Timer timer;
   for (size_t ch = 0; ch < n_chunks; ++ch) {
-    std::vector<int32_t> chunk(tokens.begin() + ch * n_ctx, tokens.begin() + (ch + 1) * n_ctx);
-    if (add_bos) chunk[0] = *bos;
+    const std::vector<int32_t> chunk = in->Chunk(ch);
     {
       auto kv = base_rt.store->NewSequence(n_ctx);
       if (Status s = fwd.Run(chunk, *kv, pool, LogitsFor::kAll, logits.data()); !s.ok()) return Fail(s);

@@ -2,6 +2,7 @@
 // that live in their own files.
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,17 @@ struct EvalInputs {
 
 // The text file and the model of an eval command (errors name the path).
 Result<EvalInputs> LoadInputs(const EvalArgs& a);
+
+// The chunked evaluations (ppl, kld): inputs, the text's tokens and its chunks of -c tokens
+// (errors: -c beyond the model's training context, a text shorter than one chunk).
+struct EvalChunks : EvalInputs {
+  std::vector<int32_t> tokens;
+  size_t n_ctx = 0, n_chunks = 0;
+  std::optional<int32_t> bos;  // replaces each chunk's first token when the model adds BOS
+  double tokenize_seconds = 0;
+  std::vector<int32_t> Chunk(size_t ch) const;
+};
+Result<EvalChunks> LoadEvalChunks(const EvalArgs& a);
 
 // `chorus eval kld` (tools/cmd_kld.cc).
 int RunKld(const EvalArgs& a);
