@@ -2,6 +2,7 @@
 // (Highway, dynamic dispatch). No dequantized copy: codes become values in registers.
 #include "kv/kv_kernels.h"
 
+#include <algorithm>
 #include <cstring>
 #include <type_traits>
 
@@ -197,13 +198,15 @@ inline constexpr size_t kScoreQ = 1, kScoreDecodedQ = 1;
 #endif
 
 // scores[i*ld + j] = scale_j · Σ_c q[i*d + c] · k_j[c] for kQ queries.
+// init: null, or each query's starting value (KIVI's Σ_c q_c·min_c).
 template <size_t kQ, class Cols>
-HWY_INLINE void ScoreColsTile(const Cols& cols, uint32_t d, const float* q, float* scores, size_t ld) {
+HWY_INLINE void ScoreColsTile(const Cols& cols, uint32_t d, const float* q, float* scores, size_t ld,
+                              const float* init = nullptr) {
   const DF df;
   const size_t N = hn::Lanes(df);
   VF acc[kQ][kTokenVecs];
   CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) {
-    CHORUS_UNROLL for (size_t t = 0; t < kTokenVecs; ++t) acc[i][t] = hn::Zero(df);
+    CHORUS_UNROLL for (size_t t = 0; t < kTokenVecs; ++t) acc[i][t] = init ? hn::Set(df, init[i]) : hn::Zero(df);
   }
   for (size_t c = 0; c < d; ++c) {
     VF k[kTokenVecs];
@@ -324,46 +327,60 @@ HWY_INLINE void AccumulateDecodedTile(const DecodedRows& rows, uint32_t d, const
 // ---- KIVI ---------------------------------------------------------------------------------
 
 // Keys, group = channel over the 32 tokens: q·k̂_j = Σ_c (q_c·scale_c)·code_cj + Σ_c q_c·min_c.
-// Lanes run over tokens, so no horizontal sums.
-// codes: null, or the block's codes decoded once to floats, (d, 32) channel-major.
-template <size_t kQ, uint32_t kBits>
-HWY_INLINE void ScoreKiviKeyTile(const uint8_t* tile, uint32_t d, const float* q, float* scores, size_t ld,
-                                 const float* decoded) {
+// The codes are columns (tokens in lanes, ScoreColsTile); scale and min go into the queries.
+template <uint32_t kBits>
+struct KiviKeyCols {
+  const uint8_t* codes;  // the tile's packed codes, one 32-token group per channel
+  VF Load(DF df, size_t c, size_t t0) const {
+    return CodesToFloat(df, UnpackCodes<kBits>(DU(), codes + c * PackedGroupBytes(kBits), t0));
+  }
+  VF Scales(DF df, size_t) const { return hn::Set(df, 1.0f); }
+};
+
+// qs[i·d + c] = q_ic · scale_c and base[i] = Σ_c q_ic · min_c for n queries (the same operations
+// for a query whichever group it is computed in).
+HWY_INLINE void KiviKeyQueries(const uint8_t* tile, uint32_t d, const float* q, size_t n, float* qs, float* base) {
   const DF df;
-  const DU du;
   const size_t N = hn::Lanes(df);
   const size_t d_vec = d - d % N;
   const uint8_t* mins = tile + kv_layout::KiviMinOffset(d);
-  HWY_ALIGN float qs[kQ][kMaxHeadDim];  // q ⊙ scale
-  float base[kQ];                       // q · min
-  VF base_acc[kQ];
-  CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) base_acc[i] = hn::Zero(df);
-  for (size_t c = 0; c < d_vec; c += N) {
-    const VF s = LoadF16(df, tile + 2 * c), m = LoadF16(df, mins + 2 * c);
-    CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) {
+  for (size_t i = 0; i < n; ++i) {
+    VF base_acc = hn::Zero(df);
+    for (size_t c = 0; c < d_vec; c += N) {
       const VF qv = hn::LoadU(df, q + i * d + c);
-      hn::Store(hn::Mul(qv, s), df, qs[i] + c);
-      base_acc[i] = hn::MulAdd(qv, m, base_acc[i]);
+      hn::StoreU(hn::Mul(qv, LoadF16(df, tile + 2 * c)), df, qs + i * d + c);
+      base_acc = hn::MulAdd(qv, LoadF16(df, mins + 2 * c), base_acc);
     }
-  }
-  CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) {
-    base[i] = ReduceSum(df, base_acc[i]);
+    base[i] = ReduceSum(df, base_acc);
     for (size_t c = d_vec; c < d; ++c) {
-      qs[i][c] = q[i * d + c] * LoadF16One(tile + 2 * c);
+      qs[i * d + c] = q[i * d + c] * LoadF16One(tile + 2 * c);
       base[i] += q[i * d + c] * LoadF16One(mins + 2 * c);
     }
   }
-  const uint8_t* codes = tile + kv_layout::KiviCodesOffset(d);
-  constexpr size_t kGroupBytes = PackedGroupBytes(kBits);
-  for (size_t t0 = 0; t0 < kBlockTokens; t0 += N) {
-    VF acc[kQ];
-    CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) acc[i] = hn::Set(df, base[i]);
-    for (size_t c = 0; c < d; ++c) {
-      const VF code = decoded ? hn::LoadU(df, decoded + c * kBlockTokens + t0)
-                              : CodesToFloat(df, UnpackCodes<kBits>(du, codes + c * kGroupBytes, t0));
-      CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) acc[i] = hn::MulAdd(hn::Set(df, qs[i][c]), code, acc[i]);
+}
+
+template <uint32_t kBits>
+HWY_INLINE void ScoreKiviKeys(const uint8_t* tile, uint32_t d, const float* q, size_t n_q, float* scores, size_t ld) {
+  constexpr size_t kGroup = 16;  // queries transformed at a time (stack scratch)
+  HWY_ALIGN float qs[kGroup * kMaxHeadDim];
+  float base[kGroup];
+  const KiviKeyCols<kBits> cols{tile + kv_layout::KiviCodesOffset(d)};
+  auto run = [&](const auto& c) {
+    for (size_t g0 = 0; g0 < n_q; g0 += kGroup) {
+      const size_t ng = std::min(kGroup, n_q - g0);
+      KiviKeyQueries(tile, d, q + g0 * d, ng, qs, base);
+      ForQueryTiles<std::is_same_v<std::decay_t<decltype(c)>, DecodedCols> ? kScoreDecodedQ : kScoreQ>(
+          ng, [&](auto kq, size_t i0) {
+            ScoreColsTile<decltype(kq)::value>(c, d, qs + i0 * d, scores + (g0 + i0) * ld, ld, base + i0);
+          });
     }
-    CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) hn::StoreU(acc[i], df, scores + i * ld + t0);
+  };
+  if (n_q > kScoreQ && d <= kDecodeMaxDim) {
+    HWY_ALIGN float decoded[kBlockTokens * kDecodeMaxDim];
+    HWY_ALIGN float ones[kBlockTokens];
+    run(DecodeCols(cols, d, decoded, ones));
+  } else {
+    run(cols);
   }
 }
 
@@ -490,9 +507,7 @@ void ScoreBlock(const KvGeometry& g, const uint8_t* block, uint32_t kv_head, con
     ScoreCols(TqCols<kBits>{tile, 1.0f / std::sqrt(static_cast<float>(d)), {}}, d, q, n_q, scores, ld);
   } else {
     constexpr uint32_t kBits = kv_layout::KiviBits(kF);
-    KiviQueryTiles<kBits>(tile, d, n_q, d, [&](auto kq, size_t i0, const float* decoded) {
-      ScoreKiviKeyTile<decltype(kq)::value, kBits>(tile, d, q + i0 * d, scores + i0 * ld, ld, decoded);
-    });
+    ScoreKiviKeys<kBits>(tile, d, q, n_q, scores, ld);
   }
 }
 
