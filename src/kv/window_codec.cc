@@ -55,6 +55,7 @@ size_t WindowRowBytes(WindowFormat f, size_t n_head_kv, size_t head_dim) {
 void EncodeWindowRows(WindowFormat f, size_t n_head_kv, size_t head_dim, const float* x, size_t n, uint8_t* stored,
                       uint16_t* nat) {
   const size_t kv_dim = n_head_kv * head_dim;
+  if (n == 0) return;  // the buffers may be empty (null)
   if (f == WindowFormat::kF16) {
     for (size_t i = 0; i < n * kv_dim; ++i) nat[i] = ToF16(x[i]);
     if (stored != reinterpret_cast<uint8_t*>(nat)) std::memcpy(stored, nat, n * kv_dim * 2);
@@ -72,6 +73,7 @@ void EncodeWindowRows(WindowFormat f, size_t n_head_kv, size_t head_dim, const f
 void DecodeWindowRows(WindowFormat f, size_t n_head_kv, size_t head_dim, const uint8_t* stored, size_t n,
                       uint16_t* nat) {
   const size_t kv_dim = n_head_kv * head_dim;
+  if (n == 0) return;  // the buffers may be empty (null)
   if (f == WindowFormat::kF16) {
     std::memcpy(nat, stored, n * kv_dim * 2);
     return;
