@@ -128,9 +128,9 @@ int RunNeedle(const NeedleArgs& a) {
       r.correct = digits == nc.answer;
       r.decode_tok_s = st.tokens.size() > 1 && decode_s > 0 ? (st.tokens.size() - 1) / decode_s : 0;
       engine.Release(*ctx);
-      if (!a.json)
-        std::fprintf(stderr, "%-22s case %2zu: %5zu tokens depth %.2f %s %-8s | %s\n", c.name.c_str(), i, r.tokens,
-                     nc.depth, r.correct ? "OK  " : "MISS", nc.answer.c_str(), r.text.substr(0, 40).c_str());
+      // Per-case lines go to stderr in both modes (progress during long runs; --json prints to stdout).
+      std::fprintf(stderr, "%-22s case %2zu: %5zu tokens depth %.2f %s %-8s | %s\n", c.name.c_str(), i, r.tokens,
+                   nc.depth, r.correct ? "OK  " : "MISS", nc.answer.c_str(), r.text.substr(0, 40).c_str());
       results[ci].push_back(std::move(r));
     }
   }
