@@ -222,21 +222,28 @@ HWY_INLINE void ScoreColsTile(const Cols& cols, uint32_t d, const float* q, floa
   }
 }
 
-// Up to kScoreQ queries read the compressed columns; more decode the tile once (stack, ≤ 32 KiB).
-template <class Cols>
-HWY_INLINE void ScoreCols(const Cols& cols, uint32_t d, const float* q, size_t n_q, float* scores, size_t ld) {
+// Up to kScoreQ queries read the compressed columns; more decode the tile once (stack, ≤ 32 KiB):
+// fn gets the columns to read, and ScoreTileQ of their type is its query tile.
+template <class Cols, class Fn>
+HWY_INLINE void WithCols(const Cols& cols, uint32_t d, size_t n_q, const Fn& fn) {
   if (n_q > kScoreQ && d <= kDecodeMaxDim) {
     HWY_ALIGN float tile[kBlockTokens * kDecodeMaxDim];
     HWY_ALIGN float scales[kBlockTokens];
-    const DecodedCols decoded = DecodeCols(cols, d, tile, scales);
-    ForQueryTiles<kScoreDecodedQ>(n_q, [&](auto kq, size_t i0) {
-      ScoreColsTile<decltype(kq)::value>(decoded, d, q + i0 * d, scores + i0 * ld, ld);
-    });
+    fn(DecodeCols(cols, d, tile, scales));
   } else {
-    ForQueryTiles<kScoreQ>(n_q, [&](auto kq, size_t i0) {
-      ScoreColsTile<decltype(kq)::value>(cols, d, q + i0 * d, scores + i0 * ld, ld);
-    });
+    fn(cols);
   }
+}
+template <class Cols>
+constexpr size_t ScoreTileQ() { return std::is_same_v<Cols, DecodedCols> ? kScoreDecodedQ : kScoreQ; }
+
+template <class Cols>
+HWY_INLINE void ScoreCols(const Cols& cols, uint32_t d, const float* q, size_t n_q, float* scores, size_t ld) {
+  WithCols(cols, d, n_q, [&](const auto& c) {
+    ForQueryTiles<ScoreTileQ<std::decay_t<decltype(c)>>()>(n_q, [&](auto kq, size_t i0) {
+      ScoreColsTile<decltype(kq)::value>(c, d, q + i0 * d, scores + i0 * ld, ld);
+    });
+  });
 }
 
 // acc[i*d + c] += Σ_j (p[i*ld + j] · Scale_j) · values_j[c], for kQ queries.
@@ -365,23 +372,15 @@ HWY_INLINE void ScoreKiviKeys(const uint8_t* tile, uint32_t d, const float* q, s
   HWY_ALIGN float qs[kGroup * kMaxHeadDim];
   float base[kGroup];
   const KiviKeyCols<kBits> cols{tile + kv_layout::KiviCodesOffset(d)};
-  auto run = [&](const auto& c) {
+  WithCols(cols, d, n_q, [&](const auto& c) {
     for (size_t g0 = 0; g0 < n_q; g0 += kGroup) {
       const size_t ng = std::min(kGroup, n_q - g0);
       KiviKeyQueries(tile, d, q + g0 * d, ng, qs, base);
-      ForQueryTiles<std::is_same_v<std::decay_t<decltype(c)>, DecodedCols> ? kScoreDecodedQ : kScoreQ>(
-          ng, [&](auto kq, size_t i0) {
-            ScoreColsTile<decltype(kq)::value>(c, d, qs + i0 * d, scores + (g0 + i0) * ld, ld, base + i0);
-          });
+      ForQueryTiles<ScoreTileQ<std::decay_t<decltype(c)>>()>(ng, [&](auto kq, size_t i0) {
+        ScoreColsTile<decltype(kq)::value>(c, d, qs + i0 * d, scores + (g0 + i0) * ld, ld, base + i0);
+      });
     }
-  };
-  if (n_q > kScoreQ && d <= kDecodeMaxDim) {
-    HWY_ALIGN float decoded[kBlockTokens * kDecodeMaxDim];
-    HWY_ALIGN float ones[kBlockTokens];
-    run(DecodeCols(cols, d, decoded, ones));
-  } else {
-    run(cols);
-  }
+  });
 }
 
 // Values, group = 32 channels of one token: Σ_j p_j·v̂_j = Σ_j (p_j·scale_j)·code_j + Σ_j p_j·min_j
