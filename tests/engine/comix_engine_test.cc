@@ -10,20 +10,13 @@
 #include <string>
 
 #include "chorus/engine.h"
+#include "test_document.h"
 
 namespace chorus {
 namespace {
 
-constexpr const char* kModel = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
-
-std::string Document() {
-  std::string d =
-      "The Roman Empire was the post-Republican state of ancient Rome. It included large territorial holdings "
-      "around the Mediterranean Sea in Europe, North Africa, and Western Asia, and was ruled by emperors. ";
-  std::string out;
-  for (int i = 0; i < 6; ++i) out += d;  // ~300 tokens
-  return out;
-}
+using testing_doc::Document;
+using testing_doc::kModel;
 
 Result<std::unique_ptr<Engine>> Open(size_t budget, double avg_bits = 3, std::string family = "tq") {
   return Engine::Open({.model_path = kModel, .threads = 2, .n_ctx = 1024, .kv_budget_bytes = budget,
