@@ -48,7 +48,12 @@ int RunAgents(const AgentsArgs& a) {
   EngineOptions eo{.model_path = a.model, .threads = a.threads, .n_ctx = static_cast<size_t>(a.ctx),
                    .private_k = a.private_k, .private_v = a.private_v, .sink_blocks = a.sink,
                    .kv_budget_bytes = budget, .kv_avg_bits = a.avg_bits, .comix_family = a.family};
-  if (!a.window.empty()) eo.kv_window = a.window;
+  if (!a.window.empty()) {
+    if (a.window != "auto") {
+      if (auto w = ParseWindowFormat(a.window); !w.ok()) return Fail(w.status().Context("--kv-window"));
+    }
+    eo.kv_window = a.window;
+  }
   if (a.policy == "comix") {  // one budget, bits per (agent/document, layer, K/V) coordinated
     eo.policy = "comix";
   } else if (a.policy == "polykv-paper") {
