@@ -29,4 +29,10 @@ void EncodeWindowRows(WindowFormat f, size_t n_head_kv, size_t head_dim, const f
 void DecodeWindowRows(WindowFormat f, size_t n_head_kv, size_t head_dim, const uint8_t* stored, size_t n,
                       uint16_t* nat);
 
+// Scalar references of the two (tests): the SIMD rows above must give exactly these bits.
+void EncodeWindowRowsRef(WindowFormat f, size_t n_head_kv, size_t head_dim, const float* x, size_t n, uint8_t* stored,
+                         uint16_t* nat);
+void DecodeWindowRowsRef(WindowFormat f, size_t n_head_kv, size_t head_dim, const uint8_t* stored, size_t n,
+                         uint16_t* nat);
+
 }  // namespace chorus

@@ -50,6 +50,40 @@ TEST(WindowCodec, AppendTimeRowsEqualDecodedRows) {
   }
 }
 
+// The dispatched (SIMD) rows are the scalar reference's bits: ties between codes, subnormal and
+// zero scales, values beyond fp16, ±inf and NaN included.
+TEST(WindowCodec, SimdRowsEqualReferenceBits) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd;
+  const size_t n = 31;
+  std::vector<float> x(n * kKv);
+  for (size_t j = 0; j < n; ++j) {
+    const float mag = std::ldexp(1.0f, int(j % 16) * 3 - 30);  // 2^-30 .. 2^15: zero/subnormal scales too
+    for (size_t i = 0; i < kKv; ++i) x[j * kKv + i] = nd(rng) * mag;
+  }
+  // Row 3, head 0: exact ties of the code rounding (absmax 127 → scale 1: x = k + 0.5).
+  for (size_t c = 0; c < kD; ++c) x[3 * kKv + c] = float(int(c) - 32) + 0.5f;
+  x[3 * kKv + 5] = 127.0f;
+  x[4 * kKv + 1] = INFINITY;
+  x[4 * kKv + kD + 2] = -INFINITY;
+  x[5 * kKv + 7] = NAN;
+  x[6 * kKv + 9] = 1e6f;
+  x[7 * kKv + 2 * kD + 4] = -7e4f;
+  for (WindowFormat f : {WindowFormat::kF16, WindowFormat::kQ8}) {
+    const size_t bytes = n * WindowRowBytes(f, kH, kD);
+    std::vector<uint8_t> stored(bytes), stored_ref(bytes);
+    std::vector<uint16_t> nat(n * kKv), nat_ref(n * kKv), dec(n * kKv), dec_ref(n * kKv);
+    EncodeWindowRows(f, kH, kD, x.data(), n, stored.data(), nat.data());
+    EncodeWindowRowsRef(f, kH, kD, x.data(), n, stored_ref.data(), nat_ref.data());
+    EXPECT_EQ(stored, stored_ref) << WindowFormatName(f);
+    EXPECT_EQ(nat, nat_ref) << WindowFormatName(f);
+    DecodeWindowRows(f, kH, kD, stored_ref.data(), n, dec.data());
+    DecodeWindowRowsRef(f, kH, kD, stored_ref.data(), n, dec_ref.data());
+    EXPECT_EQ(dec, dec_ref) << WindowFormatName(f);
+    EXPECT_EQ(dec, nat_ref) << WindowFormatName(f);
+  }
+}
+
 TEST(WindowCodec, ParseNamesTheChoices) {
   EXPECT_EQ(ParseWindowFormat("q8").value(), WindowFormat::kQ8);
   EXPECT_EQ(ParseWindowFormat("f16").value(), WindowFormat::kF16);
