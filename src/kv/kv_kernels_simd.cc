@@ -222,17 +222,24 @@ HWY_INLINE void ScoreColsTile(const Cols& cols, uint32_t d, const float* q, floa
   }
 }
 
-// Up to kScoreQ queries read the compressed columns; more decode the tile once (stack, ≤ 32 KiB):
-// fn gets the columns to read, and ScoreTileQ of their type is its query tile.
-template <class Cols, class Fn>
-HWY_INLINE void WithCols(const Cols& cols, uint32_t d, size_t n_q, const Fn& fn) {
-  if (n_q > kScoreQ && d <= kDecodeMaxDim) {
+// More than kOnce queries (more than one register tile): fn gets src decoded once into a stack tile
+// (decode(src, d, tile, scales), ≤ 32 KiB) instead of once per tile; else the compressed src itself.
+template <size_t kOnce, class Src, class Decode, class Fn>
+HWY_INLINE void WithDecoded(const Src& src, uint32_t d, size_t n_q, const Decode& decode, const Fn& fn) {
+  if (n_q > kOnce && d <= kDecodeMaxDim) {
     HWY_ALIGN float tile[kBlockTokens * kDecodeMaxDim];
     HWY_ALIGN float scales[kBlockTokens];
-    fn(DecodeCols(cols, d, tile, scales));
+    fn(decode(src, d, tile, scales));
   } else {
-    fn(cols);
+    fn(src);
   }
+}
+// Keys: up to kScoreQ queries read the compressed columns, more a decoded tile; ScoreTileQ of the
+// type fn gets is its query tile.
+template <class Cols, class Fn>
+HWY_INLINE void WithCols(const Cols& cols, uint32_t d, size_t n_q, const Fn& fn) {
+  WithDecoded<kScoreQ>(cols, d, n_q, [](const auto& c, uint32_t dd, float* t, float* s) { return DecodeCols(c, dd, t, s); },
+                       fn);
 }
 template <class Cols>
 constexpr size_t ScoreTileQ() { return std::is_same_v<Cols, DecodedCols> ? kScoreDecodedQ : kScoreQ; }
@@ -467,21 +474,11 @@ HWY_INLINE void AccumulateRowsDirect(const Rows& rows, uint32_t d, const float* 
     });
   }
 }
-// More than kOnce queries (more than one register tile): fn gets the rows decoded once into a stack
-// tile instead of once per tile; else the compressed rows themselves.
-template <size_t kOnce, class Rows, class Fn>
-HWY_INLINE void WithRows(const Rows& rows, uint32_t d, size_t n_q, const Fn& fn) {
-  if (n_q > kOnce && d <= kDecodeMaxDim) {
-    HWY_ALIGN float tile[kBlockTokens * kDecodeMaxDim];
-    HWY_ALIGN float scales[kBlockTokens];
-    fn(DecodeRows(rows, d, tile, scales));
-  } else {
-    fn(rows);
-  }
-}
+// Values: more than one register tile of queries reads the rows decoded once (WithDecoded).
 template <class Rows>
 HWY_INLINE void AccumulateRows(const Rows& rows, uint32_t d, const float* p, size_t n_q, float* acc, size_t ld) {
-  WithRows<4>(rows, d, n_q, [&](const auto& r) { AccumulateRowsDirect(r, d, p, n_q, acc, ld); });
+  WithDecoded<4>(rows, d, n_q, [](const auto& r, uint32_t dd, float* t, float* s) { return DecodeRows(r, dd, t, s); },
+                 [&](const auto& r) { AccumulateRowsDirect(r, d, p, n_q, acc, ld); });
 }
 
 float PolyKvPaperScale(const uint8_t* block) {
