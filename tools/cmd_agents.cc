@@ -49,9 +49,8 @@ int RunAgents(const AgentsArgs& a) {
                    .private_k = a.private_k, .private_v = a.private_v, .sink_blocks = a.sink,
                    .kv_budget_bytes = budget, .kv_avg_bits = a.avg_bits, .comix_family = a.family};
   if (!a.window.empty()) {
-    if (a.window != "auto") {
-      if (auto w = ParseWindowFormat(a.window); !w.ok()) return Fail(w.status().Context("--kv-window"));
-    }
+    if (a.window != "auto" && !ParseWindowFormat(a.window).ok())
+      return Fail(Status::Error("--kv-window: unknown window format '{}'; valid: auto, f16, q8", a.window));
     eo.kv_window = a.window;
   }
   if (a.policy == "comix") {  // one budget, bits per (agent/document, layer, K/V) coordinated
@@ -242,8 +241,8 @@ RunFn AddAgents(CLI::App& app) {
   cmd->add_option("--kv-private-k", a->private_k, "K format of each agent's own blocks")->capture_default_str();
   cmd->add_option("--kv-private-v", a->private_v, "V format of each agent's own blocks")->capture_default_str();
   cmd->add_option("--kv-sink", a->sink, "leading 32-token blocks of a context kept f16")->capture_default_str();
-  cmd->add_option("--kv-window", a->window, "rows of every sequence's newest <32 tokens before sealing: f16, or q8 "
-                  "(half the bytes; default: " + EngineOptions{}.kv_window + ")");
+  cmd->add_option("--kv-window", a->window, "rows of every sequence's newest <32 tokens before sealing: f16, q8 (half the "
+                  "bytes) or auto (q8 unless the shared formats are f16/f16; default: " + EngineOptions{}.kv_window + ")");
   cmd->add_option("--kv-budget", a->budget, "KV byte budget (e.g. 4000000, 64K, 1.5M); agents that do not fit "
                                             "wait in a queue until others finish, or are refused with a message");
   cmd->add_option("--kv-avg-bits", a->avg_bits, "comix without --kv-budget: average bits target (2..8)")

@@ -180,6 +180,8 @@ TEST(CliPolicy, BadInputIsAnErrorThatNamesTheProblem) {
       {gen + "--doc " + doc + " -p q", "--doc needs --policy"},
       {gen + "--policy comix --kv-k q8 -p q", "--kv-k/--kv-v do not apply with --policy comix"},
       {gen + "--policy comix --kv-budget 1M --doc " + doc + " -p q", "--doc: shared document: refused"},
+      {std::string("agents -m ") + kModel + " --doc " + doc + " --questions " + doc + " --kv-window q4",
+       "--kv-window: unknown window format 'q4'; valid: auto, f16, q8"},
   };
   for (const auto& [args, want] : cases) {
     const CliRun r = Chorus(args);
