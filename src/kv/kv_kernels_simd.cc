@@ -375,15 +375,18 @@ HWY_INLINE void KiviKeyQueries(const uint8_t* tile, uint32_t d, const float* q, 
 
 template <uint32_t kBits>
 HWY_INLINE void ScoreKiviKeys(const uint8_t* tile, uint32_t d, const float* q, size_t n_q, float* scores, size_t ld) {
-  constexpr size_t kGroup = 16;  // queries transformed at a time (stack scratch)
-  HWY_ALIGN float qs[kGroup * kMaxHeadDim];
-  float base[kGroup];
+  constexpr size_t kScratch = 16 * kMaxHeadDim;  // transformed queries (64 KiB of stack)
+  HWY_ALIGN float qs[kScratch];
+  float base[kScratch / kBlockTokens];
   const KiviKeyCols<kBits> cols{tile + kv_layout::KiviCodesOffset(d)};
   WithCols(cols, d, n_q, [&](const auto& c) {
-    for (size_t g0 = 0; g0 < n_q; g0 += kGroup) {
-      const size_t ng = std::min(kGroup, n_q - g0);
+    constexpr size_t kTile = ScoreTileQ<std::decay_t<decltype(c)>>();
+    // Queries transformed at a time: as many whole register tiles as the scratch holds (d ≥ 32).
+    const size_t group = std::max<size_t>(kTile, std::min(kScratch / d, kScratch / kBlockTokens) / kTile * kTile);
+    for (size_t g0 = 0; g0 < n_q; g0 += group) {
+      const size_t ng = std::min(group, n_q - g0);
       KiviKeyQueries(tile, d, q + g0 * d, ng, qs, base);
-      ForQueryTiles<ScoreTileQ<std::decay_t<decltype(c)>>()>(ng, [&](auto kq, size_t i0) {
+      ForQueryTiles<kTile>(ng, [&](auto kq, size_t i0) {
         ScoreColsTile<decltype(kq)::value>(c, d, qs + i0 * d, scores + (g0 + i0) * ld, ld, base + i0);
       });
     }
@@ -391,9 +394,11 @@ HWY_INLINE void ScoreKiviKeys(const uint8_t* tile, uint32_t d, const float* q, s
 }
 
 // Values, group = 32 channels of one token: Σ_j p_j·v̂_j = Σ_j (p_j·scale_j)·code_j + Σ_j p_j·min_j
-// per channel group. Lanes run over channels.
+// per channel group. Lanes run over channels; kQ queries × kV channel vectors in registers (every
+// output lane sees a = out + bias, then a = fma(w_ij, code_jc, a) for j = 0..31 whatever the tile,
+// so stacked queries get their solo bits).
 // decoded: null, or the block's codes decoded once to floats, (d/32 groups, 32 tokens, 32 codes).
-template <size_t kQ, uint32_t kBits>
+template <size_t kQ, uint32_t kBits, size_t kV = 1>
 HWY_INLINE void AccumulateKiviValueTile(const uint8_t* tile, uint32_t d, const float* p, size_t ld, float* acc,
                                         const float* decoded) {
   const DF df;
@@ -417,16 +422,26 @@ HWY_INLINE void AccumulateKiviValueTile(const uint8_t* tile, uint32_t d, const f
     float bias[kQ];
     CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) bias[i] = ReduceSum(df, bias_acc[i]);
     const uint8_t* codes = tile + kv_layout::KiviCodesOffset(d) + cg * kBlockTokens * kGroupBytes;
-    for (size_t c0 = 0; c0 < kGroupCodes; c0 += N) {
+    for (size_t c0 = 0; c0 < kGroupCodes; c0 += kV * N) {
       float* out = acc + cg * kGroupCodes + c0;
-      VF a[kQ];
-      CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) a[i] = hn::Add(hn::LoadU(df, out + i * d), hn::Set(df, bias[i]));
-      for (size_t j = 0; j < kBlockTokens; ++j) {
-        const VF code = decoded ? hn::LoadU(df, decoded + (cg * kBlockTokens + j) * kGroupCodes + c0)
-                                : CodesToFloat(df, UnpackCodes<kBits>(du, codes + j * kGroupBytes, c0));
-        CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) a[i] = hn::MulAdd(hn::Set(df, w[i][j]), code, a[i]);
+      VF a[kQ][kV];
+      CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) {
+        CHORUS_UNROLL for (size_t v = 0; v < kV; ++v)
+          a[i][v] = hn::Add(hn::LoadU(df, out + i * d + v * N), hn::Set(df, bias[i]));
       }
-      CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) hn::StoreU(a[i], df, out + i * d);
+      for (size_t j = 0; j < kBlockTokens; ++j) {
+        VF code[kV];
+        CHORUS_UNROLL for (size_t v = 0; v < kV; ++v)
+          code[v] = decoded ? hn::LoadU(df, decoded + (cg * kBlockTokens + j) * kGroupCodes + c0 + v * N)
+                            : CodesToFloat(df, UnpackCodes<kBits>(du, codes + j * kGroupBytes, c0 + v * N));
+        CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) {
+          const VF wi = hn::Set(df, w[i][j]);
+          CHORUS_UNROLL for (size_t v = 0; v < kV; ++v) a[i][v] = hn::MulAdd(wi, code[v], a[i][v]);
+        }
+      }
+      CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) {
+        CHORUS_UNROLL for (size_t v = 0; v < kV; ++v) hn::StoreU(a[i][v], df, out + i * d + v * N);
+      }
     }
   }
 }
@@ -445,14 +460,31 @@ HWY_INLINE void DecodeKiviCodes(const uint8_t* codes, size_t n_groups, float* ou
   }
 }
 
-// Runs fn(tile size, first query, decoded codes or null) over the query tiles of a KIVI block side:
-// with more than one tile the n_groups code groups are decoded once for all of them.
-template <uint32_t kBits, class Fn>
-HWY_INLINE void KiviQueryTiles(const uint8_t* tile, uint32_t d, size_t n_q, size_t n_groups, const Fn& fn) {
-  HWY_ALIGN float decoded[kDecodeMaxDim * kBlockTokens];
-  const bool once = n_q > 4 && d <= kDecodeMaxDim;
-  if (once) DecodeKiviCodes<kBits>(tile + kv_layout::KiviCodesOffset(d), n_groups, decoded);
-  ForQueryTiles(n_q, [&](auto kq, size_t i0) { fn(kq, i0, once ? decoded : nullptr); });
+// Value tiles on decoded KIVI codes: kKiviAccQ queries × kKiviAccV channel vectors (a 32-code group
+// is 32/N vectors; kKiviAccV must divide it).
+#if HWY_TARGET <= HWY_AVX3  // 32 vector registers
+inline constexpr size_t kKiviAccQ = 8, kKiviAccV = 2;
+#else
+inline constexpr size_t kKiviAccQ = 4, kKiviAccV = 1;
+#endif
+static_assert((kGroupCodes / hn::MaxLanes(DF())) % kKiviAccV == 0);
+
+// KIVI values over n_q queries: up to 4 read the packed codes in 4-query tiles; more decode the
+// block's d/32·32 code groups once and run larger tiles over them.
+template <uint32_t kBits>
+HWY_INLINE void AccumulateKiviValues(const uint8_t* tile, uint32_t d, const float* p, size_t n_q, float* acc,
+                                     size_t ld) {
+  if (n_q > 4 && d <= kDecodeMaxDim) {
+    HWY_ALIGN float decoded[kDecodeMaxDim * kBlockTokens];
+    DecodeKiviCodes<kBits>(tile + kv_layout::KiviCodesOffset(d), (d / kGroupCodes) * kBlockTokens, decoded);
+    ForQueryTiles<kKiviAccQ>(n_q, [&](auto kq, size_t i0) {
+      AccumulateKiviValueTile<decltype(kq)::value, kBits, kKiviAccV>(tile, d, p + i0 * ld, ld, acc + i0 * d, decoded);
+    });
+  } else {
+    ForQueryTiles(n_q, [&](auto kq, size_t i0) {
+      AccumulateKiviValueTile<decltype(kq)::value, kBits>(tile, d, p + i0 * ld, ld, acc + i0 * d, nullptr);
+    });
+  }
 }
 
 // ---- Per-format entry points ----------------------------------------------------------------
@@ -523,9 +555,7 @@ void AccumulateBlock(const KvGeometry& g, const uint8_t* block, uint32_t kv_head
     AccumulateRows(TqRows<kBits>{tile, d, 1.0f / std::sqrt(static_cast<float>(d)), {}}, d, p, n_q, acc, ld);
   } else {
     constexpr uint32_t kBits = kv_layout::KiviBits(kF);
-    KiviQueryTiles<kBits>(tile, d, n_q, (d / kGroupCodes) * kBlockTokens, [&](auto kq, size_t i0, const float* decoded) {
-      AccumulateKiviValueTile<decltype(kq)::value, kBits>(tile, d, p + i0 * ld, ld, acc + i0 * d, decoded);
-    });
+    AccumulateKiviValues<kBits>(tile, d, p, n_q, acc, ld);
   }
 }
 
