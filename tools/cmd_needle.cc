@@ -12,6 +12,7 @@
 #include <span>
 
 #include "chorus/engine.h"
+#include "kv/window_codec.h"
 #include "tools/common.h"
 #include "tools/needle_gen.h"
 #include "util/timer.h"
@@ -23,7 +24,7 @@ struct NeedleArgs {
   std::string model, file, dump;
   NeedleOptions gen;
   std::vector<std::string> configs = {"f16", "kivi4", "kivi2", "cocktail"};
-  std::string encoder;
+  std::string encoder, kv_window = EngineOptions{}.kv_window;
   int threads = DefaultThreads(), max_tokens = 8;
   bool json = false, ignore_eog = false;
 };
@@ -93,6 +94,8 @@ int RunNeedle(const NeedleArgs& a) {
     if (!c.ok()) return Fail(c.status());
     configs.push_back(*c);
   }
+  if (a.kv_window != "auto")
+    if (auto w = ParseWindowFormat(a.kv_window); !w.ok()) return Fail(w.status().Context("--kv-window"));
   auto corpus = ReadFile(a.file);
   if (!corpus.ok()) return Fail(corpus.status());
   auto model = LoadModel(a.model);
@@ -115,6 +118,7 @@ int RunNeedle(const NeedleArgs& a) {
     EngineOptions eo{.model_path = a.model, .threads = a.threads, .n_ctx = n_ctx, .shared_k = c.k, .shared_v = c.v,
                      .private_k = "f16", .private_v = "f16", .cocktail_alpha = c.alpha, .cocktail_beta = c.beta,
                      .cocktail_chunk_tokens = c.chunk, .encoder_path = c.cocktail ? a.encoder : ""};
+    eo.kv_window = a.kv_window;
     auto engine_r = Engine::Open(eo);
     if (!engine_r.ok()) return Fail(engine_r.status().Context("config " + c.name));
     Engine& engine = *engine_r.value();
@@ -252,6 +256,8 @@ std::pair<CLI::App*, RunFn> AddNeedleEval(CLI::App* eval) {
   cmd->add_option("--encoder", a->encoder, "cocktail: sentence-embedding model directory (default: all-MiniLM-L6-v2 next to the model if installed, else the LLM's hidden states; 'hidden-states' forces those)");
   cmd->add_option("-n,--answer-tokens", a->max_tokens, "tokens generated per answer")->check(CLI::Range(1, 256))
       ->capture_default_str();
+  cmd->add_option("--kv-window", a->kv_window, "rows of every sequence's newest <32 tokens before sealing: f16, q8 "
+                  "or auto (q8 unless the config is f16)")->capture_default_str();
   cmd->add_flag("--ignore-eog", a->ignore_eog, "keep decoding past end-of-generation (decode speed runs)");
   cmd->add_option("--dump", a->dump, "write the generated cases as JSONL");
   cmd->add_option("-t,--threads", a->threads, "threads")->check(CLI::Range(1, 256))->capture_default_str();

@@ -2,7 +2,7 @@
 // case carries the gold answer's teacher-forced NLL over its tokens (" " + 4 single digits for this
 // tokenizer), finite and positive; a correct greedy answer has the scored tokens as its first tokens and
 // a likelihood far above chance; the per-config means are the means of the cases; and the score reads
-// the config's KV (kivi4's NLL differs from f16's, slightly).
+// the config's KV (kivi4's NLL differs from f16's, slightly). A bad --kv-window is an error naming it.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -46,6 +46,12 @@ TEST(CliNeedle, AnswerLikelihoodPerCaseAndConfig) {
     EXPECT_NE(f16, kivi4) << "case " << i;
     EXPECT_NEAR(f16, kivi4, 0.5) << "case " << i;
   }
+}
+
+TEST(CliNeedle, BadKvWindowNamesTheFlag) {
+  const cli_test::CliRun r = Chorus(std::string("eval needle -m ") + kModel + " -f examples/du_fu.txt --kv-window q4");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("--kv-window"), std::string::npos) << r.err;
 }
 
 }  // namespace
