@@ -89,8 +89,8 @@ for title, keep in subsets:
         print(f"| {n} | {len(ks)} | {corr}/{len(ks)} | {sum(nll) / len(ks):.3f} | {med:.3f} | {pa:.3f} | "
               f"{100 * bytes_ratio(n, ks):.1f} % |")
     print()
-    print('| A vs B | paired cases | bytes/f16 A vs B | mean NLL A - B (nats) | A lower / higher / equal | sign test p | Wilcoxon p (W+) |')
-    print('|---|---|---|---|---|---|---|')
+    print('| A vs B | paired cases | bytes/f16 A vs B | mean NLL A - B (nats) | median A - B | A lower / higher / equal | sign test p | Wilcoxon p (W+) |')
+    print('|---|---|---|---|---|---|---|---|')
     pairs = [(a, b) for a in names if a.startswith('cocktail') for b in ('kivi4', 'f16') if b in data]
     if 'kivi4' in data and 'f16' in data: pairs.append(('kivi4', 'f16'))
     for a, b in pairs:
@@ -99,8 +99,10 @@ for title, keep in subsets:
         d = [data[a][k]['answer_nll'] - data[b][k]['answer_nll'] for k in ks]
         lo = sum(x < 0 for x in d); hi = sum(x > 0 for x in d); eq = len(d) - lo - hi
         wp, wplus = wilcoxon_p(d)
+        sd = sorted(d); med = (sd[(len(sd) - 1) // 2] + sd[len(sd) // 2]) / 2
+        fp = lambda x: f"{x:.3f}" if x >= 0.001 else f"{x:.1e}"
         print(f"| {a} vs {b} | {len(ks)} | {100 * bytes_ratio(a, ks):.1f} % vs {100 * bytes_ratio(b, ks):.1f} % | "
-              f"{sum(d) / len(d):+.3f} | {lo} / {hi} / {eq} | {sign_p(lo, hi):.3f} | {wp:.3f} ({wplus:g}) |")
+              f"{sum(d) / len(d):+.3f} | {med:+.3f} | {lo} / {hi} / {eq} | {fp(sign_p(lo, hi))} | {fp(wp)} ({wplus:g}) |")
     print()
 
 print('per case answer NLL: seed/case answer | ' + ' '.join(names))
