@@ -7,7 +7,10 @@ exact two-sided sign test, exact two-sided Wilcoxon signed-rank test — zeros d
 the exact permutation distribution of the signs; no scipy needed). Primary: all cases; secondary: the
 cases f16 answers exactly. --reproduce OLD.json ...: per config, how many outputs equal an older run's.
 
-Usage: python3 scripts/needle_nll_summary.py RUN.json ... [--reproduce OLD.json ...]
+A run given as RUN.json:SUFFIX has SUFFIX appended to its config names (e.g. runs with --kv-window f16:
+'kivi4' becomes 'kivi4@w16'). Pairs: every cocktail config vs every non-cocktail one; every other vs f16.
+
+Usage: python3 scripts/needle_nll_summary.py RUN.json[:SUFFIX] ... [--reproduce OLD.json ...]
 """
 import argparse, json, math, os
 from collections import defaultdict
@@ -21,11 +24,12 @@ args = ap.parse_args()
 def load(files):
     data = defaultdict(dict)
     for f in files:
+        f, _, suffix = f.partition(':')
         if os.path.getsize(f) == 0: continue
         d = json.load(open(f))
         for c in d['configs']:
             for i, r in enumerate(c['cases']):
-                data[c['config']][(d['seed'], i)] = r
+                data[c['config'] + suffix][(d['seed'], i)] = r
     return data
 
 
@@ -71,7 +75,8 @@ def bytes_ratio(n, keys):
     return b / bb if bb else float('nan')
 
 
-order = ['f16', 'kivi4', 'kivi2', 'cocktail:0.1:0.1', 'cocktail:0.15:0.1', 'cocktail:0.1:0.05']
+order = ['f16', 'kivi4', 'kivi4@w16', 'kivi2', 'cocktail:0.1:0.1', 'cocktail:0.1:0.1@w16', 'cocktail:0.15:0.1',
+         'cocktail:0.1:0.05']
 names = [n for n in order if n in data] + sorted(n for n in data if n not in order)
 subsets = [('all cases', lambda k: True)]
 if f16: subsets.append(('cases f16 answers exactly', lambda k: k in f16 and f16[k]['correct']))
@@ -91,8 +96,8 @@ for title, keep in subsets:
     print()
     print('| A vs B | paired cases | bytes/f16 A vs B | mean NLL A - B (nats) | median A - B | A lower / higher / equal | sign test p | Wilcoxon p (W+) |')
     print('|---|---|---|---|---|---|---|---|')
-    pairs = [(a, b) for a in names if a.startswith('cocktail') for b in ('kivi4', 'f16') if b in data]
-    if 'kivi4' in data and 'f16' in data: pairs.append(('kivi4', 'f16'))
+    pairs = [(a, b) for a in names if a.startswith('cocktail') for b in names if not b.startswith('cocktail')]
+    pairs += [(a, 'f16') for a in names if not a.startswith('cocktail') and a != 'f16' and 'f16' in data]
     for a, b in pairs:
         ks = sorted(k for k in set(data[a]) & set(data[b]) if keep(k))
         if not ks: continue
@@ -119,8 +124,9 @@ if args.reproduce:
     old = load(args.reproduce)
     print('\nreproduction of older outputs (same seed/case, output text equal):')
     for n in names:
-        ks = sorted(set(data[n]) & set(old.get(n, {})))
+        ks = sorted(set(data[n]) & set(old.get(n.split('@')[0], {})))
         if not ks: continue
-        diff = [f"{k[0]}/{k[1]}: {old[n][k]['output']!r} -> {data[n][k]['output']!r}" for k in ks
-                if old[n][k]['output'] != data[n][k]['output']]
+        o = old[n.split('@')[0]]
+        diff = [f"{k[0]}/{k[1]}: {o[k]['output']!r} -> {data[n][k]['output']!r}" for k in ks
+                if o[k]['output'] != data[n][k]['output']]
         print(f"{n}: {len(ks) - len(diff)}/{len(ks)} equal" + (' — ' + '; '.join(diff) if diff else ''))
