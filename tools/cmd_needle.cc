@@ -2,10 +2,17 @@
 // Generates needle cases (tools/needle_gen.h), then for each KV config prefills every document as a
 // shared context (uniform formats, or Cocktail with the question as the query), asks the question
 // as an agent (greedy), and scores: exact answer (the code appears in the output), agreement with
-// the f16 run's output, and the context's measured KV bytes against the f16 run's measured bytes.
+// the f16 run's output, the context's measured KV bytes against the f16 run's measured bytes, and the
+// gold answer's teacher-forced likelihood: answer NLL = NLL(prompt + answer) − NLL(prompt), both
+// scored as the continuation of the context, with the prompt tokenized exactly as the agent's (special
+// tokens parsed) and the answer as " " + the code (how the model writes it after the lead).
+#include <algorithm>
+#include <cmath>
 #include <fstream>
+#include <span>
 
 #include "chorus/engine.h"
+#include "kv/window_codec.h"
 #include "tools/common.h"
 #include "tools/needle_gen.h"
 #include "util/timer.h"
@@ -17,7 +24,7 @@ struct NeedleArgs {
   std::string model, file, dump;
   NeedleOptions gen;
   std::vector<std::string> configs = {"f16", "kivi4", "kivi2", "cocktail"};
-  std::string encoder;
+  std::string encoder, kv_window = EngineOptions{}.kv_window;
   int threads = DefaultThreads(), max_tokens = 8;
   bool json = false, ignore_eog = false;
 };
@@ -60,7 +67,25 @@ struct CaseResult {
   size_t bytes = 0, tokens = 0, fp16_bytes = 0;  // fp16_bytes: Engine::Fp16Bytes, when no f16 run is there
   double search_s = 0, prefill_s = 0, decode_tok_s = 0;
   std::string map;
+  double answer_nll = 0;       // nats, summed over the answer's tokens
+  size_t answer_tokens = 0;
+  bool greedy_answer = false;  // the generated tokens begin with exactly the scored answer tokens
 };
+
+// Tokens of the agent's prompt P (as Spawn encodes a prompt that continues a context) and of the
+// answer A; errors if P + A does not tokenize as P's tokens followed by A's (the boundary must be
+// stable for NLL(P + A) − NLL(P) to be the answer's NLL).
+Result<std::pair<std::vector<int32_t>, std::vector<int32_t>>> PromptAnswerTokens(const Tokenizer& tok,
+                                                                                 const std::string& prompt,
+                                                                                 const std::string& answer) {
+  std::vector<int32_t> p = tok.Encode(prompt, false, true), a = tok.Encode(answer, false, true);
+  std::vector<int32_t> joint = p;
+  joint.insert(joint.end(), a.begin(), a.end());
+  if (tok.Encode(prompt + answer, false, true) != joint)
+    return Status::Error("prompt + answer '{}' does not tokenize as the prompt's tokens then the answer's", answer);
+  if (p.empty() || a.empty()) return Status::Error("empty prompt or answer");
+  return std::pair{std::move(p), std::move(a)};
+}
 
 int RunNeedle(const NeedleArgs& a) {
   std::vector<Config> configs;
@@ -69,6 +94,8 @@ int RunNeedle(const NeedleArgs& a) {
     if (!c.ok()) return Fail(c.status());
     configs.push_back(*c);
   }
+  if (a.kv_window != "auto")
+    if (auto w = ParseWindowFormat(a.kv_window); !w.ok()) return Fail(w.status().Context("--kv-window"));
   auto corpus = ReadFile(a.file);
   if (!corpus.ok()) return Fail(corpus.status());
   auto model = LoadModel(a.model);
@@ -91,6 +118,7 @@ int RunNeedle(const NeedleArgs& a) {
     EngineOptions eo{.model_path = a.model, .threads = a.threads, .n_ctx = n_ctx, .shared_k = c.k, .shared_v = c.v,
                      .private_k = "f16", .private_v = "f16", .cocktail_alpha = c.alpha, .cocktail_beta = c.beta,
                      .cocktail_chunk_tokens = c.chunk, .encoder_path = c.cocktail ? a.encoder : ""};
+    eo.kv_window = a.kv_window;
     auto engine_r = Engine::Open(eo);
     if (!engine_r.ok()) return Fail(engine_r.status().Context("config " + c.name));
     Engine& engine = *engine_r.value();
@@ -112,7 +140,8 @@ int RunNeedle(const NeedleArgs& a) {
       }
       AgentOptions ao{.temperature = 0.0f, .max_tokens = a.max_tokens, .ignore_eog = a.ignore_eog};
       // The answer is led in ("... is"), so the first generated tokens are the code.
-      auto id = engine.Spawn(*ctx, "\n\nQuestion: " + nc.question + frame->second + nc.lead, ao);
+      const std::string prompt = "\n\nQuestion: " + nc.question + frame->second + nc.lead;
+      auto id = engine.Spawn(*ctx, prompt, ao);
       if (!id.ok()) return Fail(id.status().Context(c.name));
       Timer t_decode;  // steps only: the first token comes from the prompt's prefill in Spawn
       while (engine.running() > 0)
@@ -127,10 +156,32 @@ int RunNeedle(const NeedleArgs& a) {
         else if (!digits.empty() && ch != ' ') break;
       r.correct = digits == nc.answer;
       r.decode_tok_s = st.tokens.size() > 1 && decode_s > 0 ? (st.tokens.size() - 1) / decode_s : 0;
+      // Teacher-forced likelihood of the gold answer after the same prompt.
+      auto pa = PromptAnswerTokens(model.value()->tokenizer(), prompt, " " + nc.answer);
+      if (!pa.ok()) return Fail(pa.status().Context(c.name));
+      const auto& [p_tok, a_tok] = *pa;
+      std::vector<int32_t> pa_tok = p_tok;
+      pa_tok.insert(pa_tok.end(), a_tok.begin(), a_tok.end());
+      auto s_pa = engine.Score(*ctx, std::span<const int32_t>(pa_tok));
+      if (!s_pa.ok()) return Fail(s_pa.status().Context(c.name + ": scoring prompt + answer"));
+      // A one-token prompt has nothing to score (Score needs 2 tokens): its NLL is 0.
+      Engine::ScoreResult s_p;
+      if (p_tok.size() > 1) {
+        auto s = engine.Score(*ctx, std::span<const int32_t>(p_tok));
+        if (!s.ok()) return Fail(s.status().Context(c.name + ": scoring the prompt"));
+        s_p = *s;
+      }
+      if (s_pa->count - s_p.count != a_tok.size())
+        return Fail(Status::Error("{}: scored {} − {} tokens, but the answer has {}", c.name, s_pa->count, s_p.count,
+                                  a_tok.size()));
+      r.answer_nll = s_pa->nll - s_p.nll;
+      r.answer_tokens = a_tok.size();
+      r.greedy_answer = st.tokens.size() >= a_tok.size() && std::equal(a_tok.begin(), a_tok.end(), st.tokens.begin());
       engine.Release(*ctx);
       // Per-case lines go to stderr in both modes (progress during long runs; --json prints to stdout).
-      std::fprintf(stderr, "%-22s case %2zu: %5zu tokens depth %.2f %s %-8s | %s\n", c.name.c_str(), i, r.tokens,
-                   nc.depth, r.correct ? "OK  " : "MISS", nc.answer.c_str(), r.text.substr(0, 40).c_str());
+      std::fprintf(stderr, "%-22s case %2zu: %5zu tokens depth %.2f %s %-8s nll %7.4f | %s\n", c.name.c_str(), i,
+                   r.tokens, nc.depth, r.correct ? "OK  " : "MISS", nc.answer.c_str(), r.answer_nll,
+                   r.text.substr(0, 40).c_str());
       results[ci].push_back(std::move(r));
     }
   }
@@ -140,11 +191,11 @@ int RunNeedle(const NeedleArgs& a) {
     if (!configs[ci].cocktail && configs[ci].k == "f16" && configs[ci].v == "f16") base = ci;
   nlohmann::json out = nlohmann::json::array();
   if (!a.json)
-    std::printf("%-22s %9s %10s %11s %9s %12s %12s %9s\n", "config", "accuracy", "agree_f16", "bytes/f16", "bits/el",
-                "search s/1K", "prefill s/1K", "decode/s");
+    std::printf("%-22s %9s %10s %11s %9s %9s %7s %12s %12s %9s\n", "config", "accuracy", "agree_f16", "bytes/f16",
+                "bits/el", "ans_nll", "P(ans)", "search s/1K", "prefill s/1K", "decode/s");
   for (size_t ci = 0; ci < configs.size(); ++ci) {
     size_t correct = 0, agree = 0, bytes = 0, base_bytes = 0, tokens = 0;
-    double search = 0, prefill = 0, decode = 0;
+    double search = 0, prefill = 0, decode = 0, nll = 0, p_answer = 0;
     for (size_t i = 0; i < cases->size(); ++i) {
       const CaseResult& r = results[ci][i];
       correct += r.correct;
@@ -153,6 +204,8 @@ int RunNeedle(const NeedleArgs& a) {
       search += r.search_s;
       prefill += r.prefill_s;
       decode += r.decode_tok_s;
+      nll += r.answer_nll;
+      p_answer += std::exp(-r.answer_nll);
       if (base != SIZE_MAX) {
         agree += r.text == results[base][i].text;
         base_bytes += results[base][i].bytes;
@@ -167,17 +220,18 @@ int RunNeedle(const NeedleArgs& a) {
       per_case.push_back({{"tokens", r.tokens}, {"depth", (*cases)[i].depth}, {"answer", (*cases)[i].answer},
                           {"output", r.text}, {"correct", r.correct}, {"bytes", r.bytes}, {"map", r.map},
                           {"search_seconds", r.search_s}, {"prefill_seconds", r.prefill_s},
-                          {"decode_tokens_per_s", r.decode_tok_s}});
+                          {"decode_tokens_per_s", r.decode_tok_s}, {"answer_nll", r.answer_nll},
+                          {"answer_tokens", r.answer_tokens}, {"greedy_starts_with_answer_tokens", r.greedy_answer}});
     }
     out.push_back({{"config", configs[ci].name}, {"accuracy", correct / n},
                    {"agreement_with_f16", base != SIZE_MAX ? agree / n : -1.0}, {"bytes", bytes},
                    {"bytes_vs_f16", ratio}, {"bits_per_element", ratio * 16}, {"tokens", tokens},
                    {"search_seconds_per_1k", 1000 * search / tokens}, {"prefill_seconds_per_1k", 1000 * prefill / tokens}, {"decode_tokens_per_s", decode / n},
-                   {"cases", per_case}});
+                   {"mean_answer_nll", nll / n}, {"mean_p_answer", p_answer / n}, {"cases", per_case}});
     if (!a.json)
-      std::printf("%-22s %4zu/%-4zu %10.2f %10.1f%% %9.2f %12.3f %12.3f %9.1f\n", configs[ci].name.c_str(), correct,
-                  cases->size(), base != SIZE_MAX ? agree / n : -1.0, 100 * ratio, 16 * ratio,
-                  1000 * search / tokens, 1000 * prefill / tokens, decode / n);
+      std::printf("%-22s %4zu/%-4zu %10.2f %10.1f%% %9.2f %9.4f %7.3f %12.3f %12.3f %9.1f\n", configs[ci].name.c_str(),
+                  correct, cases->size(), base != SIZE_MAX ? agree / n : -1.0, 100 * ratio, 16 * ratio, nll / n,
+                  p_answer / n, 1000 * search / tokens, 1000 * prefill / tokens, decode / n);
   }
   if (a.json) PrintJson({{"configs", out}, {"threads", a.threads}, {"seed", a.gen.seed}});
   return 0;
@@ -202,6 +256,9 @@ std::pair<CLI::App*, RunFn> AddNeedleEval(CLI::App* eval) {
   cmd->add_option("--encoder", a->encoder, "cocktail: sentence-embedding model directory (default: all-MiniLM-L6-v2 next to the model if installed, else the LLM's hidden states; 'hidden-states' forces those)");
   cmd->add_option("-n,--answer-tokens", a->max_tokens, "tokens generated per answer")->check(CLI::Range(1, 256))
       ->capture_default_str();
+  cmd->add_option("--kv-window", a->kv_window, "rows of every sequence's newest <32 tokens before sealing: f16, q8 "
+                  "or auto (the engine's: q8 unless the shared formats are f16/f16 uniform, which here "
+                  "includes the cocktail configs)")->capture_default_str();
   cmd->add_flag("--ignore-eog", a->ignore_eog, "keep decoding past end-of-generation (decode speed runs)");
   cmd->add_option("--dump", a->dump, "write the generated cases as JSONL");
   cmd->add_option("-t,--threads", a->threads, "threads")->check(CLI::Range(1, 256))->capture_default_str();

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -126,6 +127,9 @@ class Engine {
     size_t count = 0;
   };
   Result<ScoreResult> Score(ContextId context, std::string_view text);
+  // The same for tokens given as ids (e.g. a prompt tokenized as Spawn does, with special tokens
+  // parsed, then an answer's tokens): NLL of tokens[1..n-1], count n - 1.
+  Result<ScoreResult> Score(ContextId context, std::span<const int32_t> tokens);
 
   EngineKvReport KvReport() const;
   // comix: the allocation in force (bits per sequence × layer, K and V rows) and, with

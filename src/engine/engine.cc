@@ -445,15 +445,21 @@ Status Engine::Step() {
 }
 
 Result<Engine::ScoreResult> Engine::Score(ContextId context, std::string_view text) {
+  const std::vector<int32_t> tokens = impl_->model->tokenizer().Encode(text, false, false);
+  return Score(context, std::span<const int32_t>(tokens));
+}
+
+Result<Engine::ScoreResult> Engine::Score(ContextId context, std::span<const int32_t> tokens) {
   Impl& m = *impl_;
   auto it = m.contexts.find(context);
   if (it == m.contexts.end()) return Status::Error("unknown or freed context {}", context);
-  const std::vector<int32_t> tokens = m.model->tokenizer().Encode(text, false, false);
+  const size_t V = m.model->config().n_vocab;
+  for (int32_t t : tokens)
+    if (t < 0 || static_cast<size_t>(t) >= V) return Status::Error("token id {} outside the vocabulary", t);
   if (tokens.size() < 2) return Status::Error("the text to score needs at least 2 tokens");
   if (it->second.tokens + tokens.size() > m.n_ctx)
     return Status::Error("context ({}) + text ({}) exceed the context of {}", it->second.tokens, tokens.size(),
                          m.n_ctx);
-  const size_t V = m.model->config().n_vocab;
   auto seq = m.store->NewSequence(tokens.size(), it->second.seq);
   if (m.comix)
     CHORUS_RETURN_IF_ERROR(m.comix->AddUnit(seq->id(), tokens.size(), it->second.tokens, 1.0, "scored text"));
@@ -468,8 +474,7 @@ Result<Engine::ScoreResult> Engine::Score(ContextId context, std::string_view te
   std::vector<float> logits(std::min<size_t>(512, tokens.size()) * V);
   for (size_t done = 0; done < tokens.size(); done += 512) {
     const size_t n = std::min<size_t>(512, tokens.size() - done);
-    CHORUS_RETURN_IF_ERROR(m.fwd->Run(std::span<const int32_t>(tokens).subspan(done, n), *seq, *m.pool,
-                                      LogitsFor::kAll, logits.data()));
+    CHORUS_RETURN_IF_ERROR(m.fwd->Run(tokens.subspan(done, n), *seq, *m.pool, LogitsFor::kAll, logits.data()));
     for (size_t j = 0; j < n && done + j + 1 < tokens.size(); ++j) {
       const float* row = logits.data() + j * V;
       r.nll -= row[tokens[done + j + 1]] - LogSumExp(row, V);

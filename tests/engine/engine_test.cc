@@ -10,6 +10,7 @@
 #include <string>
 
 #include "model/chat_template.h"
+#include "model/model.h"
 #include "test_document.h"
 
 namespace chorus {
@@ -120,6 +121,35 @@ TEST(Engine, BadRequestsAreClearErrors) {
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("budget"), std::string::npos) << refused.status().message();
   while (tight->running()) ASSERT_TRUE(tight->Step().ok());  // the admitted agent is unharmed
+}
+
+TEST(Engine, ScoreTokensEqualsScoreText) {
+  // Score(tokens) is Score(text) for the text's tokens (encoded as Score(text) does: no specials), and
+  // the prompt + answer split used by `eval needle` adds up: NLL(P + A) − NLL(P) is positive and
+  // counted over A's tokens only. Bad ids and one-token inputs are errors.
+  auto engine = Open();
+  ASSERT_TRUE(engine);
+  auto model = Model::Load(kModel);
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  auto ctx = engine->Share(Document());
+  ASSERT_TRUE(ctx.ok()) << ctx.status().message();
+  const std::string p = "\nQuestion: who ruled the empire?\nAnswer: The emperor", a = " Augustus";
+  const std::vector<int32_t> pt = model.value()->tokenizer().Encode(p, false, false);
+  std::vector<int32_t> pat = model.value()->tokenizer().Encode(p + a, false, false);
+  auto by_text = engine->Score(*ctx, p + a);
+  auto by_tokens = engine->Score(*ctx, std::span<const int32_t>(pat));
+  auto prompt_only = engine->Score(*ctx, std::span<const int32_t>(pt));
+  ASSERT_TRUE(by_text.ok() && by_tokens.ok() && prompt_only.ok());
+  EXPECT_EQ(by_text->nll, by_tokens->nll);
+  EXPECT_EQ(by_text->count, pat.size() - 1);
+  EXPECT_EQ(by_tokens->count, pat.size() - 1);
+  ASSERT_GT(pat.size(), pt.size());
+  EXPECT_EQ(by_tokens->count - prompt_only->count, pat.size() - pt.size());
+  EXPECT_GT(by_tokens->nll - prompt_only->nll, 0);
+  const std::vector<int32_t> bad = {pt[0], -1}, one = {pt[0]};
+  EXPECT_FALSE(engine->Score(*ctx, std::span<const int32_t>(bad)).ok());
+  EXPECT_FALSE(engine->Score(*ctx, std::span<const int32_t>(one)).ok());
+  EXPECT_FALSE(engine->Score(12345, std::span<const int32_t>(pat)).ok());
 }
 
 }  // namespace

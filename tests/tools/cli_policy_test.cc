@@ -5,7 +5,6 @@
 // chunk map or allocation, and bad input is an error (exit 1) that names the problem.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -14,44 +13,15 @@
 #include <sstream>
 #include <string>
 
+#include "cli_run.h"
+
 namespace {
 
-constexpr const char* kModel = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+using cli_test::Chorus;
+using cli_test::CliRun;
+using cli_test::Json;
+using cli_test::kModel;
 constexpr const char* kText = "examples/du_fu.txt";  // committed WikiText-2 article
-
-struct CliRun {
-  int code = -1;
-  std::string out, err;
-};
-
-// Runs `chorus ARGS` (stdout and stderr captured apart).
-CliRun Chorus(const std::string& args) {
-  const std::string err_path = testing::TempDir() + "cli_policy_test." + std::to_string(getpid()) + ".stderr";
-  const std::string cmd = std::string(CHORUS_BIN) + " " + args + " 2>" + err_path;
-  CliRun r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) r.out.append(buf, n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream in(err_path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  r.err = ss.str();
-  std::remove(err_path.c_str());
-  return r;
-}
-
-nlohmann::json Json(const CliRun& r) {
-  EXPECT_EQ(r.code, 0) << r.err;
-  try {
-    return nlohmann::json::parse(r.out);
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "not JSON: " << r.out << "\n" << r.err;
-    return {};
-  }
-}
 
 std::string Ppl(const std::string& extra, int ctx = 256) {
   return std::string("eval ppl -m ") + kModel + " -f " + kText + " -c " + std::to_string(ctx) +
