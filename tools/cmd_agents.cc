@@ -60,6 +60,7 @@ int RunAgents(const AgentsArgs& a) {
   } else if (a.policy == "polykv") {
     eo.shared_k = "q8", eo.shared_v = "tq3";
   } else if (a.policy == "cocktail") {  // per-block f16/kivi4/kivi2 by relevance to the questions
+    eo.policy = "cocktail";
     eo.cocktail_alpha = a.alpha, eo.cocktail_beta = a.beta, eo.cocktail_chunk_tokens = a.chunk;
     eo.encoder_path = a.encoder;
   } else if (a.policy == "chorus") {  // chosen by measurement: docs/results/polykv.md

@@ -119,6 +119,7 @@ int RunNeedle(const NeedleArgs& a) {
                      .private_k = "f16", .private_v = "f16", .cocktail_alpha = c.alpha, .cocktail_beta = c.beta,
                      .cocktail_chunk_tokens = c.chunk, .encoder_path = c.cocktail ? a.encoder : ""};
     eo.kv_window = a.kv_window;
+    if (c.cocktail) eo.policy = "cocktail";  // the "auto" window: q8, as for every compressed config
     auto engine_r = Engine::Open(eo);
     if (!engine_r.ok()) return Fail(engine_r.status().Context("config " + c.name));
     Engine& engine = *engine_r.value();

@@ -41,7 +41,7 @@ int RunGenerateWithPolicy(const GenerateArgs& a) {
                    .kv_budget_bytes = a.pol.budget_bytes, .kv_avg_bits = a.pol.avg_bits,
                    .comix_family = a.pol.family, .cocktail_alpha = a.pol.alpha, .cocktail_beta = a.pol.beta,
                    .cocktail_chunk_tokens = a.pol.chunk, .encoder_path = a.pol.encoder};
-  if (!cocktail) eo.policy = "comix";
+  eo.policy = cocktail ? "cocktail" : "comix";
   auto engine_r = Engine::Open(eo);
   if (!engine_r.ok()) return Fail(engine_r.status());
   Engine& engine = *engine_r.value();

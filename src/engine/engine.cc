@@ -233,8 +233,8 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options) {
     CHORUS_RETURN_IF_ERROR(ComixPolicy::Validate(co));
     impl->comix = std::make_unique<ComixPolicy>(co);
     impl->policy->UseForAll(impl->comix.get());
-  } else if (options.policy != "uniform") {
-    return Status::Error("unknown KV policy '{}' (valid: uniform, comix)", options.policy);
+  } else if (options.policy != "uniform" && options.policy != "cocktail") {
+    return Status::Error("unknown KV policy '{}' (valid: uniform, comix, cocktail)", options.policy);
   }
   // "auto": q8 rows unless the shared formats are f16 (the uncompressed baseline stays exact).
   const bool f16_shared = options.shared_k == "f16" && options.shared_v == "f16" && options.policy == "uniform";

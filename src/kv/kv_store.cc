@@ -75,6 +75,8 @@ void KvSequence::Freeze() {
     tail_v_[l].Resize(n * kv_dim);
     DecodeWindowRows(o.window, o.shape.n_head_kv, o.shape.head_dim, win_k_[l].data(), n, tail_k_[l].data());
     DecodeWindowRows(o.window, o.shape.n_head_kv, o.shape.head_dim, win_v_[l].data(), n, tail_v_[l].data());
+    win_k_[l].Resize(0);  // never appended to again: the decoded rows are all that is read
+    win_v_[l].Resize(0);
   }
 }
 

@@ -90,7 +90,8 @@ class KvSequence final : public SequenceKv {
   // (scratch between Append and the attention of each layer) are given back.
   void Commit(size_t n) override;
 
-  // Read-only from now on (a shared context): Append fails, sequences may use it as a prefix.
+  // Read-only from now on (a shared context): Append fails, sequences may use it as a prefix. A q8
+  // window tail is decoded once into the f16 rows its readers attend, and its q8 rows are freed.
   void Freeze();
   bool frozen() const { return frozen_; }
   // Cocktail's reorder (METHODS.md §3 step 5): permutes each layer's block table of a frozen

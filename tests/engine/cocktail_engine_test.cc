@@ -96,6 +96,29 @@ TEST(CocktailEngine, SeveralQueriesTakeHighestPrecision) {
   for (size_t i = 0; i < mb.size(); ++i) EXPECT_EQ(rank(mb[i]), std::max(rank(m1[i]), rank(m2[i]))) << i;
 }
 
+// policy "cocktail" says contexts are shared with ShareFor: the "auto" window is q8, as for every
+// compressed configuration, even with f16 as the shared and private formats (uniform f16/f16 keeps
+// f16 rows). Seen in an agent's own window: 66 instead of 128 bytes per token and KV head.
+TEST(CocktailEngine, CocktailPolicyGetsTheQ8Window) {
+  const std::string q = "What is the access code for the north gate?";
+  size_t private_bytes[2] = {0, 0};
+  for (int i = 0; i < 2; ++i) {
+    auto engine = Open({.shared_k = "f16", .shared_v = "f16", .private_k = "f16", .private_v = "f16",
+                        .policy = i == 0 ? "uniform" : "cocktail"});
+    ASSERT_TRUE(engine);
+    auto ctx = engine->ShareFor(Document(), {q});
+    ASSERT_TRUE(ctx.ok()) << ctx.status().message();
+    auto a = engine->Spawn(*ctx, "\n\nQuestion: " + q + "\nAnswer:", {.max_tokens = 4, .ignore_eog = true});
+    ASSERT_TRUE(a.ok()) << a.status().message();
+    while (engine->running() > 0) ASSERT_TRUE(engine->Step().ok());
+    private_bytes[i] = engine->agent(*a)->peak_private_bytes;
+  }
+  EXPECT_LT(private_bytes[1], private_bytes[0]);
+  auto bad = Engine::Open({.model_path = kModel, .policy = "mixed"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("valid: uniform, comix, cocktail"), std::string::npos) << bad.status().message();
+}
+
 TEST(CocktailEngine, BadParametersAndEncoderPathsAreErrors) {
   for (auto [a, b] : {std::pair{1.5, 0.1}, {0.6, -0.1}, {0.7, 0.4}}) {
     auto e = Engine::Open({.model_path = kModel, .cocktail_alpha = a, .cocktail_beta = b});

@@ -165,8 +165,10 @@ TEST(KvStore, Q8WindowHalvesWindowBytes) {
   for (size_t i = 0; i < 32 * kShape.q_dim(); ++i) max_diff = std::max(max_diff, double(std::fabs(oa[i] - ob[i])));
   EXPECT_GT(max_diff, 0.0);
   EXPECT_LT(max_diff, 0.05);
-  // Frozen: a reader of the q8 prefix attends its decoded tail.
+  // Frozen: a reader of the q8 prefix attends its decoded tail; the q8 rows are freed, so the
+  // frozen window holds exactly the f16 rows of its 13 tokens (not q8 + f16).
   b->Freeze();
+  EXPECT_EQ(b->window_bytes(), 2 * 2 * 13 * kShape.n_head_kv * kShape.head_dim * 2);
   std::shared_ptr<const KvSequence> prefix(std::move(b));
   auto reader = q8.NewSequence(10, prefix);
   Batch y = RandomBatch(1, rng);
