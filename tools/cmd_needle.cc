@@ -258,8 +258,7 @@ std::pair<CLI::App*, RunFn> AddNeedleEval(CLI::App* eval) {
   cmd->add_option("-n,--answer-tokens", a->max_tokens, "tokens generated per answer")->check(CLI::Range(1, 256))
       ->capture_default_str();
   cmd->add_option("--kv-window", a->kv_window, "rows of every sequence's newest <32 tokens before sealing: f16, q8 "
-                  "or auto (the engine's: q8 unless the shared formats are f16/f16 uniform, which here "
-                  "includes the cocktail configs)")->capture_default_str();
+                  "or auto (the engine's: q8 for every compressed config, cocktail included; f16 for f16)")->capture_default_str();
   cmd->add_flag("--ignore-eog", a->ignore_eog, "keep decoding past end-of-generation (decode speed runs)");
   cmd->add_option("--dump", a->dump, "write the generated cases as JSONL");
   cmd->add_option("-t,--threads", a->threads, "threads")->check(CLI::Range(1, 256))->capture_default_str();
