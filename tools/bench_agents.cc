@@ -91,18 +91,19 @@ int RunAgentsBench(const std::string& doc_text, const AgentsBenchArgs& a) {
     if (!peers.count(t) || !peers[t]["agents"].contains(std::to_string(n))) return 0.0;
     return peers[t]["agents"][std::to_string(n)].value("decode_tokens_per_s", 0.0);
   };
-  std::printf("aggregate decode tokens/s, N agents x %d new tokens over one %zu-token shared document, %d threads\n",
+  FILE* out = a.json ? stderr : stdout;  // --json: stdout is the one JSON object
+  std::fprintf(out, "aggregate decode tokens/s, N agents x %d new tokens over one %zu-token shared document, %d threads\n",
               a.tg, a.doc_tokens, a.threads);
-  std::printf("%-8s", "agents");
-  for (const auto& kv : a.kv) std::printf(" %18s", ("chorus " + kv).c_str());
-  for (const auto& t : a.peer_kv) std::printf(" %16s", ("llama.cpp " + t).c_str());
-  std::printf(" %s\n", a.peer_kv.empty() ? "" : "  chorus / best llama.cpp");
+  std::fprintf(out, "%-8s", "agents");
+  for (const auto& kv : a.kv) std::fprintf(out, " %18s", ("chorus " + kv).c_str());
+  for (const auto& t : a.peer_kv) std::fprintf(out, " %16s", ("llama.cpp " + t).c_str());
+  std::fprintf(out, " %s\n", a.peer_kv.empty() ? "" : "  chorus / best llama.cpp");
   for (size_t n : a.agents) {
-    std::printf("%-8zu", n);
+    std::fprintf(out, "%-8zu", n);
     double best_peer = 0;
     for (const auto& kv : a.kv) {
       const ChorusRow& r = chorus[kv][n];
-      std::printf(" %18.1f", r.tps);
+      std::fprintf(out, " %18.1f", r.tps);
       report["rows"][std::to_string(n)]["chorus"][kv] = {{"decode_tokens_per_s", r.tps},
                                                          {"peak_kv_bytes", r.peak_kv_bytes}};
     }
@@ -110,29 +111,29 @@ int RunAgentsBench(const std::string& doc_text, const AgentsBenchArgs& a) {
       const double v = peer_tps(t, n);
       best_peer = std::max(best_peer, v);
       report["rows"][std::to_string(n)]["llama_cpp"][t] = v;
-      if (v > 0) std::printf(" %16.1f", v);
-      else std::printf(" %16s", "n/a");
+      if (v > 0) std::fprintf(out, " %16.1f", v);
+      else std::fprintf(out, " %16s", "n/a");
     }
     if (best_peer > 0) {
-      std::printf("  ");
-      for (const auto& kv : a.kv) std::printf(" %.2fx", chorus[kv][n].tps / best_peer);
+      std::fprintf(out, "  ");
+      for (const auto& kv : a.kv) std::fprintf(out, " %.2fx", chorus[kv][n].tps / best_peer);
     }
-    std::printf("\n");
+    std::fprintf(out, "\n");
   }
-  std::printf("\ndocument prefill (s):");
-  for (const auto& kv : a.kv) std::printf("  chorus %s %.2f", kv.c_str(), prefill[kv]);
+  std::fprintf(out, "\ndocument prefill (s):");
+  for (const auto& kv : a.kv) std::fprintf(out, "  chorus %s %.2f", kv.c_str(), prefill[kv]);
   for (const auto& t : a.peer_kv) {
     if (peers.count(t) && peers[t]["agents"].contains(std::to_string(a.agents.front())))
-      std::printf("  llama.cpp %s %.2f", t.c_str(),
+      std::fprintf(out, "  llama.cpp %s %.2f", t.c_str(),
                   peers[t]["agents"][std::to_string(a.agents.front())].value("prefill_seconds", 0.0));
   }
-  std::printf("\npeak KV bytes held (measured), MiB:\n%-8s", "agents");
-  for (const auto& kv : a.kv) std::printf(" %18s", ("chorus " + kv).c_str());
-  std::printf("\n");
+  std::fprintf(out, "\npeak KV bytes held (measured), MiB:\n%-8s", "agents");
+  for (const auto& kv : a.kv) std::fprintf(out, " %18s", ("chorus " + kv).c_str());
+  std::fprintf(out, "\n");
   for (size_t n : a.agents) {
-    std::printf("%-8zu", n);
-    for (const auto& kv : a.kv) std::printf(" %18.2f", chorus[kv][n].peak_kv_bytes / 1048576.0);
-    std::printf("\n");
+    std::fprintf(out, "%-8zu", n);
+    for (const auto& kv : a.kv) std::fprintf(out, " %18.2f", chorus[kv][n].peak_kv_bytes / 1048576.0);
+    std::fprintf(out, "\n");
   }
   for (auto& [t, p] : peers) report["llama_cpp_raw"][t] = p;
   if (a.json) PrintJson(report);

@@ -80,15 +80,16 @@ int RunDepthBench(const Model& model, const DepthBenchArgs& a) {
                                 c.n_ctx_train));
   nlohmann::json report = {{"model", a.model}, {"tg", a.tg}, {"reps", a.reps}, {"threads", a.threads}};
   ThreadPool pool(a.threads);
-  std::printf("decode tokens/s after D tokens of context (%d threads, %d tokens, median of %d)\n", a.threads, a.tg,
+  FILE* out = a.json ? stderr : stdout;  // --json: stdout is the one JSON object
+  std::fprintf(out, "decode tokens/s after D tokens of context (%d threads, %d tokens, median of %d)\n", a.threads, a.tg,
               a.reps);
-  std::printf("%-8s", "depth");
+  std::fprintf(out, "%-8s", "depth");
   for (const auto& cfg : configs)
-    std::printf(" %16s", (std::string(KvFormatName(cfg.k)) + "/" + std::string(KvFormatName(cfg.v))).c_str());
-  for (const auto& t : a.peer_kv) std::printf(" %16s", ("llama.cpp " + t).c_str());
-  std::printf("\n");
+    std::fprintf(out, " %16s", (std::string(KvFormatName(cfg.k)) + "/" + std::string(KvFormatName(cfg.v))).c_str());
+  for (const auto& t : a.peer_kv) std::fprintf(out, " %16s", ("llama.cpp " + t).c_str());
+  std::fprintf(out, "\n");
   for (size_t d : a.depths) {
-    std::printf("%-8zu", d);
+    std::fprintf(out, "%-8zu", d);
     std::fflush(stdout);
     nlohmann::json row = {{"depth", d}};
     for (const auto& cfg : configs) {
@@ -98,18 +99,18 @@ int RunDepthBench(const Model& model, const DepthBenchArgs& a) {
       if (!r.ok()) return Fail(r.status());
       const std::string name = std::string(KvFormatName(cfg.k)) + "/" + std::string(KvFormatName(cfg.v));
       row["chorus"][name] = {{"tg", r.value()}, {"kv_bytes", bytes}, {"rss_growth_bytes", rss_growth}};
-      std::printf(" %16.1f", r.value());
+      std::fprintf(out, " %16.1f", r.value());
       std::fflush(stdout);
     }
     for (const auto& t : a.peer_kv) {
       auto r = PeerAtDepth(a.model, t, d, a.threads, a);
       if (r.ok()) row["llama_cpp"][t] = r.value();
       else row["llama_cpp_error"][t] = r.status().message();
-      if (r.ok()) std::printf(" %16.1f", r.value());
-      else std::printf(" %16s", "n/a");
+      if (r.ok()) std::fprintf(out, " %16.1f", r.value());
+      else std::fprintf(out, " %16s", "n/a");
       std::fflush(stdout);
     }
-    std::printf("\n");
+    std::fprintf(out, "\n");
     report["rows"].push_back(row);
   }
   if (a.json) PrintJson(report);
