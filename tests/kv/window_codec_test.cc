@@ -3,9 +3,11 @@
 #include "kv/window_codec.h"
 
 #include <gtest/gtest.h>
+#include <hwy/targets.h>  // SetSupportedTargetsForTest, SupportedAndGeneratedTargets
 
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "util/fp16.h"
@@ -69,19 +71,24 @@ TEST(WindowCodec, SimdRowsEqualReferenceBits) {
   x[5 * kKv + 7] = NAN;
   x[6 * kKv + 9] = 1e6f;
   x[7 * kKv + 2 * kD + 4] = -7e4f;
-  for (WindowFormat f : {WindowFormat::kF16, WindowFormat::kQ8}) {
-    const size_t bytes = n * WindowRowBytes(f, kH, kD);
-    std::vector<uint8_t> stored(bytes), stored_ref(bytes);
-    std::vector<uint16_t> nat(n * kKv), nat_ref(n * kKv), dec(n * kKv), dec_ref(n * kKv);
-    EncodeWindowRows(f, kH, kD, x.data(), n, stored.data(), nat.data());
-    EncodeWindowRowsRef(f, kH, kD, x.data(), n, stored_ref.data(), nat_ref.data());
-    EXPECT_EQ(stored, stored_ref) << WindowFormatName(f);
-    EXPECT_EQ(nat, nat_ref) << WindowFormatName(f);
-    DecodeWindowRows(f, kH, kD, stored_ref.data(), n, dec.data());
-    DecodeWindowRowsRef(f, kH, kD, stored_ref.data(), n, dec_ref.data());
-    EXPECT_EQ(dec, dec_ref) << WindowFormatName(f);
-    EXPECT_EQ(dec, nat_ref) << WindowFormatName(f);
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {  // every compiled target this CPU runs
+    hwy::SetSupportedTargetsForTest(target);
+    for (WindowFormat f : {WindowFormat::kF16, WindowFormat::kQ8}) {
+      const std::string what = std::string(WindowFormatName(f)) + " " + hwy::TargetName(target);
+      const size_t bytes = n * WindowRowBytes(f, kH, kD);
+      std::vector<uint8_t> stored(bytes), stored_ref(bytes);
+      std::vector<uint16_t> nat(n * kKv), nat_ref(n * kKv), dec(n * kKv), dec_ref(n * kKv);
+      EncodeWindowRows(f, kH, kD, x.data(), n, stored.data(), nat.data());
+      EncodeWindowRowsRef(f, kH, kD, x.data(), n, stored_ref.data(), nat_ref.data());
+      EXPECT_EQ(stored, stored_ref) << what;
+      EXPECT_EQ(nat, nat_ref) << what;
+      DecodeWindowRows(f, kH, kD, stored_ref.data(), n, dec.data());
+      DecodeWindowRowsRef(f, kH, kD, stored_ref.data(), n, dec_ref.data());
+      EXPECT_EQ(dec, dec_ref) << what;
+      EXPECT_EQ(dec, nat_ref) << what;
+    }
   }
+  hwy::SetSupportedTargetsForTest(0);
 }
 
 TEST(WindowCodec, ParseNamesTheChoices) {
