@@ -49,8 +49,7 @@ int RunAgents(const AgentsArgs& a) {
                    .private_k = a.private_k, .private_v = a.private_v, .sink_blocks = a.sink,
                    .kv_budget_bytes = budget, .kv_avg_bits = a.avg_bits, .comix_family = a.family};
   if (!a.window.empty()) {
-    if (a.window != "auto" && !ParseWindowFormat(a.window).ok())
-      return Fail(Status::Error("--kv-window: unknown window format '{}'; valid: auto, f16, q8", a.window));
+    if (Status s = CheckEngineWindowFlag(a.window); !s.ok()) return Fail(s);
     eo.kv_window = a.window;
   }
   if (a.policy == "comix") {  // one budget, bits per (agent/document, layer, K/V) coordinated

@@ -78,6 +78,8 @@ Result<nlohmann::json> MeasurePeer(const BenchArgs& a) {
 }
 
 int RunBench(const BenchArgs& a) {
+  if (!a.window.empty())
+    if (Status s = CheckEngineWindowFlag(a.window); !s.ok()) return Fail(s);
   auto model_r = LoadModel(a.model);
   if (!model_r.ok()) return Fail(model_r.status());
   const Model& model = *model_r.value();
@@ -177,7 +179,7 @@ RunFn AddBench(CLI::App& app) {
   cmd->add_option("--doc-tokens", a->doc_tokens, "multi-agent mode: shared document tokens (from --doc-file)")
       ->capture_default_str();
   cmd->add_option("--doc-file", a->doc_file, "multi-agent mode: text the document is cut from")->capture_default_str();
-  cmd->add_option("--kv-window", a->window, "multi-agent mode: rows of the newest <32 tokens, f16 or q8 (default: the engine's)");
+  cmd->add_option("--kv-window", a->window, "multi-agent mode: rows of the newest <32 tokens, f16, q8 or auto (default: the engine's, auto)");
   cmd->add_option("--kv", a->kv, "depth mode: chorus K/V formats, e.g. f16/f16,q8/tq3,kivi4/kivi4")
       ->delimiter(',')->capture_default_str();
   cmd->add_option("--peer-kv", a->peer_kv, "depth mode: llama.cpp KV types (f16, q8_0, q4_0)")

@@ -12,7 +12,6 @@
 #include <span>
 
 #include "chorus/engine.h"
-#include "kv/window_codec.h"
 #include "tools/common.h"
 #include "tools/needle_gen.h"
 #include "util/timer.h"
@@ -72,19 +71,22 @@ struct CaseResult {
   bool greedy_answer = false;  // the generated tokens begin with exactly the scored answer tokens
 };
 
-// Tokens of the agent's prompt P (as Spawn encodes a prompt that continues a context) and of the
-// answer A; errors if P + A does not tokenize as P's tokens followed by A's (the boundary must be
-// stable for NLL(P + A) − NLL(P) to be the answer's NLL).
-Result<std::pair<std::vector<int32_t>, std::vector<int32_t>>> PromptAnswerTokens(const Tokenizer& tok,
-                                                                                 const std::string& prompt,
-                                                                                 const std::string& answer) {
-  std::vector<int32_t> p = tok.Encode(prompt, false, true), a = tok.Encode(answer, false, true);
-  std::vector<int32_t> joint = p;
-  joint.insert(joint.end(), a.begin(), a.end());
-  if (tok.Encode(prompt + answer, false, true) != joint)
+// Tokens of the agent's prompt P (as Spawn encodes a prompt that continues a context) and of P + A
+// for the answer A; errors if P + A does not tokenize as P's tokens followed by A's (the boundary
+// must be stable for NLL(P + A) − NLL(P) to be the answer's NLL).
+struct PromptAnswer {
+  std::vector<int32_t> prompt, joint;  // P, then P + A (A = joint's tail after P)
+  std::span<const int32_t> answer() const { return std::span<const int32_t>(joint).subspan(prompt.size()); }
+};
+Result<PromptAnswer> PromptAnswerTokens(const Tokenizer& tok, const std::string& prompt, const std::string& answer) {
+  PromptAnswer r{tok.Encode(prompt, false, true), {}};
+  const std::vector<int32_t> a = tok.Encode(answer, false, true);
+  if (r.prompt.empty() || a.empty()) return Status::Error("empty prompt or answer");
+  r.joint = r.prompt;
+  r.joint.insert(r.joint.end(), a.begin(), a.end());
+  if (tok.Encode(prompt + answer, false, true) != r.joint)
     return Status::Error("prompt + answer '{}' does not tokenize as the prompt's tokens then the answer's", answer);
-  if (p.empty() || a.empty()) return Status::Error("empty prompt or answer");
-  return std::pair{std::move(p), std::move(a)};
+  return r;
 }
 
 int RunNeedle(const NeedleArgs& a) {
@@ -94,8 +96,7 @@ int RunNeedle(const NeedleArgs& a) {
     if (!c.ok()) return Fail(c.status());
     configs.push_back(*c);
   }
-  if (a.kv_window != "auto")
-    if (auto w = ParseWindowFormat(a.kv_window); !w.ok()) return Fail(w.status().Context("--kv-window"));
+  if (Status s = CheckEngineWindowFlag(a.kv_window); !s.ok()) return Fail(s);
   auto corpus = ReadFile(a.file);
   if (!corpus.ok()) return Fail(corpus.status());
   auto model = LoadModel(a.model);
@@ -160,10 +161,9 @@ int RunNeedle(const NeedleArgs& a) {
       // Teacher-forced likelihood of the gold answer after the same prompt.
       auto pa = PromptAnswerTokens(model.value()->tokenizer(), prompt, " " + nc.answer);
       if (!pa.ok()) return Fail(pa.status().Context(c.name));
-      const auto& [p_tok, a_tok] = *pa;
-      std::vector<int32_t> pa_tok = p_tok;
-      pa_tok.insert(pa_tok.end(), a_tok.begin(), a_tok.end());
-      auto s_pa = engine.Score(*ctx, std::span<const int32_t>(pa_tok));
+      const std::vector<int32_t>& p_tok = pa->prompt;
+      const std::span<const int32_t> a_tok = pa->answer();
+      auto s_pa = engine.Score(*ctx, std::span<const int32_t>(pa->joint));
       if (!s_pa.ok()) return Fail(s_pa.status().Context(c.name + ": scoring prompt + answer"));
       // A one-token prompt has nothing to score (Score needs 2 tokens): its NLL is 0.
       Engine::ScoreResult s_p;

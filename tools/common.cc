@@ -87,6 +87,11 @@ Result<KvConfig> KvConfigFromFlags(const KvFlags& flags, const ModelConfig& mode
   return c;
 }
 
+Status CheckEngineWindowFlag(const std::string& value) {
+  if (value == "auto" || ParseWindowFormat(value).ok()) return Status::Ok();
+  return Status::Error("--kv-window: unknown window format '{}'; valid: auto, f16, q8", value);
+}
+
 Result<std::pair<std::string, std::string>> ChatFrame(const Model& model) {
   const std::string mark = "\x01CHORUS_CONTENT\x01";
   auto tmpl = model.chat_template();

@@ -51,6 +51,10 @@ void PrintJson(const nlohmann::json& j);
 // unparsable sizes are errors that quote the text.
 Result<size_t> ParseBytes(const std::string& text);
 
+// An engine window flag (`EngineOptions::kv_window`: "auto", "f16" or "q8"), checked before the
+// model loads: an error names the flag and the valid values.
+Status CheckEngineWindowFlag(const std::string& value);
+
 // The model's chat template split around a user turn's content: (before, after); without a
 // template, ("", "\nAnswer:").
 Result<std::pair<std::string, std::string>> ChatFrame(const Model& model);
