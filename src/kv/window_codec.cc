@@ -47,6 +47,15 @@ inline void DecodeQ8Head(const uint8_t* in, size_t hd, uint16_t* nat) {
   for (size_t c = 0; c < hd; ++c) nat[c] = ToF16(static_cast<int8_t>(in[2 + c]) * scale);
 }
 
+// fn(element offset, stored byte offset) for each (row, KV head) of n q8 rows: the head's values
+// start at x / nat + element offset, its scale and codes at stored + byte offset.
+template <class Fn>
+inline void ForQ8Heads(size_t n, size_t n_head_kv, size_t head_dim, const Fn& fn) {
+  for (size_t j = 0; j < n; ++j)
+    for (size_t h = 0; h < n_head_kv; ++h)
+      fn((j * n_head_kv + h) * head_dim, (j * n_head_kv + h) * (2 + head_dim));
+}
+
 }  // namespace chorus::window_ref
 #endif  // CHORUS_WINDOW_CODEC_ONCE
 
@@ -128,16 +137,10 @@ void EncodeWindowRowsImpl(WindowFormat f, size_t n_head_kv, size_t head_dim, con
     if (stored != reinterpret_cast<uint8_t*>(nat)) std::memcpy(stored, nat, total * 2);
     return;
   }
-  const size_t row_bytes = WindowRowBytes(f, n_head_kv, head_dim);
-  for (size_t j = 0; j < n; ++j) {
-    for (size_t h = 0; h < n_head_kv; ++h) {
-      const float* xh = x + j * kv_dim + h * head_dim;
-      uint8_t* out = stored + j * row_bytes + h * (2 + head_dim);
-      uint16_t* nh = nat + j * kv_dim + h * head_dim;
-      if constexpr (kSimdRows) EncodeQ8HeadSimd(xh, head_dim, out, nh);
-      else window_ref::EncodeQ8Head(xh, head_dim, out, nh);
-    }
-  }
+  window_ref::ForQ8Heads(n, n_head_kv, head_dim, [&](size_t e, size_t b) {
+    if constexpr (kSimdRows) EncodeQ8HeadSimd(x + e, head_dim, stored + b, nat + e);
+    else window_ref::EncodeQ8Head(x + e, head_dim, stored + b, nat + e);
+  });
 }
 
 void DecodeWindowRowsImpl(WindowFormat f, size_t n_head_kv, size_t head_dim, const uint8_t* stored, size_t n,
@@ -147,15 +150,10 @@ void DecodeWindowRowsImpl(WindowFormat f, size_t n_head_kv, size_t head_dim, con
     std::memcpy(nat, stored, n * kv_dim * 2);
     return;
   }
-  const size_t row_bytes = WindowRowBytes(f, n_head_kv, head_dim);
-  for (size_t j = 0; j < n; ++j) {
-    for (size_t h = 0; h < n_head_kv; ++h) {
-      const uint8_t* in = stored + j * row_bytes + h * (2 + head_dim);
-      uint16_t* nh = nat + j * kv_dim + h * head_dim;
-      if constexpr (kSimdRows) DecodeQ8HeadSimd(in, head_dim, nh);
-      else window_ref::DecodeQ8Head(in, head_dim, nh);
-    }
-  }
+  window_ref::ForQ8Heads(n, n_head_kv, head_dim, [&](size_t e, size_t b) {
+    if constexpr (kSimdRows) DecodeQ8HeadSimd(stored + b, head_dim, nat + e);
+    else window_ref::DecodeQ8Head(stored + b, head_dim, nat + e);
+  });
 }
 
 }  // namespace HWY_NAMESPACE
@@ -193,32 +191,25 @@ void DecodeWindowRows(WindowFormat f, size_t n_head_kv, size_t head_dim, const u
 
 void EncodeWindowRowsRef(WindowFormat f, size_t n_head_kv, size_t head_dim, const float* x, size_t n, uint8_t* stored,
                          uint16_t* nat) {
-  const size_t kv_dim = n_head_kv * head_dim, row_bytes = WindowRowBytes(f, n_head_kv, head_dim);
-  for (size_t j = 0; j < n; ++j) {
-    for (size_t h = 0; h < n_head_kv; ++h) {
-      const float* xh = x + j * kv_dim + h * head_dim;
-      uint16_t* nh = nat + j * kv_dim + h * head_dim;
-      if (f == WindowFormat::kQ8) {
-        window_ref::EncodeQ8Head(xh, head_dim, stored + j * row_bytes + h * (2 + head_dim), nh);
-      } else {
-        for (size_t c = 0; c < head_dim; ++c) nh[c] = window_ref::ToF16(xh[c]);
-        std::memcpy(stored + j * row_bytes + h * head_dim * 2, nh, head_dim * 2);
-      }
-    }
+  if (f == WindowFormat::kQ8) {
+    window_ref::ForQ8Heads(n, n_head_kv, head_dim, [&](size_t e, size_t b) {
+      window_ref::EncodeQ8Head(x + e, head_dim, stored + b, nat + e);
+    });
+    return;
   }
+  const size_t total = n * n_head_kv * head_dim;
+  for (size_t i = 0; i < total; ++i) nat[i] = window_ref::ToF16(x[i]);
+  if (stored != reinterpret_cast<uint8_t*>(nat)) std::memcpy(stored, nat, total * 2);
 }
 
 void DecodeWindowRowsRef(WindowFormat f, size_t n_head_kv, size_t head_dim, const uint8_t* stored, size_t n,
                          uint16_t* nat) {
-  const size_t kv_dim = n_head_kv * head_dim, row_bytes = WindowRowBytes(f, n_head_kv, head_dim);
-  for (size_t j = 0; j < n; ++j) {
-    if (f == WindowFormat::kF16) {
-      std::memcpy(nat + j * kv_dim, stored + j * row_bytes, kv_dim * 2);
-      continue;
-    }
-    for (size_t h = 0; h < n_head_kv; ++h)
-      window_ref::DecodeQ8Head(stored + j * row_bytes + h * (2 + head_dim), head_dim, nat + j * kv_dim + h * head_dim);
+  if (f == WindowFormat::kQ8) {
+    window_ref::ForQ8Heads(n, n_head_kv, head_dim,
+                           [&](size_t e, size_t b) { window_ref::DecodeQ8Head(stored + b, head_dim, nat + e); });
+    return;
   }
+  std::memcpy(nat, stored, n * n_head_kv * head_dim * 2);
 }
 
 }  // namespace chorus
