@@ -1,12 +1,16 @@
 // KvStore: the block-based KV layer — a BlockPool shared by all sequences, the precision policy
 // asked at sealing time, and per-sequence KvSequence objects (block table per layer + a native
-// window for the newest tokens, f16 or q8 rows). Invariant: a block is sealed once, when its 32 tokens are
-// complete, with the formats the policy picked; it is never re-quantized.
+// window for the newest tokens, f16 or q8 rows). A sequence may start with blocks borrowed from
+// others (a shared document, a cached prompt prefix): they are refcounted, read in place, and the
+// batch attention reads a leading run that several sequences share once for all of them.
+// Invariant: a block is sealed once, when its 32 tokens are complete, with the formats the policy
+// picked; it is never re-quantized, and never changed while any sequence holds it.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <set>
+#include <span>
 #include <vector>
 
 #include "kv/block_attention.h"  // BlockView, BlockAttention
@@ -48,10 +52,12 @@ class KvStore {
   KvStore(const KvStore&) = delete;
   KvStore& operator=(const KvStore&) = delete;
 
-  // A new empty sequence of at most `capacity` tokens of its own. With a prefix (a frozen
-  // sequence of this store, e.g. a shared document), its tokens continue after the prefix's
-  // positions and attend to the prefix's blocks and tail too; the prefix stays alive while read.
-  std::unique_ptr<KvSequence> NewSequence(size_t capacity, std::shared_ptr<const KvSequence> prefix = nullptr);
+  // A new sequence of at most `capacity` tokens. `borrowed`, if given, holds one table per layer
+  // of equally many sealed blocks of this store (a shared document's, a cached prefix's): the
+  // sequence starts with them (size() = 32 × that count, one reference taken on each block) and
+  // its own tokens continue after them.
+  std::unique_ptr<KvSequence> NewSequence(size_t capacity,
+                                          std::span<const std::vector<BlockId>> borrowed = {});
 
   BlockPool& pool() { return pool_; }
   const BlockPool& pool() const { return pool_; }
@@ -67,13 +73,21 @@ class KvStore {
   BlockPool pool_;
   std::set<const KvSequence*> live_;
   uint64_t next_seq_id_ = 1;
-  // Scratch shared by every sequence (one sequence appends or attends at a time; KvBatch has its
-  // own attention scratch): a block being encoded, and the per-thread attention states of
-  // KvSequence::AppendAndAttend. Held once per store, not once per agent.
+  friend void AttendRows(KvStore& store, std::span<const struct BatchRows> entries, const float* q, float* out,
+                         ThreadPool& pool);
+  // Scratch shared by every sequence (one call appends or attends at a time): a block being
+  // encoded, and the per-thread attention states and stacked queries of the batch attention.
+  // Held once per store, not once per agent.
   AlignedBuffer<float> seal_k_, seal_v_;                // (32, kv_dim) f32
   std::vector<std::unique_ptr<BlockAttention>> attn_;  // per pool thread
-  std::vector<std::vector<float>> stack_q_;           // per pool thread: stacked queries of a token run
+  std::vector<std::vector<float>> stack_q_;           // per pool thread: (stacked queries, head_dim)
+  void EnsureThreads(size_t n);
 };
+
+// Reorders each layer's block table so blocks of equal (K, V) formats are contiguous (stable, by
+// format): Cocktail's reorder (METHODS.md §3 step 5). Exact for readers that see every block of
+// the table (keys carry their RoPE positions); only ids move, no block is copied or re-encoded.
+void SortBlocksByFormat(std::vector<std::vector<BlockId>>& tables, const BlockPool& pool);
 
 class KvSequence final : public SequenceKv {
  public:
@@ -81,38 +95,28 @@ class KvSequence final : public SequenceKv {
   KvSequence(const KvSequence&) = delete;
   KvSequence& operator=(const KvSequence&) = delete;
 
-  size_t size() const override { return size_; }  // own tokens (after the prefix)
+  size_t size() const override { return size_; }  // tokens held, borrowed blocks included
   size_t capacity() const override { return capacity_; }
-  size_t Position(size_t t) const override { return base_pos_ + size_ + t; }
   Status AppendAndAttend(size_t layer, size_t n, const float* k, const float* v, const float* q, float* out,
                          ThreadPool& pool) override;
   // The batch is done: its tokens become part of the sequence and the native rows of the batch
   // (scratch between Append and the attention of each layer) are given back.
   void Commit(size_t n) override;
 
-  // Read-only from now on (a shared context): Append fails, sequences may use it as a prefix. A q8
-  // window tail is decoded once into the f16 rows its readers attend, and its q8 rows are freed.
-  void Freeze();
-  bool frozen() const { return frozen_; }
-  // Cocktail's reorder (METHODS.md §3 step 5): permutes each layer's block table of a frozen
-  // sequence so blocks of equal (K, V) formats are contiguous (stable, by format). Exact: every
-  // reader of a frozen context sees all of it, and keys carry their RoPE positions. No block is
-  // copied or re-encoded — only ids move. Call it before any reader attends. Error if not frozen.
-  Status ReorderByFormat();
-  const KvSequence* prefix() const { return prefix_.get(); }
-  size_t base_position() const { return base_pos_; }
-
   // The two halves of AppendAndAttend, for batches of several sequences (kv/kv_batch.h):
-  // Append stores and seals this layer's K/V of the next n own tokens (native rows kept for the
-  // attention of this layer); AddPrefix / AddOwn fold the prefix, and the keys visible to own
-  // token t of the batch, into queries [q0, q0+nq) of att.
+  // Append stores and seals this layer's K/V of the next n tokens (native rows kept for the
+  // attention of this layer); AddOwn folds the keys visible to token t of the batch into queries
+  // [q0, q0+nq) of att: blocks [from_block, (size()+t)/32) and the token's own block's rows.
   Status Append(size_t layer, size_t n, const float* k, const float* v);
-  void AddPrefix(BlockAttention& att, size_t layer, uint32_t kv_head, size_t q0, size_t nq) const;
-  // from_block: own blocks before it were already folded in (stacked with other tokens' queries).
+  // from_block: blocks before it were already folded in (stacked with other tokens' queries).
   void AddOwn(BlockAttention& att, size_t t, uint32_t kv_head, size_t q0, size_t nq, size_t from_block = 0) const;
+  // Views of this layer's blocks as of the last Append (the attention that follows reads them).
+  std::span<const BlockView> views() const { return views_; }
 
   uint64_t id() const { return id_; }
   const std::vector<BlockId>& blocks(size_t layer) const { return tables_[layer]; }
+  // Leading blocks per layer that came from NewSequence's `borrowed` (not sealed by this sequence).
+  size_t borrowed_blocks() const { return borrowed_; }
   size_t window_tokens(size_t layer) const { return size_ - tables_[layer].size() * kBlockTokens; }
   size_t window_bytes() const;
   size_t table_bytes() const;
@@ -126,12 +130,9 @@ class KvSequence final : public SequenceKv {
   uint64_t id_;
   size_t capacity_;
   size_t size_ = 0;
-  size_t base_pos_ = 0;   // absolute position of own token 0 (= prefix length)
-  bool frozen_ = false;
-  std::shared_ptr<const KvSequence> prefix_;
-  std::vector<std::vector<BlockId>> tables_;     // (n_layer, sealed blocks)
-  mutable std::vector<std::vector<BlockView>> prefix_views_;  // (n_layer) views when used as a frozen prefix
-  std::vector<BlockView> views_;                 // this layer's own blocks, set by Append
+  size_t borrowed_ = 0;                          // leading blocks per layer not sealed here
+  std::vector<std::vector<BlockId>> tables_;     // (n_layer, sealed blocks) one pool ref each
+  std::vector<BlockView> views_;                 // this layer's blocks, set by Append
   size_t nat_base_ = 0;                          // own index of nat_ row 0
   // (n_layer) stored rows (WindowRowBytes each) of the tokens after the last sealed block.
   std::vector<AlignedBuffer<uint8_t>> win_k_, win_v_;
@@ -141,9 +142,6 @@ class KvSequence final : public SequenceKv {
   // (q8 windows only), from which the new window is copied.
   AlignedBuffer<uint16_t> nat_k_, nat_v_;
   AlignedBuffer<uint8_t> natw_k_, natw_v_;
-  // A frozen q8-window sequence's tails decoded once to the f16 rows its readers attend.
-  std::vector<AlignedBuffer<uint16_t>> tail_k_, tail_v_;
-  const uint16_t* TailRows(size_t layer, bool keys) const;
 };
 
 }  // namespace chorus

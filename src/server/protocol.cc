@@ -38,7 +38,8 @@ std::variant<json, ApiError> ParseObject(std::string_view body) {
   } catch (const TooDeep&) {
     return Bad("", "the request body nests JSON deeper than " + std::to_string(kMaxDepth) + " levels", "invalid_json");
   } catch (const json::parse_error& e) {
-    std::string what = e.what();
+    // The message quotes what was last read, which may be the offending bytes: keep it UTF-8.
+    const std::string what = json(e.what()).dump(-1, ' ', true, json::error_handler_t::replace);
     if (what.find("UTF-8") != std::string::npos)
       return Bad("", "the request body is not valid UTF-8 (" + what + ")", "invalid_utf8");
     return Bad("", "the request body is not valid JSON (" + what + ")", "invalid_json");

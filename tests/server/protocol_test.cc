@@ -108,6 +108,8 @@ TEST(Protocol, InvalidUtf8AndDeepNestingAreErrors) {
   std::string bad = "{\"messages\":[{\"role\":\"user\",\"content\":\"\xC3\x28\"}]}";
   ApiError e = ErrorOf(ParseChatCompletion(bad));
   EXPECT_EQ(e.code, "invalid_utf8") << e.message;
+  EXPECT_TRUE(IsValidUtf8(e.message));  // it quotes the bytes it read, escaped: the error JSON can be sent
+  EXPECT_NO_THROW(ErrorJson(e).dump());
   std::string deep(100000, '[');
   e = ErrorOf(ParseChatCompletion(deep + std::string(100000, ']')));
   EXPECT_EQ(e.code, "invalid_json") << e.message;
