@@ -5,12 +5,14 @@
 // at once (and never read again).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 #include <vector>
 
 #include "kv/dense_kv_cache.h"
 #include "kv/kv_batch.h"
 #include "kv/kv_store.h"
+#include "util/fp16.h"
 
 namespace chorus {
 namespace {
@@ -179,6 +181,80 @@ TEST(SlidingWindow, SharedPrefixKeepsTailAndBatchEqualsAlone) {
     }
     batch.Commit(N);
     for (auto& s : b) s->Commit(1);
+  }
+}
+
+// Gemma 3's KV geometry (1 KV head x 256, 4 query heads): every format encodes, attends and
+// matches the scalar reference (decode every block, plain softmax in double), in a windowed
+// layer whose edge cuts a block. Catches: a format or kernel that assumes head_dim <= 128 or
+// several KV heads (the Hadamard of tq over 256, kivi's groups of 32 channels, the q8 rows).
+TEST(SlidingWindow, EveryFormatAtHeadDim256OneKvHead) {
+  constexpr AttentionShape kGemma{.n_head = 4, .n_head_kv = 1, .head_dim = 256};
+  const KvGeometry g{1, 256};
+  for (KvFormat f : kAllKvFormats) {
+    ASSERT_TRUE(CheckKvFormat(f, KvSide::kKey, g).ok()) << KvFormatName(f);
+    ASSERT_TRUE(CheckKvFormat(f, KvSide::kValue, g).ok()) << KvFormatName(f);
+    class Params : public PrecisionPolicy {
+     public:
+      explicit Params(KvFormat f) : f_(f) {}
+      BlockFormats FormatFor(const BlockInfo&) override {
+        BlockFormats b{.k = f_, .v = f_};
+        if (f_ == KvFormat::kPolyKvPaper) b.k_params.layer_absmax = b.v_params.layer_absmax = 8.0f;
+        return b;
+      }
+      KvFormat f_;
+    } params(f);
+    KvStore store({.n_layer = 1, .shape = kGemma, .layer_window = {100}}, &params);
+    auto seq = store.NewSequence(300);
+    ThreadPool pool(2);
+    std::mt19937 rng(21);
+    std::normal_distribution<float> nd;
+    const size_t n = 200;  // 6 sealed blocks, the window (100, 200] cuts block 3
+    std::vector<float> k(n * 256), v(n * 256), q(n * 4 * 256), out(n * 4 * 256);
+    for (auto& x : k) x = nd(rng) * 2.0f;
+    for (auto& x : v) x = nd(rng);
+    for (auto& x : q) x = nd(rng) * 0.0625f;
+    ASSERT_TRUE(seq->AppendAndAttend(0, n, k.data(), v.data(), q.data(), out.data(), pool).ok()) << KvFormatName(f);
+    // The last token (199) sees positions 100..199: blocks 3 (rows 4..31), 4, 5 and native 192..199.
+    const size_t t = n - 1, first = 3;
+    std::vector<BlockView> views;
+    for (size_t i = first; i < 6; ++i) {
+      const BlockId id = seq->blocks(0)[i - seq->first_block(0)];
+      const BlockMeta& m = store.pool().meta(id);
+      views.push_back({store.pool().k_data(id), store.pool().v_data(id), m.k_format, m.v_format});
+    }
+    // Reference: decode the blocks, drop rows 96..99 of block 3, append the native rows.
+    std::vector<float> kb(32 * 256), vb(32 * 256), keys, vals;
+    for (size_t i = 0; i < views.size(); ++i) {
+      DecodeKvBlockRef(views[i].k_format, KvSide::kKey, g, views[i].k, kb.data());
+      DecodeKvBlockRef(views[i].v_format, KvSide::kValue, g, views[i].v, vb.data());
+      const size_t r0 = i == 0 ? 4 : 0;
+      keys.insert(keys.end(), kb.begin() + r0 * 256, kb.end());
+      vals.insert(vals.end(), vb.begin() + r0 * 256, vb.end());
+    }
+    for (size_t p = 192; p <= t; ++p)
+      for (size_t c = 0; c < 256; ++c) {
+        keys.push_back(F16ToF32(F32ToF16(k[p * 256 + c])));
+        vals.push_back(F16ToF32(F32ToF16(v[p * 256 + c])));
+      }
+    const size_t ctx = keys.size() / 256;
+    ASSERT_EQ(ctx, 100u);
+    for (size_t h = 0; h < 4; ++h) {
+      const float* qh = q.data() + t * 1024 + h * 256;
+      std::vector<double> s(ctx);
+      double m = -INFINITY, sum = 0;
+      for (size_t j = 0; j < ctx; ++j) {
+        double acc = 0;
+        for (size_t c = 0; c < 256; ++c) acc += double(qh[c]) * keys[j * 256 + c];
+        m = std::max(m, s[j] = acc);
+      }
+      for (auto& x : s) sum += (x = std::exp(x - m));
+      for (size_t c = 0; c < 256; ++c) {
+        double acc = 0;
+        for (size_t j = 0; j < ctx; ++j) acc += s[j] * vals[j * 256 + c];
+        ASSERT_NEAR(out[t * 1024 + h * 256 + c], acc / sum, 3e-4) << KvFormatName(f) << " head " << h << " c " << c;
+      }
+    }
   }
 }
 
