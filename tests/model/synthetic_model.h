@@ -150,9 +150,11 @@ inline GgufWriter SyntheticModel(const SyntheticSpec& s) {
   w.SetScalar<uint32_t>("tokenizer.ggml.unknown_token_id", 0);
 
   SplitMix rng(s.seed);
-  const size_t q_dim = s.n_head * s.head_dim, kv_dim = s.n_head_kv * s.head_dim;
   const float in_std = 1.0f / std::sqrt(static_cast<float>(s.n_embd));
-  AddMatrix(w, rng, "token_embd.weight", s.n_vocab, s.n_embd, s.arch == "gemma3" ? 0.05f : 1.0f, s.matrix_type, &s);
+  const size_t q_dim = s.n_head * s.head_dim, kv_dim = s.n_head_kv * s.head_dim;
+  // Tied: the embeddings are the output matrix too, so they get its scale (logits of std ~4; a
+  // larger one makes every distribution one-hot and the comparison blind).
+  AddMatrix(w, rng, "token_embd.weight", s.n_vocab, s.n_embd, s.tied ? 4.0f * in_std : 1.0f, s.matrix_type, &s);
   AddVector(w, rng, "output_norm.weight", s.n_embd, 1.0f, 0.2f, &s);
   if (!s.tied) AddMatrix(w, rng, "output.weight", s.n_vocab, s.n_embd, 4.0f * in_std, s.matrix_type, &s);
   if (s.llama3_rope) {
