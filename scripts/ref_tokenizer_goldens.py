@@ -41,7 +41,7 @@ GEMMA_SPECIAL = [
     "<bos><start_of_turn>user\nWhat is 2+2?<end_of_turn>\n<start_of_turn>model\n4<end_of_turn>\n",
     "<start_of_turn>", "<end_of_turn>", "<eos>", "<pad>", "<unk>", "<mask>", "<unused0>", "<unused6241>",
     "[multimodal]", "<start_of_image>", "<end_of_image>", "text<end_of_turn>more", " <start_of_turn> spaced ",
-    "almost <start_of_turn special", "<<start_of_turn>>", "\n\n\n\n  \t\t  \n", "<b>bold</b> <html>",
+    "almost <start_of_turn special", "<<start_of_turn>>", "\n\n\n\n  \t\t  \n", "<b>bold</b> <html>", "</s>", "a</s>b", "<s>x</s>",
 ]
 OTHER_PRES = ["gpt-2", "llama-bpe", "default", "qwen2"]
 

@@ -103,10 +103,15 @@ std::string EncodeByteAlphabet(std::string_view bytes) {
 }
 
 // Texts llama.cpp (llama-vocab.cpp, special_eog_ids and the FIM pad/repo/sep detection)
-// treats as end of generation.
-constexpr const char* kEogTexts[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>",
-    "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>", "<end_of_utterance>",
+// treats as end of generation. The first group (its "control-looking" list) is also made a
+// control token when the vocab says otherwise (Gemma 3's "</s>" is a normal token there).
+constexpr const char* kControlEogTexts[] = {
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
+    "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
+    "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
+    "<\xef\xbd\x9c" "end\xe2\x96\x81" "of\xe2\x96\x81" "sentence\xef\xbd\x9c>", "[e~[",
+};
+constexpr const char* kOtherEogTexts[] = {
     "<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<|fim_repo|>", "<|repo_name|>", "<fim-repo>",
     "<reponame>", "<|file_sep|>",
 };
@@ -187,6 +192,8 @@ Result<Tokenizer> Tokenizer::Create(const TokenizerData& d) {
       const int32_t ty = d.token_types[id];
       t.types_[id] = (ty >= 0 && ty <= 6) ? static_cast<TokenType>(ty) : TokenType::kUndefined;
     }
+    for (const char* e : kControlEogTexts)
+      if (t.texts_[id] == e) t.types_[id] = TokenType::kControl;  // as llama.cpp overrides it
     t.text_to_id_[t.texts_[id]] = id;  // last wins, as llama.cpp's token_to_id
     const bool special = IsSpecialType(t.types_[id]);
     if (!spm) t.pieces_[id] = special ? t.texts_[id] : DecodeByteAlphabet(t.texts_[id]);
@@ -250,9 +257,10 @@ Result<Tokenizer> Tokenizer::Create(const TokenizerData& d) {
 
 void Tokenizer::FindEndOfGeneration() {
   for (int32_t id = 0; id < n_vocab(); ++id) {
-    for (const char* e : kEogTexts) {
+    for (const char* e : kControlEogTexts)
       if (texts_[id] == e) eog_ids_.push_back(id);
-    }
+    for (const char* e : kOtherEogTexts)
+      if (texts_[id] == e) eog_ids_.push_back(id);
   }
   if (eos_) eog_ids_.push_back(*eos_);
   std::sort(eog_ids_.begin(), eog_ids_.end());
