@@ -243,7 +243,8 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options) {
   KvStoreOptions so{.n_layer = c.n_layer,
                     .shape = {.n_head = c.n_head, .n_head_kv = c.n_head_kv, .head_dim = c.head_dim},
                     .budget_bytes = options.kv_budget_bytes,
-                    .window = *window};
+                    .window = *window,
+                    .layer_window = c.layer_window};
   impl->store = std::make_unique<KvStore>(so, impl->policy.get());
   // CoMix decides a block's bits from every layer observed so far: a one-block micro-batch lets
   // all layers see a document's first tokens before most of its blocks are sealed (512 at once

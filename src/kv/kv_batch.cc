@@ -59,8 +59,19 @@ Status KvBatch::AppendAndAttend(size_t layer, size_t n, const float* k, const fl
           std::copy_n(src, group * hd, stacked.data() + (r - r0) * group * hd);
         }
         att.Begin(stacked.data(), (r1 - r0) * group);
+        // Sliding-window layers: the prefix from the chunk's latest window edge on is read once for
+        // all; what lies before it is folded per row with the row's own edge (first, as alone).
+        size_t edge = 0;
+        for (size_t r = r0; r < r1; ++r) edge = std::max(edge, entries_[rows[r].second].seq->VisibleFrom(layer, rows[r].first));
+        if (edge > 0) {
+          for (size_t r = r0; r < r1; ++r) {
+            const Entry& e = entries_[rows[r].second];
+            e.seq->AddPrefix(att, layer, hk, (r - r0) * group, group,
+                             SegmentRange{.lo = e.seq->VisibleFrom(layer, rows[r].first), .end = edge});
+          }
+        }
         const Entry& first = entries_[rows[r0].second];
-        first.seq->AddPrefix(att, layer, hk, 0, (r1 - r0) * group);  // shared blocks: once for all
+        first.seq->AddPrefix(att, layer, hk, 0, (r1 - r0) * group, SegmentRange{.begin = edge});  // shared: once for all
         for (size_t r = r0; r < r1; ++r) {
           const Entry& e = entries_[rows[r].second];
           e.seq->AddOwn(att, rows[r].first, hk, (r - r0) * group, group);

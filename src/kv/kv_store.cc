@@ -12,6 +12,7 @@ KvStore::KvStore(const KvStoreOptions& options, PrecisionPolicy* policy)
     : options_(options), policy_(policy), pool_(options.budget_bytes) {
   CHORUS_CHECK(policy_ != nullptr);
   CHORUS_CHECK(options_.shape.n_head_kv > 0 && options_.shape.n_head % options_.shape.n_head_kv == 0);
+  CHORUS_CHECK(options_.layer_window.empty() || options_.layer_window.size() == options_.n_layer);
   seal_k_.Resize(kBlockTokens * options_.shape.kv_dim());
   seal_v_.Resize(kBlockTokens * options_.shape.kv_dim());
 }
@@ -49,6 +50,7 @@ KvSequence::KvSequence(KvStore& store, uint64_t id, size_t capacity)
     : store_(store), id_(id), capacity_(capacity) {
   const size_t L = store.options_.n_layer;
   tables_.resize(L);
+  dropped_.assign(L, 0);
   prefix_views_.resize(L);
   win_k_.resize(L);  // grown on demand, up to 32 rows: a short sequence holds only what it uses
   win_v_.resize(L);
@@ -60,6 +62,31 @@ void KvSequence::Commit(size_t n) {
   nat_v_.Resize(0);
   natw_k_.Resize(0);
   natw_v_.Resize(0);
+  FreeOutOfWindow();
+}
+
+size_t KvSequence::Window(size_t layer) const {
+  const auto& w = store_.options_.layer_window;
+  return layer < w.size() ? w[layer] : 0;
+}
+
+size_t KvSequence::VisibleFrom(size_t layer, size_t t) const {
+  const size_t w = Window(layer), p = base_pos_ + size_ + t;
+  return w > 0 && p + 1 > w ? p + 1 - w : 0;
+}
+
+void KvSequence::FreeOutOfWindow() {
+  for (size_t l = 0; l < tables_.size(); ++l) {
+    const size_t lo = VisibleFrom(l, 0);  // the next token's window; later tokens see less
+    std::vector<BlockId>& t = tables_[l];
+    size_t drop = 0;
+    while (drop < t.size() && base_pos_ + (dropped_[l] + drop + 1) * kBlockTokens <= lo) ++drop;
+    if (drop == 0) continue;
+    for (size_t i = 0; i < drop; ++i) store_.pool_.Unref(t[i]);
+    t.erase(t.begin(), t.begin() + static_cast<std::ptrdiff_t>(drop));
+    dropped_[l] += drop;
+    prefix_views_[l].clear();  // rebuilt from the live blocks by the next reader
+  }
 }
 
 void KvSequence::Freeze() {
@@ -117,7 +144,7 @@ Status KvSequence::Seal(size_t layer, size_t n_full, const uint16_t* nat_k, cons
       store_.seal_k_[i] = F16ToF32(sk[i]);
       store_.seal_v_[i] = F16ToF32(sv[i]);
     }
-    const size_t index = tables_[layer].size() + made.size();
+    const size_t index = sealed_blocks(layer) + made.size();
     BlockInfo info{.seq_id = id_, .layer = layer, .block_index = index, .first_pos = base_pos_ + index * kBlockTokens,
                    .k = store_.seal_k_.data(), .v = store_.seal_v_.data(), .kv_dim = kv_dim};
     const BlockFormats f = store_.policy_->FormatFor(info);
@@ -147,7 +174,7 @@ Status KvSequence::Append(size_t layer, size_t n, const float* k, const float* v
   const size_t kv_dim = o.shape.kv_dim(), H = o.shape.n_head_kv, hd = o.shape.head_dim;
   const WindowFormat wf = o.window;
   const size_t rb = WindowRowBytes(wf, H, hd);
-  const size_t base = tables_[layer].size() * kBlockTokens;  // own index of the first native row
+  const size_t base = sealed_blocks(layer) * kBlockTokens;  // own index of the first native row
   const size_t w = size_ - base;                             // tokens in the window before this batch
   const size_t rows = w + n;
   // Native rows [base, size_ + n): the window, then the new tokens rounded through the window's
@@ -205,6 +232,8 @@ Status KvSequence::Append(size_t layer, size_t n, const float* k, const float* v
     }
   }
   views_.clear();
+  views_first_ = dropped_[layer];
+  views_window_ = Window(layer);
   for (BlockId id : tables_[layer]) {
     const BlockMeta& m = bp.meta(id);
     views_.push_back({bp.k_data(id), bp.v_data(id), m.k_format, m.v_format});
@@ -216,6 +245,7 @@ Status KvSequence::ReorderByFormat() {
   if (!frozen_) return Status::Error("only a frozen (shared) context can be reordered: its readers see all of it");
   const BlockPool& bp = store_.pool_;
   for (size_t l = 0; l < tables_.size(); ++l) {
+    if (Window(l) > 0) continue;  // a sliding window masks by position: keep its blocks in order
     std::stable_sort(tables_[l].begin(), tables_[l].end(), [&](BlockId a, BlockId b) {
       const BlockMeta &ma = bp.meta(a), &mb = bp.meta(b);
       return std::pair(ma.k_format, ma.v_format) < std::pair(mb.k_format, mb.v_format);
@@ -225,15 +255,44 @@ Status KvSequence::ReorderByFormat() {
   return Status::Ok();
 }
 
-void KvSequence::AddPrefix(BlockAttention& att, size_t layer, uint32_t kv_head, size_t q0, size_t nq) const {
+namespace {
+
+// Folds the blocks [from, to) of a table whose block i starts at position base + 32·i and whose
+// live views begin at block `first`, restricted to `r` (a block partly before r.lo is masked).
+void FoldBlocks(BlockAttention& att, std::span<const BlockView> views, size_t first, size_t base, size_t from,
+                size_t to, uint32_t kv_head, size_t q0, size_t nq, const SegmentRange& r) {
+  auto start = [&](size_t i) { return base + i * kBlockTokens; };
+  if (r.lo > base) from = std::max(from, (r.lo - base) / kBlockTokens);  // blocks ending after lo
+  if (r.begin > base) from = std::max(from, (r.begin - base + kBlockTokens - 1) / kBlockTokens);
+  if (r.end <= base) return;
+  if (r.end != SIZE_MAX) to = std::min(to, (r.end - base + kBlockTokens - 1) / kBlockTokens);
+  if (from >= to) return;
+  CHORUS_CHECK(from >= first);  // a window never reaches a freed block (FreeOutOfWindow)
+  const size_t skip = r.lo > start(from) ? r.lo - start(from) : 0;
+  att.AddBlocks(views.subspan(from - first, to - from), kv_head, q0, nq, skip);
+}
+
+}  // namespace
+
+void KvSequence::AddPrefix(BlockAttention& att, size_t layer, uint32_t kv_head, size_t q0, size_t nq,
+                           const SegmentRange& range) const {
   if (!prefix_) return;
   const KvSequence& P = *prefix_;
   const size_t kv_dim = store_.options_.shape.kv_dim(), hd = store_.options_.shape.head_dim;
   const std::vector<BlockView>& pv = P.prefix_views_[layer];  // built serially by Append
-  att.AddBlocks(pv, kv_head, q0, nq);
-  const size_t tail = P.window_tokens(layer);
-  if (tail > 0)
-    att.AddNative(P.TailRows(layer, true) + kv_head * hd, P.TailRows(layer, false) + kv_head * hd, kv_dim, tail, q0, nq);
+  const size_t first = P.dropped_[layer], sealed = P.sealed_blocks(layer);
+  FoldBlocks(att, pv, first, P.base_pos_, 0, sealed, kv_head, q0, nq, range);
+  // The native tail is one segment: its first position decides whether `range` selects it.
+  const size_t tail = P.window_tokens(layer), tail_pos = P.base_pos_ + sealed * kBlockTokens;
+  if (tail == 0 || tail_pos < range.begin || tail_pos >= range.end || tail_pos + tail <= range.lo) return;
+  const size_t skip = range.lo > tail_pos ? range.lo - tail_pos : 0;
+  att.AddNative(P.TailRows(layer, true) + skip * kv_dim + kv_head * hd,
+                P.TailRows(layer, false) + skip * kv_dim + kv_head * hd, kv_dim, tail - skip, q0, nq);
+}
+
+void KvSequence::AddOwnBlocks(BlockAttention& att, uint32_t kv_head, size_t q0, size_t nq, size_t to_block,
+                              const SegmentRange& range) const {
+  FoldBlocks(att, views_, views_first_, base_pos_, 0, to_block, kv_head, q0, nq, range);
 }
 
 void KvSequence::AddOwn(BlockAttention& att, size_t t, uint32_t kv_head, size_t q0, size_t nq,
@@ -241,11 +300,14 @@ void KvSequence::AddOwn(BlockAttention& att, size_t t, uint32_t kv_head, size_t 
   const size_t kv_dim = store_.options_.shape.kv_dim(), hd = store_.options_.shape.head_dim;
   const size_t p = size_ + t;  // own index of the token
   const size_t nb = p / kBlockTokens;
-  const size_t row0 = nb * kBlockTokens - nat_base_;
-  if (from_block < nb)
-    att.AddBlocks(std::span<const BlockView>(views_.data() + from_block, nb - from_block), kv_head, q0, nq);
+  const size_t abs = base_pos_ + p;
+  const size_t lo = views_window_ > 0 && abs + 1 > views_window_ ? abs + 1 - views_window_ : 0;
+  FoldBlocks(att, views_, views_first_, base_pos_, from_block, nb, kv_head, q0, nq, SegmentRange{.lo = lo});
+  const size_t row_pos = base_pos_ + nb * kBlockTokens;  // the native rows of p's block
+  const size_t skip = lo > row_pos ? lo - row_pos : 0;
+  const size_t row0 = nb * kBlockTokens - nat_base_ + skip;
   att.AddNative(nat_k_.data() + row0 * kv_dim + kv_head * hd, nat_v_.data() + row0 * kv_dim + kv_head * hd, kv_dim,
-                p - nb * kBlockTokens + 1, q0, nq);
+                p - nb * kBlockTokens + 1 - skip, q0, nq);
 }
 
 Status KvSequence::AppendAndAttend(size_t layer, size_t n, const float* k, const float* v, const float* q,
@@ -262,10 +324,13 @@ Status KvSequence::AppendAndAttend(size_t layer, size_t n, const float* k, const
     store_.stack_q_.assign(pool.size(), {});
   }
   // Token at own index p sees the prefix, its sealed blocks [0, p/32) compressed and rows
-  // [32·(p/32), p] native. The queries of up to kStackTokens consecutive tokens are stacked per
-  // KV head, so the prefix and the blocks all of them see are read once for the stack; then each
-  // token adds the rest. Every query meets the same blocks in the same order as alone, and the
-  // kernels give a stacked query its own bits, so the result does not depend on the stacking.
+  // [32·(p/32), p] native — on a sliding-window layer only from VisibleFrom(layer, t) on. The
+  // queries of up to kStackTokens consecutive tokens are stacked per KV head: what every one of
+  // them sees whole (segments from the last token's window edge up to the blocks the first token
+  // sees) is read once for the stack; each token first adds what lies before that edge (masked by
+  // its own edge), then the rest. Every query meets the same segments with the same masks in the
+  // same order as alone, and the kernels give a stacked query its own bits, so the result does
+  // not depend on the stacking.
   constexpr size_t kStackTokens = 32;
   const size_t chunks = (n + kStackTokens - 1) / kStackTokens;
   const size_t units = chunks * sh.n_head_kv;
@@ -280,9 +345,17 @@ Status KvSequence::AppendAndAttend(size_t layer, size_t n, const float* k, const
       for (size_t t = t0; t < t1; ++t)
         std::copy_n(q + t * q_dim + hk * group * hd, group * hd, qs.data() + (t - t0) * group * hd);
       att.Begin(qs.data(), nq);
-      AddPrefix(att, layer, hk, 0, nq);
       const size_t common = (size_ + t0) / kBlockTokens;  // own blocks every token of the stack sees
-      att.AddBlocks(std::span<const BlockView>(views_.data(), common), hk, 0, nq);
+      const size_t edge = VisibleFrom(layer, t1 - 1);      // the stack's latest window edge
+      if (edge > 0) {
+        for (size_t t = t0; t < t1; ++t) {
+          const SegmentRange before{.lo = VisibleFrom(layer, t), .end = edge};
+          AddPrefix(att, layer, hk, (t - t0) * group, group, before);
+          AddOwnBlocks(att, hk, (t - t0) * group, group, common, before);
+        }
+      }
+      AddPrefix(att, layer, hk, 0, nq, SegmentRange{.begin = edge});
+      AddOwnBlocks(att, hk, 0, nq, common, SegmentRange{.begin = edge});
       for (size_t t = t0; t < t1; ++t) {
         AddOwn(att, t, hk, (t - t0) * group, group, common);
         att.Finish(out + t * q_dim + hk * group * hd, (t - t0) * group, group);

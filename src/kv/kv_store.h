@@ -26,6 +26,19 @@ struct KvStoreOptions {
   AttentionShape shape;
   size_t budget_bytes = 0;  // 0 = unlimited
   WindowFormat window = WindowFormat::kF16;  // rows of the newest < 32 tokens (window_codec.h)
+  // (n_layer) sliding-window attention per layer, 0 = global (empty: every layer global). A local
+  // layer's token at position p attends positions (p - layer_window[l], p], masked per token even
+  // inside a partly covered block; blocks no reader's window can reach are freed at once.
+  std::vector<uint32_t> layer_window;
+};
+
+// A run of attention segments (sealed blocks, a frozen prefix's native tail) selected by the
+// position of their first token, folded for queries that see positions >= lo (a sliding window's
+// edge; 0 = everything). Defaults: all of them, unmasked.
+struct SegmentRange {
+  size_t lo = 0;                // first position the queries see: earlier rows are masked
+  size_t begin = 0;             // segments whose first position is in [begin, end)
+  size_t end = SIZE_MAX;
 };
 
 // Measured bytes of everything the KV layer holds.
@@ -107,13 +120,25 @@ class KvSequence final : public SequenceKv {
   // attention of this layer); AddPrefix / AddOwn fold the prefix, and the keys visible to own
   // token t of the batch, into queries [q0, q0+nq) of att.
   Status Append(size_t layer, size_t n, const float* k, const float* v);
-  void AddPrefix(BlockAttention& att, size_t layer, uint32_t kv_head, size_t q0, size_t nq) const;
-  // from_block: own blocks before it were already folded in (stacked with other tokens' queries).
+  void AddPrefix(BlockAttention& att, size_t layer, uint32_t kv_head, size_t q0, size_t nq,
+                 const SegmentRange& range = {}) const;
+  // Own sealed blocks [first live, to_block) of the layer of the last Append, within `range`.
+  void AddOwnBlocks(BlockAttention& att, uint32_t kv_head, size_t q0, size_t nq, size_t to_block,
+                    const SegmentRange& range = {}) const;
+  // Everything else own token t of the batch sees (its window's edge applied): own blocks
+  // [from_block, t's block) — those before were already folded in, stacked with other tokens'
+  // queries — and the native rows of its block.
   void AddOwn(BlockAttention& att, size_t t, uint32_t kv_head, size_t q0, size_t nq, size_t from_block = 0) const;
+  // First absolute position own token t of the batch sees in `layer` (0 on a global layer).
+  size_t VisibleFrom(size_t layer, size_t t) const;
 
   uint64_t id() const { return id_; }
+  // Live sealed blocks of a layer: own block indices [first_block(layer), sealed_blocks(layer)).
+  // A sliding-window layer frees its leading blocks once no reader's window can reach them.
   const std::vector<BlockId>& blocks(size_t layer) const { return tables_[layer]; }
-  size_t window_tokens(size_t layer) const { return size_ - tables_[layer].size() * kBlockTokens; }
+  size_t first_block(size_t layer) const { return dropped_[layer]; }
+  size_t sealed_blocks(size_t layer) const { return dropped_[layer] + tables_[layer].size(); }
+  size_t window_tokens(size_t layer) const { return size_ - sealed_blocks(layer) * kBlockTokens; }
   size_t window_bytes() const;
   size_t table_bytes() const;
 
@@ -121,6 +146,10 @@ class KvSequence final : public SequenceKv {
   friend class KvStore;
   KvSequence(KvStore& store, uint64_t id, size_t capacity);
   Status Seal(size_t layer, size_t n_full, const uint16_t* nat_k, const uint16_t* nat_v);
+  // Frees the leading blocks of every sliding-window layer that the next token (position
+  // base_pos_ + size_) — and so every later token and every reader of a frozen prefix — cannot see.
+  void FreeOutOfWindow();
+  size_t Window(size_t layer) const;  // 0 = global
 
   KvStore& store_;
   uint64_t id_;
@@ -129,9 +158,12 @@ class KvSequence final : public SequenceKv {
   size_t base_pos_ = 0;   // absolute position of own token 0 (= prefix length)
   bool frozen_ = false;
   std::shared_ptr<const KvSequence> prefix_;
-  std::vector<std::vector<BlockId>> tables_;     // (n_layer, sealed blocks)
+  std::vector<std::vector<BlockId>> tables_;     // (n_layer, live sealed blocks)
+  std::vector<size_t> dropped_;                  // (n_layer) leading blocks freed (sliding window)
   mutable std::vector<std::vector<BlockView>> prefix_views_;  // (n_layer) views when used as a frozen prefix
-  std::vector<BlockView> views_;                 // this layer's own blocks, set by Append
+  std::vector<BlockView> views_;                 // this layer's live own blocks, set by Append
+  size_t views_first_ = 0;                       // own block index of views_[0]
+  size_t views_window_ = 0;                      // sliding window of the layer of views_ (0 = global)
   size_t nat_base_ = 0;                          // own index of nat_ row 0
   // (n_layer) stored rows (WindowRowBytes each) of the tokens after the last sealed block.
   std::vector<AlignedBuffer<uint8_t>> win_k_, win_v_;
