@@ -7,7 +7,7 @@ Writes tests/model/testdata/chat_template_golden.json:
 References:
   - SmolLM2's own tokenizer.chat_template (read from the GGUF) rendered by Jinja2 the way
     Hugging Face transformers does (sandboxed, trim_blocks, lstrip_blocks): source "jinja2".
-  - Llama-2 / Mistral / Llama-3 templates (official texts below) and family names rendered by
+  - Llama-2 / Mistral / Llama-3 / Gemma 3 templates (official texts below) and family names rendered by
     llama.cpp's llama_chat_apply_template (via llama-cpp-python): source "llama.cpp".
     For Llama-3 the Jinja2 rendering (bos_token = "") is checked to agree.
 
@@ -62,6 +62,16 @@ MISTRAL_V1 = (
     "        {%- else %}\n            {{- ' [INST] ' + message['content'] + ' [/INST]' }}\n"
     "        {%- endif %}\n    {%- elif message['role'] == 'assistant' %}\n"
     "        {{- ' ' + message['content'] + eos_token}}\n    {%- endif %}\n{%- endfor %}\n")
+# A Gemma-3-style template (<start_of_turn> turns; the 270M base GGUF carries none, chorus then uses
+# the family name "gemma"); rendered by llama.cpp like the other non-SmolLM2 templates.
+GEMMA3 = (
+    "{{ bos_token }}{%- if messages[0]['role'] == 'system' -%}{%- set first_user_prefix = messages[0]"
+    "['content'] + '\n\n' -%}{%- set loop_messages = messages[1:] -%}{%- else -%}{%- set first_user_prefix"
+    " = \"\" -%}{%- set loop_messages = messages -%}{%- endif -%}{%- for message in loop_messages -%}"
+    "{%- if (message['role'] == 'assistant') -%}{%- set role = \"model\" -%}{%- else -%}{%- set role = "
+    "message['role'] -%}{%- endif -%}{{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first"
+    " else \"\") }}{{ message['content'] | trim }}{{ '<end_of_turn>\n' }}{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{'<start_of_turn>model\n'}}{%- endif -%}")
 MISTRAL_V7 = (
     "{{- bos_token }}{%- for message in messages %}{%- if message['role'] == 'system' %}"
     "{{- '[SYSTEM_PROMPT] ' + message['content'] + '[/SYSTEM_PROMPT]' }}{%- elif message['role'] == "
@@ -123,7 +133,8 @@ def main() -> None:
                  "mistral-v0.2": MISTRAL_V02, "mistral-v1": MISTRAL_V1, "mistral-v7": MISTRAL_V7,
                  "name:chatml": "chatml", "name:llama3": "llama3", "name:llama2-sys": "llama2-sys",
                  "name:mistral-v3": "mistral-v3", "name:mistral-v3-tekken": "mistral-v3-tekken",
-                 "name:mistral-v7-tekken": "mistral-v7-tekken"}
+                 "name:mistral-v7-tekken": "mistral-v7-tekken", "name:gemma": "gemma",
+                 "gemma3": GEMMA3}
     cases = []
     for name, text in templates.items():
         for messages in CONVERSATIONS:

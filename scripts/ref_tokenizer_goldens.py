@@ -6,6 +6,10 @@ Writes tests/model/testdata/tokenizer_golden.jsonl, one JSON object per line:
   {"pre": "llama-bpe", "text": ..., "special": ..., "ids": [...]}   same vocab, other pre-tokenizer
 The "pre" lines come from copies of the model's metadata (no tensors) with tokenizer.ggml.pre
 replaced, loaded vocab-only, so the other regex cascades are checked against llama.cpp too.
+Also writes tests/model/testdata/tokenizer_golden_gemma3.jsonl: the same texts (plus Gemma's turn
+markers) on Gemma 3's SentencePiece vocab (models/gemma-3-270m-q4_k_m.gguf, --gemma-model), same
+line format, and a first line {"wikitext_test_tokens": N} = llama.cpp's count for the whole
+wikitext-2/test.txt read as -f reads it (add_special=true).
 ids never include BOS (add_bos=False). Deterministic: fixed seeds, fixed sampling.
 
 Usage: python3 scripts/ref_tokenizer_goldens.py [--model PATH] [--wikitext DIR] [--out PATH]
@@ -30,6 +34,15 @@ REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
 DEFAULT_MODEL = os.path.join(REPO, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
 DEFAULT_WIKITEXT = os.path.normpath(os.path.join(REPO, "..", "shared", "data", "wikitext-2"))
 DEFAULT_OUT = os.path.join(REPO, "tests", "model", "testdata", "tokenizer_golden.jsonl")
+DEFAULT_GEMMA = os.path.join(REPO, "models", "gemma-3-270m-q4_k_m.gguf")
+DEFAULT_GEMMA_OUT = os.path.join(REPO, "tests", "model", "testdata", "tokenizer_golden_gemma3.jsonl")
+GEMMA_SPECIAL = [
+    "<start_of_turn>user\nHello, who are you?<end_of_turn>\n<start_of_turn>model\n",
+    "<bos><start_of_turn>user\nWhat is 2+2?<end_of_turn>\n<start_of_turn>model\n4<end_of_turn>\n",
+    "<start_of_turn>", "<end_of_turn>", "<eos>", "<pad>", "<unk>", "<mask>", "<unused0>", "<unused6241>",
+    "[multimodal]", "<start_of_image>", "<end_of_image>", "text<end_of_turn>more", " <start_of_turn> spaced ",
+    "almost <start_of_turn special", "<<start_of_turn>>", "\n\n\n\n  \t\t  \n", "<b>bold</b> <html>", "</s>", "a</s>b", "<s>x</s>",
+]
 OTHER_PRES = ["gpt-2", "llama-bpe", "default", "qwen2"]
 
 CODE = [
@@ -202,6 +215,8 @@ def main() -> None:
     ap.add_argument("--model", default=DEFAULT_MODEL)
     ap.add_argument("--wikitext", default=DEFAULT_WIKITEXT, help="folder with test.txt, valid.txt")
     ap.add_argument("--out", default=DEFAULT_OUT)
+    ap.add_argument("--gemma-model", default=DEFAULT_GEMMA)
+    ap.add_argument("--gemma-out", default=DEFAULT_GEMMA_OUT)
     args = ap.parse_args()
 
     synthetic = (CODE + UNICODE + whitespace_cases() + number_cases() + contraction_cases()
@@ -230,6 +245,21 @@ def main() -> None:
         for r in rows:
             f.write(json.dumps(r, ensure_ascii=True, separators=(",", ":")) + "\n")
     n_main = len(main_cases)
+    if args.gemma_model:
+        gemma_cases = (main_cases + [(t, True) for t in GEMMA_SPECIAL] + [(t, False) for t in GEMMA_SPECIAL])
+        llm = llama_cpp.Llama(model_path=args.gemma_model, vocab_only=True, verbose=False)
+        with open(os.path.join(args.wikitext, "test.txt"), "rb") as f:
+            data = f.read()
+        if data.endswith(b"\n"):
+            data = data[:-1]  # as llama.cpp's -f
+        n_file = len(llm.tokenize(data, add_bos=True, special=False))
+        with open(args.gemma_out, "w", encoding="utf-8") as f:
+            f.write(json.dumps({"wikitext_test_tokens": n_file}) + "\n")
+            for text, special in gemma_cases:
+                ids = llm.tokenize(text.encode("utf-8"), add_bos=False, special=special)
+                f.write(json.dumps({"text": text, "special": special, "ids": ids}, ensure_ascii=True,
+                                   separators=(",", ":")) + "\n")
+        print(f"wrote {len(gemma_cases)} gemma3 goldens to {args.gemma_out}; wikitext test.txt = {n_file} tokens")
     print(f"wrote {len(rows)} goldens ({n_main} smollm, {len(rows) - n_main} for {OTHER_PRES}) "
           f"to {args.out} ({os.path.getsize(args.out) / 1e6:.2f} MB); "
           f"llama-cpp-python {llama_cpp.__version__}")

@@ -5,6 +5,7 @@
 #   1. apt-get update (once per run) + apt-get install -y of the Debian build/test packages
 #   2. python3 -m pip install numpy openai (reference oracles / plots; the server tests' real client)
 #   3. scripts/fetch_model.sh  → models/SmolLM2-135M-Instruct.Q4_1.gguf (cached)
+#      scripts/fetch_model.sh gemma3-270m → models/gemma-3-270m-q4_k_m.gguf (cached, sha256-verified)
 #      scripts/fetch_encoder.sh → models/all-MiniLM-L6-v2/ (sentence encoder, cached)
 #   4. cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release && ninja -C build
 #
@@ -106,6 +107,9 @@ fi
 step "3/4 model"
 echo "    $ scripts/fetch_model.sh"
 model=$("$root/scripts/fetch_model.sh")
+echo "    model: $model ($(stat -c %s "$model") bytes)"
+echo "    $ scripts/fetch_model.sh gemma3-270m"
+model=$("$root/scripts/fetch_model.sh" gemma3-270m)
 echo "    model: $model ($(stat -c %s "$model") bytes)"
 echo "    $ scripts/fetch_encoder.sh"
 encoder=$("$root/scripts/fetch_encoder.sh")

@@ -31,7 +31,9 @@ Result<EvalChunks> LoadEvalChunks(const EvalArgs& a) {
   if (static_cast<size_t>(a.ctx) > c.n_ctx_train)
     return Status::Error("-c {} exceeds the model's training context of {}", a.ctx, c.n_ctx_train);
   Timer t_tok;
-  e.tokens = e.model->tokenizer().Encode(e.text, /*add_special=*/false, false);
+  // As llama.cpp's -f: the whole file with add_special (a BOS first when the model adds one, e.g.
+  // Gemma); each chunk's first token is then replaced by BOS (Chunk).
+  e.tokens = e.model->tokenizer().Encode(e.text, /*add_special=*/true, false);
   e.tokenize_seconds = t_tok.Seconds();
   e.n_ctx = a.ctx;
   e.n_chunks = e.tokens.size() / e.n_ctx;
@@ -130,7 +132,7 @@ int RunLogits(const EvalArgs& a) {
   const Model& model = *in->model;
   const std::string& text = in->text;
   const ModelConfig& c = model.config();
-  std::vector<int32_t> tokens = model.tokenizer().Encode(text, false, false);
+  std::vector<int32_t> tokens = model.tokenizer().Encode(text, /*add_special=*/true, false);  // as llama_logits.py
   if (tokens.size() < static_cast<size_t>(a.n_tokens))
     return Fail(Status::Error("'{}' has only {} tokens, fewer than -n {}", a.file, tokens.size(), a.n_tokens));
   tokens.resize(a.n_tokens);

@@ -31,7 +31,8 @@ Result<std::unique_ptr<EvalKv>> EvalKv::Open(const PolicyFlags& flags, const KvC
   }
   KvStoreOptions so{.n_layer = c.n_layer,
                     .shape = {.n_head = c.n_head, .n_head_kv = c.n_head_kv, .head_dim = c.head_dim},
-                    .window = uniform.window};
+                    .window = uniform.window,
+                    .layer_window = c.layer_window};
   PrecisionPolicy* policy = nullptr;
   if (flags.policy == "comix") {
     CHORUS_ASSIGN_OR_RETURN(ComixOptions co, ComixOptionsFor(flags, c, uniform.sink_blocks));

@@ -136,6 +136,9 @@ struct EngineKvReport {
   size_t budget_bytes = 0;
 };
 
+// Not thread-safe: an Engine and everything it returns are used from one thread at a time (a
+// server drives it from a single engine-loop thread; several threads need their own locking).
+// Its ThreadPool parallelizes inside each call.
 class Engine {
  public:
   using Progress = std::function<void(size_t done, size_t total)>;

@@ -68,6 +68,81 @@ def topk_rows(logits: np.ndarray, k: int) -> np.ndarray:
     return out
 
 
+def write_golden(out_dir: str, name: str, tokens: np.ndarray, logits: np.ndarray, k: int, extra: dict,
+                 extra_stats: dict | None = None) -> dict:
+    """Writes NAME.bin (tokens, top_ids, top_logprobs, lse, top1_logit) and NAME.json (the header,
+    with `extra` merged in) under out_dir; returns the header."""
+    n, n_vocab = logits.shape
+    logp, lse = log_softmax_rows(logits)
+    top_ids = topk_rows(logits, k)
+    rows = np.arange(n)[:, None]
+    top_logprobs = logp[rows, top_ids].astype(np.float32)
+    top1_logit = logits[np.arange(n), top_ids[:, 0]].astype(np.float32)
+    sections = [
+        ("tokens", tokens.astype("<i4")),
+        ("top_ids", top_ids.astype("<i4")),
+        ("top_logprobs", top_logprobs.astype("<f4")),
+        ("lse", lse.astype("<f4")),
+        ("top1_logit", top1_logit.astype("<f4")),
+    ]
+    os.makedirs(out_dir, exist_ok=True)
+    bin_path = os.path.join(out_dir, name + ".bin")
+    json_path = os.path.join(out_dir, name + ".json")
+    table, off = [], 0
+    with open(bin_path, "wb") as f:
+        for sec, arr in sections:
+            raw = np.ascontiguousarray(arr).tobytes()
+            f.write(raw)
+            table.append({"name": sec, "dtype": {"<i4": "int32", "<f4": "float32"}[arr.dtype.str],
+                          "shape": list(arr.shape), "offset": off, "nbytes": len(raw)})
+            off += len(raw)
+    # Teacher-forced next-token NLL over the whole sequence (a sanity number, not the ppl method).
+    nll = -logp[np.arange(n - 1), tokens[1:]]
+    header = {
+        "format": "chorus-logits-golden-v1",
+        "description": "llama.cpp logits for n_pos tokens evaluated as one sequence from position 0. "
+                       "Row p = distribution after tokens[0..p] (predicts tokens[p+1]). Sections are "
+                       "little-endian, back to back, at the given offsets.",
+        "n_pos": int(n), "k": k, "n_vocab": int(n_vocab),
+        "endianness": "little",
+        "sections": table,
+        "bin_file": os.path.basename(bin_path),
+        "bin_bytes": off,
+        "bin_sha256": sha256_file(bin_path),
+        **extra,
+        "stats": {"mean_nll_next_token": float(nll.mean()),
+                  "ppl_next_token_all_positions": float(np.exp(nll.mean())),
+                  "mean_lse": float(lse.mean()), **(extra_stats or {})},
+    }
+    body = json.dumps(header, indent=1)
+    # tokens on one line, last, so the header stays readable.
+    body = body[:-2] + ',\n "tokens": ' + json.dumps(tokens.tolist()) + "\n}\n"
+    json.loads(body)
+    with open(json_path, "w") as f:
+        f.write(body)
+    print(f"wrote {bin_path} ({off} bytes) and {json_path}", file=sys.stderr)
+    return header
+
+
+def noise_floor(ref: np.ndarray, other: np.ndarray, k: int) -> dict:
+    """How far llama.cpp is from itself: KL(ref ‖ other) over the full rows and the lower bound the
+    C++ tests compute from a golden (top-k of ref plus one bucket for the rest), and top-1."""
+    lp, _ = log_softmax_rows(ref)
+    lq, _ = log_softmax_rows(other)
+    full = (np.exp(lp) * (lp - lq)).sum(axis=1)
+    ids = topk_rows(ref, k)
+    rows = np.arange(ref.shape[0])[:, None]
+    p_top, q_top = lp[rows, ids], lq[rows, ids]
+    lb = (np.exp(p_top) * (p_top - q_top)).sum(axis=1)
+    p_rest = 1 - np.exp(p_top).sum(axis=1)
+    q_rest = 1 - np.exp(q_top).sum(axis=1)
+    ok = (p_rest > 1e-12) & (q_rest > 1e-12)
+    lb[ok] += p_rest[ok] * np.log(p_rest[ok] / q_rest[ok])
+    return {"kl_full_mean": float(full.mean()), "kl_full_p99": float(np.quantile(full, 0.99)),
+            "kl_lower_bound_mean": float(lb.mean()),
+            "top1": float((ref.argmax(axis=1) == other.argmax(axis=1)).mean())}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("-m", "--model", default=R.DEFAULT_MODEL)
@@ -82,6 +157,8 @@ def main() -> int:
     ap.add_argument("--name", default="llamacpp_logits_golden", help="output file stem")
     ap.add_argument("--full-out", help="also write the full logits [n_pos, n_vocab] float32 (.npy, "
                     "or raw little-endian f32 for any other suffix)")
+    ap.add_argument("--noise-floor", action="store_true",
+                    help="also evaluate with flash attention off and record KL(on ‖ off) in the header")
     ap.add_argument("--verbose", action="store_true", help="show llama.cpp's log")
     a = ap.parse_args()
 
@@ -103,49 +180,20 @@ def main() -> int:
     t_eval = time.perf_counter() - t0
     logits = m.logits(n_out)  # [n, n_vocab] float32
     settings = m.settings()
-    n_vocab = m.n_vocab
     m.close()
     if not np.all(np.isfinite(logits)):
         sys.exit("non-finite logits from llama.cpp")
+    floor = {}
+    if a.noise_floor:
+        off = R.Model(a.model, n_ctx=n, n_batch=n, n_ubatch=a.n_ubatch or n, n_threads=a.threads,
+                      kv_type=a.kv_type, flash_attn="off", verbose=a.verbose)
+        off.clear()
+        n_off = off.decode(tokens, 0, True)
+        off.synchronize()
+        floor = {"noise_floor": {"reference": f"flash_attn {a.flash_attn} vs off", **noise_floor(logits, off.logits(n_off), k)}}
+        off.close()
 
-    logp, lse = log_softmax_rows(logits)
-    top_ids = topk_rows(logits, k)
-    rows = np.arange(n)[:, None]
-    top_logprobs = logp[rows, top_ids].astype(np.float32)
-    top1_logit = logits[np.arange(n), top_ids[:, 0]].astype(np.float32)
-
-    sections = [
-        ("tokens", tokens.astype("<i4")),
-        ("top_ids", top_ids.astype("<i4")),
-        ("top_logprobs", top_logprobs.astype("<f4")),
-        ("lse", lse.astype("<f4")),
-        ("top1_logit", top1_logit.astype("<f4")),
-    ]
-    os.makedirs(a.out_dir, exist_ok=True)
-    bin_path = os.path.join(a.out_dir, a.name + ".bin")
-    json_path = os.path.join(a.out_dir, a.name + ".json")
-    table, off = [], 0
-    with open(bin_path, "wb") as f:
-        for name, arr in sections:
-            raw = np.ascontiguousarray(arr).tobytes()
-            f.write(raw)
-            table.append({"name": name, "dtype": {"<i4": "int32", "<f4": "float32"}[arr.dtype.str],
-                          "shape": list(arr.shape), "offset": off, "nbytes": len(raw)})
-            off += len(raw)
-
-    # Teacher-forced next-token NLL over the whole sequence (a sanity number, not the ppl method).
-    nll = -logp[np.arange(n - 1), tokens[1:]]
-    header = {
-        "format": "chorus-logits-golden-v1",
-        "description": "llama.cpp logits for the first n_pos tokens of the data file, evaluated as one "
-                       "sequence from position 0. Row p = distribution after tokens[0..p] (predicts "
-                       "tokens[p+1]). Sections are little-endian, back to back, at the given offsets.",
-        "n_pos": n, "k": k, "n_vocab": n_vocab,
-        "endianness": "little",
-        "sections": table,
-        "bin_file": os.path.basename(bin_path),
-        "bin_bytes": off,
-        "bin_sha256": sha256_file(bin_path),
+    header = write_golden(a.out_dir, a.name, tokens, logits, k, {
         "model": {"file": os.path.basename(a.model), "sha256": sha256_file(a.model)},
         "data": {"file": os.path.relpath(os.path.abspath(a.data), R.REPO),
                  "sha256": sha256_file(a.data),
@@ -153,20 +201,9 @@ def main() -> int:
                                  "parse_special=false); first n_pos tokens",
                  "n_tokens_in_file": int(len(all_tokens))},
         "llama_cpp": {**R.versions(), **settings, "n_decode_calls": 1, "kv_cache": "fresh"},
-        "stats": {"mean_nll_next_token": float(nll.mean()),
-                  "ppl_next_token_all_positions": float(np.exp(nll.mean())),
-                  "mean_lse": float(lse.mean()),
-                  "eval_seconds": round(t_eval, 3)},
         "command": "scripts/ref/llama_logits.py " + " ".join(sys.argv[1:]),
-        "tokens": tokens.tolist(),
-    }
-    tok_list = header.pop("tokens")
-    body = json.dumps(header, indent=1)
-    # tokens on one line, last, so the header stays readable.
-    body = body[:-2] + ',\n "tokens": ' + json.dumps(tok_list) + "\n}\n"
-    json.loads(body)
-    with open(json_path, "w") as f:
-        f.write(body)
+        **floor,
+    }, {"eval_seconds": round(t_eval, 3)})
 
     if a.full_out:
         d = os.path.dirname(os.path.abspath(a.full_out))
@@ -177,8 +214,7 @@ def main() -> int:
             logits.astype("<f4").tofile(a.full_out)
         print(f"wrote {a.full_out} ({logits.shape[0]} x {logits.shape[1]} f32)", file=sys.stderr)
 
-    print(f"wrote {bin_path} ({off} bytes) and {json_path}", file=sys.stderr)
-    print(json.dumps({"n_pos": n, "k": k, "bin_bytes": off, **header["stats"]}))
+    print(json.dumps({"n_pos": n, "k": k, "bin_bytes": header["bin_bytes"], **header["stats"]}))
     return 0
 
 

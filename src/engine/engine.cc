@@ -69,11 +69,11 @@ Result<std::vector<int32_t>> Engine::Impl::DocumentTokens(std::string_view text)
 size_t Engine::Impl::SequenceOwnBytes(const KvSequence& s) const {
   size_t b = s.window_bytes() + s.table_bytes();
   const BlockPool& bp = store->pool();
-  for (size_t l = 0; l < model->config().n_layer; ++l) {
-    const std::vector<BlockId>& t = s.blocks(l);
-    for (size_t j = s.borrowed_blocks(); j < t.size(); ++j)
-      b += BlockPool::BlockCost(bp.meta(t[j]).k_bytes, bp.meta(t[j]).v_bytes);
-  }
+  for (size_t l = 0; l < model->config().n_layer; ++l)
+    for (size_t j = std::max(s.borrowed_blocks(), s.first_block(l)); j < s.sealed_blocks(l); ++j) {
+      const BlockId id = s.block(l, j);
+      b += BlockPool::BlockCost(bp.meta(id).k_bytes, bp.meta(id).v_bytes);
+    }
   return b;
 }
 
@@ -81,21 +81,18 @@ Result<std::unique_ptr<KvSequence>> Engine::Impl::PrefillDocument(std::span<cons
                                                                   std::shared_ptr<CocktailPolicy> cocktail,
                                                                   const Progress& progress) {
   const size_t L = model->config().n_layer;
+  (void)L;
   // A plain document starts from whatever prefix of it the cache holds (a request's, a context's).
-  std::vector<std::vector<BlockId>> borrowed;
-  std::vector<uint64_t> keys;
-  size_t k = 0;
+  Borrow b;
   if (!cocktail) {
-    keys = PrefixCache::Keys(tokens, salt);
-    k = cache->Match(keys);
-    if (k > 0) {
-      borrowed.assign(L, {});
-      for (size_t j = 0; j < k; ++j)
-        for (size_t l = 0; l < L; ++l) borrowed[l].push_back((*cache->Blocks(keys[j]))[l]);
-      cache->Touch(std::span<const uint64_t>(keys).first(k));
-    }
+    const std::vector<uint64_t> keys = PrefixCache::Keys(tokens, salt);
+    b = BorrowFromCache(keys, keys.size());
+    cache->Touch(std::span<const uint64_t>(keys).first(b.blocks));
   }
-  std::unique_ptr<KvSequence> seq = store->NewSequence(tokens.size(), borrowed);
+  const size_t k = b.blocks;
+  std::unique_ptr<KvSequence> seq = store->NewSequence(tokens.size(), b.view());
+  // Readers recompute the document's tail block: its windowed layers keep what they will see.
+  seq->set_keep_from(tokens.size() / kBlockTokens * kBlockTokens);
   const uint64_t sid = seq->id();
   const bool unit = comix && !cocktail;  // a Cocktail context's map decides its blocks
   if (cocktail) policy->SetCocktail(sid, std::move(cocktail), /*whole=*/true);
@@ -130,19 +127,22 @@ ContextId Engine::Impl::AddContext(std::vector<int32_t> tokens, const KvSequence
   const size_t L = model->config().n_layer, full = tokens.size() / kBlockTokens;
   Context c{.hash = hash, .user_refs = 1};
   c.tables.assign(L, {});
+  c.first.assign(L, 0);
   const BlockPool& bp = store->pool();
-  for (size_t l = 0; l < L; ++l)
-    for (size_t j = 0; j < full; ++j) {
-      const BlockId id = seq.blocks(l)[j];
+  for (size_t l = 0; l < L; ++l) {
+    c.first[l] = std::min(seq.first_block(l), full);
+    for (size_t j = c.first[l]; j < full; ++j) {
+      const BlockId id = seq.block(l, j);
       store->pool().Ref(id);
       c.tables[l].push_back(id);
       c.bytes += BlockPool::BlockCost(bp.meta(id).k_bytes, bp.meta(id).v_bytes);
     }
+  }
   if (pin) {
     c.keys = PrefixCache::Keys(tokens, salt);
     std::vector<BlockId> ids(L);
     for (size_t j = 0; j < full; ++j) {
-      for (size_t l = 0; l < L; ++l) ids[l] = c.tables[l][j];
+      for (size_t l = 0; l < L; ++l) ids[l] = seq.block(l, j);
       cache->Insert(c.keys[j], j ? c.keys[j - 1] : 0, ids);  // present already when borrowed
     }
     cache->Pin(c.keys);
@@ -234,7 +234,8 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options) {
   KvStoreOptions sto{.n_layer = c.n_layer,
                      .shape = {.n_head = c.n_head, .n_head_kv = c.n_head_kv, .head_dim = c.head_dim},
                      .budget_bytes = options.kv_budget_bytes,
-                     .window = *window};
+                     .window = *window,
+                     .layer_window = c.layer_window};
   impl->store = std::make_unique<KvStore>(sto, impl->policy.get());
   impl->cache = std::make_unique<PrefixCache>(impl->store->pool());
   // Everything that changes a block's bytes goes into the prefix keys.
@@ -302,7 +303,7 @@ Result<ContextId> Engine::ShareFor(std::string_view text, const std::vector<std:
   const ContextId id = m.AddContext(std::move(tokens), *seq, hash, /*pin=*/false);
   m.contexts.at(id).cocktail = std::move(map);
   Timer t_reorder;
-  SortBlocksByFormat(m.contexts.at(id).tables, m.store->pool());
+  SortBlocksByFormat(m.contexts.at(id).tables, m.store->pool(), m.model->config().layer_window);
   rep.reorder_seconds = t_reorder.Seconds();
   m.chunk_maps[id] = std::move(rep);
   return id;
@@ -338,8 +339,8 @@ Result<Engine::ScoreResult> Engine::Score(ContextId context, std::span<const int
   if (ctx.tokens.size() + tokens.size() > m.n_ctx)
     return Status::Error("context ({}) + text ({}) exceed the context of {}", ctx.tokens.size(), tokens.size(), m.n_ctx);
   // The context's full blocks are borrowed; its tail is prefilled, then the text is scored.
-  const size_t borrowed = ctx.tables[0].size() * kBlockTokens;
-  auto seq = m.store->NewSequence(ctx.tokens.size() + tokens.size(), ctx.tables);
+  const size_t borrowed = ctx.tokens.size() / kBlockTokens * kBlockTokens;
+  auto seq = m.store->NewSequence(ctx.tokens.size() + tokens.size(), {.tables = ctx.tables, .first = ctx.first});
   if (m.comix)
     CHORUS_RETURN_IF_ERROR(m.comix->AddUnit(seq->id(), ctx.tokens.size() + tokens.size() - borrowed, borrowed, 1.0,
                                             "scored text"));

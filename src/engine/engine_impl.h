@@ -41,7 +41,8 @@ struct Engine::Impl {
 
   struct Context {
     std::vector<int32_t> tokens;
-    std::vector<std::vector<BlockId>> tables;  // (n_layer, full blocks) one ref each, held here
+    std::vector<std::vector<BlockId>> tables;  // (n_layer) live full blocks [first[l], n), one ref each
+    std::vector<size_t> first;                 // (n_layer) a sliding-window layer keeps only its tail
     std::vector<uint64_t> keys;                // pinned in the cache (empty for Cocktail contexts)
     uint64_t hash = 0;
     size_t user_refs = 0;
@@ -90,6 +91,16 @@ struct Engine::Impl {
   // --- scheduler.cc
   // Validates and registers a request (phase kWaiting, not queued).
   Result<AgentId> NewAgent(std::vector<int32_t> prompt, ContextId context, const AgentOptions& options);
+  // The longest run of the keys' blocks a request may borrow from the cache (at most max_blocks;
+  // a sliding-window layer needs the blocks its first computed token sees): the run's length, and
+  // its tables and first blocks per layer.
+  struct Borrow {
+    size_t blocks = 0;
+    std::vector<std::vector<BlockId>> tables;
+    std::vector<size_t> first;
+    BorrowedBlocks view() const { return {.tables = tables, .first = first}; }
+  };
+  Borrow BorrowFromCache(std::span<const uint64_t> keys, size_t max_blocks) const;
   // Bytes a request's own KV will take (prompt of len tokens, max_tokens answer) if `borrowed`
   // leading blocks come from elsewhere.
   size_t ProjectedBytes(size_t len, size_t max_tokens, size_t borrowed) const;

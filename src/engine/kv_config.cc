@@ -27,7 +27,8 @@ KvRuntime MakeKvRuntime(const ModelConfig& model, const KvConfig& config) {
   KvStoreOptions o{.n_layer = model.n_layer,
                    .shape = {.n_head = model.n_head, .n_head_kv = model.n_head_kv, .head_dim = model.head_dim},
                    .budget_bytes = config.budget_bytes,
-                   .window = config.window};
+                   .window = config.window,
+                   .layer_window = model.layer_window};
   r.store = std::make_unique<KvStore>(o, r.policy.get());
   return r;
 }

@@ -31,7 +31,8 @@ std::vector<uint64_t> PrefixCache::Keys(std::span<const int32_t> tokens, uint64_
 
 PrefixCache::~PrefixCache() {
   for (auto& [key, e] : entries_)
-    for (BlockId id : e.ids) pool_.Unref(id);
+    for (BlockId id : e.ids)
+      if (id != kNoBlock) pool_.Unref(id);
 }
 
 size_t PrefixCache::Match(std::span<const uint64_t> keys) const {
@@ -66,6 +67,7 @@ bool PrefixCache::Insert(uint64_t key, uint64_t parent, std::span<const BlockId>
   }
   Entry e{.parent = parent, .ids = {ids.begin(), ids.end()}, .last_use = ++clock_};
   for (BlockId id : ids) {
+    if (id == kNoBlock) continue;  // a sliding-window layer had freed it
     pool_.Ref(id);
     e.bytes += BlockPool::BlockCost(pool_.meta(id).k_bytes, pool_.meta(id).v_bytes);
   }
@@ -97,7 +99,7 @@ void PrefixCache::Unpin(std::span<const uint64_t> keys) {
 
 bool PrefixCache::Idle(const Entry& e) const {
   for (BlockId id : e.ids)
-    if (pool_.meta(id).refs > 1) return false;
+    if (id != kNoBlock && pool_.meta(id).refs > 1) return false;
   return true;
 }
 
@@ -106,7 +108,8 @@ void PrefixCache::Drop(uint64_t key) {
   CHORUS_CHECK(it != entries_.end() && it->second.children == 0 && it->second.pins == 0);
   Entry& e = it->second;
   leaves_.erase({e.last_use, key});
-  for (BlockId id : e.ids) pool_.Unref(id);
+  for (BlockId id : e.ids)
+    if (id != kNoBlock) pool_.Unref(id);
   if (e.parent != 0) {
     Entry& p = entries_.at(e.parent);
     if (--p.children == 0 && p.pins == 0) leaves_.insert({p.last_use, e.parent});

@@ -35,7 +35,8 @@ class PrefixCache {
 
   // How many of keys[0..) are cached in a row from the first.
   size_t Match(std::span<const uint64_t> keys) const;
-  // The block ids (n_layer) of a cached key, nullptr if absent.
+  // The block ids (n_layer) of a cached key, nullptr if absent. A sliding-window layer's id may be
+  // kNoBlock: the sequence that sealed it had freed it before the cache got it.
   const std::vector<BlockId>* Blocks(uint64_t key) const;
   // Marks keys[0, n) used now (LRU clock).
   void Touch(std::span<const uint64_t> keys);

@@ -37,7 +37,7 @@ Result<AgentId> Engine::Impl::NewAgent(std::vector<int32_t> prompt, ContextId co
   if (budget != 0 && !comix) {
     size_t pinned = 0;
     for (const auto& [cid, c] : contexts) pinned += c.bytes;
-    const size_t best = context ? contexts.at(context).tables[0].size() : 0;
+    const size_t best = context ? contexts.at(context).tokens.size() / kBlockTokens : 0;
     const size_t need = ProjectedBytes(a.prompt.size(), options.max_tokens, std::min(best, (a.prompt.size() - 1) / kBlockTokens));
     if (need + pinned > budget)
       return Status::Error("request refused: its KV needs about {} bytes ({} prompt + {} answer tokens), more than the "
@@ -92,21 +92,41 @@ void Engine::Impl::UpdateReaders(ContextId context) {
 
 // ---- admission -----------------------------------------------------------------------------
 
-Result<Engine::Impl::Admit> Engine::Impl::TryAdmit(AgentId id, Agent& a) {
-  const size_t L = model->config().n_layer, len = a.prompt.size();
-  const size_t max_borrow = (len - 1) / kBlockTokens;  // at least one token is computed: its logits
-  std::vector<std::vector<BlockId>> borrowed;
-  size_t k = 0;
-  if (a.context) {
-    const Context& ctx = contexts.at(a.context);
-    k = std::min(ctx.tables[0].size(), max_borrow);
-    for (size_t l = 0; l < L && k > 0; ++l) borrowed.emplace_back(ctx.tables[l].begin(), ctx.tables[l].begin() + k);
-  } else if (a.cacheable) {
-    k = std::min(cache->Match(a.keys), max_borrow);
-    if (k > 0) borrowed.assign(L, {});
-    for (size_t j = 0; j < k; ++j)
-      for (size_t l = 0; l < L; ++l) borrowed[l].push_back((*cache->Blocks(a.keys[j]))[l]);
+Engine::Impl::Borrow Engine::Impl::BorrowFromCache(std::span<const uint64_t> keys, size_t max_blocks) const {
+  const size_t L = model->config().n_layer;
+  size_t k = std::min(cache->Match(keys), max_blocks);
+  // A windowed layer's first computed token (at 32·k) must find every block it sees in the cache.
+  auto usable = [&](size_t n) {
+    for (size_t l = 0; l < L; ++l)
+      for (size_t j = store->FirstVisibleBlock(l, n * kBlockTokens); j < n; ++j)
+        if ((*cache->Blocks(keys[j]))[l] == kNoBlock) return false;
+    return true;
+  };
+  while (k > 0 && !usable(k)) --k;
+  Borrow b{.blocks = k};
+  if (k == 0) return b;
+  b.tables.assign(L, {});
+  b.first.assign(L, 0);
+  for (size_t l = 0; l < L; ++l) {
+    b.first[l] = store->FirstVisibleBlock(l, k * kBlockTokens);
+    for (size_t j = b.first[l]; j < k; ++j) b.tables[l].push_back((*cache->Blocks(keys[j]))[l]);
   }
+  return b;
+}
+
+Result<Engine::Impl::Admit> Engine::Impl::TryAdmit(AgentId id, Agent& a) {
+  const size_t len = a.prompt.size();
+  const size_t max_borrow = (len - 1) / kBlockTokens;  // at least one token is computed: its logits
+  Borrow borrow;
+  BorrowedBlocks borrowed;
+  if (a.context) {  // all of the context's full blocks (its prompt is the context + at least a token)
+    const Context& ctx = contexts.at(a.context);
+    borrowed = {.tables = ctx.tables, .first = ctx.first};
+  } else if (a.cacheable) {
+    borrow = BorrowFromCache(a.keys, max_borrow);
+    borrowed = borrow.view();
+  }
+  const size_t k = borrowed.blocks();
   const size_t total = len + static_cast<size_t>(a.options.max_tokens);
   const size_t need = ProjectedBytes(len, a.options.max_tokens, k);
   // The borrowed blocks are referenced first, so making room cannot evict them.
@@ -134,6 +154,7 @@ Result<Engine::Impl::Admit> Engine::Impl::TryAdmit(AgentId id, Agent& a) {
   policy->SetSharedBlocks(seq->id(), len / kBlockTokens);  // prompt blocks: the shared formats
   if (a.context && contexts.at(a.context).cocktail)        // a Cocktail document's tail block: its map
     policy->SetCocktail(seq->id(), contexts.at(a.context).cocktail, /*whole=*/false);
+  if (a.cacheable) seq->set_keep_from(k * kBlockTokens);  // windowed layers keep blocks until cached
   a.seq = std::move(seq);
   a.prefilled = k * kBlockTokens;
   a.inserted = k;
@@ -154,15 +175,21 @@ Result<Engine::Impl::Admit> Engine::Impl::TryAdmit(AgentId id, Agent& a) {
 
 void Engine::Impl::InsertPromptBlocks(AgentId id, Agent& a) {
   if (!a.cacheable || !a.seq) return;
-  const size_t L = model->config().n_layer;
-  const size_t upto = std::min(a.seq->blocks(0).size(), a.prompt.size() / kBlockTokens);
+  const size_t L = model->config().n_layer, prompt_blocks = a.prompt.size() / kBlockTokens;
+  const size_t upto = std::min(a.seq->sealed_blocks(0), prompt_blocks);
   std::vector<BlockId> ids(L);
+  bool stuck = false;
   for (size_t j = a.inserted; j < upto; ++j) {
-    for (size_t l = 0; l < L; ++l) ids[l] = a.seq->blocks(l)[j];
+    for (size_t l = 0; l < L; ++l) ids[l] = a.seq->block(l, j);
     // Present already (another request computed it too): that copy stays; ours is private.
-    if (!cache->Insert(a.keys[j], j ? a.keys[j - 1] : 0, ids) && !cache->Blocks(a.keys[j])) break;  // parent evicted
+    if (!cache->Insert(a.keys[j], j ? a.keys[j - 1] : 0, ids) && !cache->Blocks(a.keys[j])) {
+      stuck = true;  // its parent was evicted: nothing after it can be reached in the cache
+      break;
+    }
     a.inserted = j + 1;
   }
+  // Windowed layers may free what the cache now holds (or what will never get there).
+  a.seq->set_keep_from(stuck || a.inserted == prompt_blocks ? SIZE_MAX : a.inserted * kBlockTokens);
 }
 
 // ---- generation ----------------------------------------------------------------------------

@@ -47,7 +47,8 @@ const float* BlockAttention::RotatedQueries() {
   return q_rot_.data();
 }
 
-void BlockAttention::AddBlocks(std::span<const BlockView> blocks, uint32_t kv_head, size_t q0, size_t nq) {
+void BlockAttention::AddBlocks(std::span<const BlockView> blocks, uint32_t kv_head, size_t q0, size_t nq,
+                               size_t skip_first) {
   const size_t hd = g_.head_dim;
   nq = std::min(nq, n_q_ - q0);
   // Runs of equal (K, V) formats are one group: kernels, query and state are looked up once per
@@ -64,6 +65,8 @@ void BlockAttention::AddBlocks(std::span<const BlockView> blocks, uint32_t kv_he
     if (st.m.empty()) st.Reset(n_q_, hd);
     for (size_t b = b0; b < b1; ++b) {
       kk.score(g_, blocks[b].k, kv_head, q, nq, scores_.data(), kBlockTokens);
+      if (b == 0 && skip_first > 0)
+        for (size_t i = 0; i < nq; ++i) std::fill_n(scores_.data() + i * kBlockTokens, skip_first, -INFINITY);
       Update(st, q0, nq, kBlockTokens);
       vk.accumulate(g_, blocks[b].v, kv_head, scores_.data(), nq, st.o.data() + q0 * hd, kBlockTokens);
     }

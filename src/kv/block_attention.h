@@ -40,7 +40,10 @@ class BlockAttention {
   // folded in once for every stacked query, each agent's private keys only into its own queries.
   // Folds in sealed blocks (any mix of formats), reading head `kv_head` of each; consecutive
   // blocks of equal formats form one group (one kernel lookup).
-  void AddBlocks(std::span<const BlockView> blocks, uint32_t kv_head, size_t q0 = 0, size_t nq = SIZE_MAX);
+  // skip_first: the first block's leading rows no query may see (a sliding window's edge): their
+  // scores are -inf before the fold, so they weigh nothing and the rest is exactly as unmasked.
+  void AddBlocks(std::span<const BlockView> blocks, uint32_t kv_head, size_t q0 = 0, size_t nq = SIZE_MAX,
+                 size_t skip_first = 0);
   // Folds in native fp16 rows: k, v rows of `stride` elements, this head's slice at k/v.
   void AddNative(const uint16_t* k, const uint16_t* v, size_t stride, size_t n_rows, size_t q0 = 0,
                  size_t nq = SIZE_MAX);

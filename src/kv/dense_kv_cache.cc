@@ -70,8 +70,10 @@ HWY_AFTER_NAMESPACE();
 namespace chorus {
 HWY_EXPORT(AttendImpl);
 
-DenseKvCache::DenseKvCache(size_t n_layer, size_t capacity, const AttentionShape& shape)
-    : n_layer_(n_layer), capacity_(capacity), kv_dim_(shape.kv_dim()), shape_(shape) {
+DenseKvCache::DenseKvCache(size_t n_layer, size_t capacity, const AttentionShape& shape,
+                           std::vector<uint32_t> layer_window)
+    : n_layer_(n_layer), capacity_(capacity), kv_dim_(shape.kv_dim()), shape_(shape),
+      layer_window_(std::move(layer_window)) {
   const size_t kv_dim = kv_dim_;
   k_.reserve(n_layer);
   v_.reserve(n_layer);
@@ -97,12 +99,14 @@ Status DenseKvCache::AppendAndAttend(size_t layer, size_t n, const float* k, con
     }
   }
   const size_t units = n * shape_.n_head;
+  const size_t window = layer < layer_window_.size() ? layer_window_[layer] : 0;
   pool.Run([&](int ti, int nt) {
     std::vector<float> scores(pos0 + n);
     for (size_t u = ti; u < units; u += nt) {
       const size_t t = u / shape_.n_head, h = u % shape_.n_head, hk = h / group;
-      AttendDenseHead(q + t * q_dim + h * hd, K(layer, 0) + hk * hd, V(layer, 0) + hk * hd, kv_dim_, pos0 + t + 1,
-                      hd, scores.data(), out + t * q_dim + h * hd);
+      const size_t p = pos0 + t, first = window > 0 && p + 1 > window ? p + 1 - window : 0;
+      AttendDenseHead(q + t * q_dim + h * hd, K(layer, first) + hk * hd, V(layer, first) + hk * hd, kv_dim_,
+                      p + 1 - first, hd, scores.data(), out + t * q_dim + h * hd);
     }
   });
   return Status::Ok();

@@ -13,7 +13,10 @@ namespace chorus {
 
 class DenseKvCache final : public SequenceKv {
  public:
-  DenseKvCache(size_t n_layer, size_t capacity, const AttentionShape& shape);
+  // layer_window: (n_layer) sliding window per layer, 0 = global (empty: all global). A local
+  // layer's token at position p attends positions (p - window, p].
+  DenseKvCache(size_t n_layer, size_t capacity, const AttentionShape& shape,
+               std::vector<uint32_t> layer_window = {});
   DenseKvCache(const DenseKvCache&) = delete;
   DenseKvCache& operator=(const DenseKvCache&) = delete;
 
@@ -37,6 +40,7 @@ class DenseKvCache final : public SequenceKv {
  private:
   size_t n_layer_, capacity_, kv_dim_;
   AttentionShape shape_;
+  std::vector<uint32_t> layer_window_;  // (n_layer) or empty
   size_t size_ = 0;
   std::vector<AlignedBuffer<uint16_t>> k_;  // per layer: (capacity, kv_dim) fp16
   std::vector<AlignedBuffer<uint16_t>> v_;  // per layer: (capacity, kv_dim) fp16

@@ -19,16 +19,21 @@ struct Chunk {
   std::vector<Segment> segs;
 };
 
-// Leading views two tables share (same blocks = same bytes in the pool).
-size_t SharedRun(std::span<const BlockView> a, std::span<const BlockView> b) {
+// Leading blocks two sequences share in the layer of their last Append (the same blocks = the
+// same bytes in the pool), counted from block 0: tables that start at different live blocks (a
+// sliding window) share nothing here.
+size_t SharedRun(const KvSequence& a, const KvSequence& b) {
+  if (a.views_first() != 0 || b.views_first() != 0) return 0;
+  const auto va = a.views(), vb = b.views();
   size_t n = 0;
-  while (n < a.size() && n < b.size() && a[n].k == b[n].k && a[n].v == b[n].v) ++n;
+  while (n < va.size() && n < vb.size() && va[n].k == vb[n].k && va[n].v == vb[n].v) ++n;
   return n;
 }
 
 }  // namespace
 
-void AttendRows(KvStore& store, std::span<const BatchRows> entries, const float* q, float* out, ThreadPool& pool) {
+void AttendRows(KvStore& store, size_t layer, std::span<const BatchRows> entries, const float* q, float* out,
+                ThreadPool& pool) {
   const AttentionShape& sh = store.options().shape;
   const size_t q_dim = sh.q_dim(), hd = sh.head_dim, group = sh.n_head / sh.n_head_kv;
   const size_t threads = std::max(1, pool.size());
@@ -37,7 +42,7 @@ void AttendRows(KvStore& store, std::span<const BatchRows> entries, const float*
   std::map<const uint8_t*, size_t> by_first;
   for (size_t e = 0; e < entries.size(); ++e) {
     const KvSequence& s = *entries[e].seq;
-    if (s.size() / kBlockTokens == 0 || s.views().empty()) {
+    if (s.size() / kBlockTokens == 0 || s.views().empty() || s.views_first() != 0) {
       groups.push_back({e});
       continue;
     }
@@ -50,7 +55,7 @@ void AttendRows(KvStore& store, std::span<const BatchRows> entries, const float*
     const KvSequence& first = *entries[g[0]].seq;
     size_t common = first.size() / kBlockTokens;
     for (size_t e : g)
-      common = std::min({common, entries[e].seq->size() / kBlockTokens, SharedRun(first.views(), entries[e].seq->views())});
+      common = std::min({common, entries[e].seq->size() / kBlockTokens, SharedRun(first, *entries[e].seq)});
     // One-row entries (decode) are packed into at most `threads` chunks; longer ones (prefill)
     // give one chunk per stack of kStackTokens consecutive tokens.
     std::vector<size_t> singles;
@@ -86,14 +91,34 @@ void AttendRows(KvStore& store, std::span<const BatchRows> entries, const float*
         for (size_t t = s.t0; t < s.t1; ++t, dst += group * hd)
           std::copy_n(q + (entries[s.entry].row0 + t) * q_dim + hk * group * hd, group * hd, dst);
       att.Begin(qs.data(), nq);
+      // Sliding-window layers: the chunk's latest window edge. What lies before it is folded per
+      // row with the row's own edge first; from it on, blocks are folded once for the stack. On
+      // global layers the edge is 0. Every row meets its blocks in order, each once, with its own
+      // mask — as alone.
+      size_t edge = 0;
+      for (const Segment& s : c.segs)
+        edge = std::max(edge, entries[s.entry].seq->VisibleFrom(layer, s.t1 - 1));
+      if (edge > 0) {
+        size_t q0 = 0;
+        for (const Segment& s : c.segs) {
+          const KvSequence& seq = *entries[s.entry].seq;
+          const size_t seen = (seq.size() + s.t0) / kBlockTokens;
+          for (size_t t = s.t0; t < s.t1; ++t, q0 += group)
+            seq.AddOwnBlocks(att, hk, q0, group, seen, SegmentRange{.lo = seq.VisibleFrom(layer, t), .end = edge});
+        }
+      }
       // The shared run: once for every stacked query.
-      att.AddBlocks(entries[c.segs[0].entry].seq->views().first(c.common), hk, 0, nq);
+      entries[c.segs[0].entry].seq->AddOwnBlocks(att, hk, 0, nq, c.common, SegmentRange{.begin = edge});
       size_t q0 = 0;
       for (const Segment& s : c.segs) {
         const KvSequence& seq = *entries[s.entry].seq;
         const size_t ns = (s.t1 - s.t0) * group;
         const size_t seen = (seq.size() + s.t0) / kBlockTokens;  // blocks every token of the stack sees
-        if (seen > c.common) att.AddBlocks(seq.views().subspan(c.common, seen - c.common), hk, q0, ns);
+        // Blocks [common, seen), from the edge on, once for the stack (FoldBlocks skips [0, common)
+        // through the range's begin).
+        if (seen > c.common)
+          seq.AddOwnBlocks(att, hk, q0, ns, seen,
+                           SegmentRange{.begin = std::max(edge, c.common * kBlockTokens)});
         for (size_t t = s.t0; t < s.t1; ++t) {
           const size_t qi = q0 + (t - s.t0) * group;
           seq.AddOwn(att, t, hk, qi, group, seen);
@@ -131,7 +156,7 @@ Status KvBatch::AppendAndAttend(size_t layer, size_t n, const float* k, const fl
                                         .kv_dim = kv_dim});
     CHORUS_RETURN_IF_ERROR(e.seq->Append(layer, e.n, k + e.row0 * kv_dim, v + e.row0 * kv_dim));
   }
-  AttendRows(store_, entries_, q, out, pool);
+  AttendRows(store_, layer, entries_, q, out, pool);
   return Status::Ok();
 }
 

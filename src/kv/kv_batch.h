@@ -20,9 +20,10 @@ struct BatchRows {
   size_t row0, n;
 };
 
-// The attention of every row over what its token sees, after each sequence's Append of the layer:
+// The attention of every row over what its token sees, after each sequence's Append of `layer`:
 // q (rows, q_dim) scaled, out (rows, q_dim).
-void AttendRows(KvStore& store, std::span<const BatchRows> entries, const float* q, float* out, ThreadPool& pool);
+void AttendRows(KvStore& store, size_t layer, std::span<const BatchRows> entries, const float* q, float* out,
+                ThreadPool& pool);
 
 class KvBatch final : public SequenceKv {
  public:

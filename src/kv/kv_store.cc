@@ -13,6 +13,7 @@ KvStore::KvStore(const KvStoreOptions& options, PrecisionPolicy* policy)
     : options_(options), policy_(policy), pool_(options.budget_bytes) {
   CHORUS_CHECK(policy_ != nullptr);
   CHORUS_CHECK(options_.shape.n_head_kv > 0 && options_.shape.n_head % options_.shape.n_head_kv == 0);
+  CHORUS_CHECK(options_.layer_window.empty() || options_.layer_window.size() == options_.n_layer);
   seal_k_.Resize(kBlockTokens * options_.shape.kv_dim());
   seal_v_.Resize(kBlockTokens * options_.shape.kv_dim());
 }
@@ -23,22 +24,37 @@ KvGeometry KvStore::geometry() const {
   return KvGeometry{static_cast<uint32_t>(options_.shape.n_head_kv), static_cast<uint32_t>(options_.shape.head_dim)};
 }
 
-std::unique_ptr<KvSequence> KvStore::NewSequence(size_t capacity, std::span<const std::vector<BlockId>> borrowed) {
+size_t BorrowedBlocks::blocks() const {
+  if (tables.empty()) return 0;
+  return (first.empty() ? 0 : first[0]) + tables[0].size();
+}
+
+std::unique_ptr<KvSequence> KvStore::NewSequence(size_t capacity, const BorrowedBlocks& borrowed) {
   std::unique_ptr<KvSequence> s(new KvSequence(*this, next_seq_id_++, capacity));
-  if (!borrowed.empty()) {
-    CHORUS_CHECK(borrowed.size() == options_.n_layer);
-    const size_t n = borrowed[0].size();
+  if (!borrowed.tables.empty()) {
+    CHORUS_CHECK(borrowed.tables.size() == options_.n_layer);
+    CHORUS_CHECK(borrowed.first.empty() || borrowed.first.size() == options_.n_layer);
+    const size_t n = borrowed.blocks();
     CHORUS_CHECK(n * kBlockTokens <= capacity);
-    for (size_t l = 0; l < borrowed.size(); ++l) {
-      CHORUS_CHECK(borrowed[l].size() == n);
-      s->tables_[l] = borrowed[l];
-      for (BlockId id : borrowed[l]) pool_.Ref(id);
+    for (size_t l = 0; l < options_.n_layer; ++l) {
+      const size_t first = borrowed.first.empty() ? 0 : borrowed.first[l];
+      CHORUS_CHECK(first + borrowed.tables[l].size() == n);
+      // A windowed layer's first computed token (at 32·n) must find every block it sees.
+      CHORUS_CHECK(first <= FirstVisibleBlock(l, n * kBlockTokens));
+      s->tables_[l] = borrowed.tables[l];
+      s->dropped_[l] = first;
+      for (BlockId id : borrowed.tables[l]) pool_.Ref(id);
     }
     s->borrowed_ = n;
     s->size_ = n * kBlockTokens;
   }
   live_.insert(s.get());
   return s;
+}
+
+size_t KvStore::FirstVisibleBlock(size_t layer, size_t pos) const {
+  const size_t w = layer < options_.layer_window.size() ? options_.layer_window[layer] : 0;
+  return w > 0 && pos + 1 > w ? (pos + 1 - w) / kBlockTokens : 0;
 }
 
 void KvStore::EnsureThreads(size_t n) {
@@ -48,12 +64,15 @@ void KvStore::EnsureThreads(size_t n) {
   stack_q_.assign(n, {});
 }
 
-void SortBlocksByFormat(std::vector<std::vector<BlockId>>& tables, const BlockPool& pool) {
-  for (auto& t : tables)
-    std::stable_sort(t.begin(), t.end(), [&](BlockId a, BlockId b) {
+void SortBlocksByFormat(std::vector<std::vector<BlockId>>& tables, const BlockPool& pool,
+                        std::span<const uint32_t> layer_window) {
+  for (size_t l = 0; l < tables.size(); ++l) {
+    if (l < layer_window.size() && layer_window[l] > 0) continue;  // windows mask by position
+    std::stable_sort(tables[l].begin(), tables[l].end(), [&](BlockId a, BlockId b) {
       const BlockMeta &ma = pool.meta(a), &mb = pool.meta(b);
       return std::pair(ma.k_format, ma.v_format) < std::pair(mb.k_format, mb.v_format);
     });
+  }
 }
 
 KvUsage KvStore::Usage() const {
@@ -72,6 +91,7 @@ KvSequence::KvSequence(KvStore& store, uint64_t id, size_t capacity)
     : store_(store), id_(id), capacity_(capacity) {
   const size_t L = store.options_.n_layer;
   tables_.resize(L);
+  dropped_.assign(L, 0);
   win_k_.resize(L);  // grown on demand, up to 32 rows: a short sequence holds only what it uses
   win_v_.resize(L);
 }
@@ -82,6 +102,32 @@ void KvSequence::Commit(size_t n) {
   nat_v_.Resize(0);
   natw_k_.Resize(0);
   natw_v_.Resize(0);
+  FreeOutOfWindow();
+}
+
+size_t KvSequence::Window(size_t layer) const {
+  const auto& w = store_.options_.layer_window;
+  return layer < w.size() ? w[layer] : 0;
+}
+
+size_t KvSequence::VisibleFrom(size_t layer, size_t t) const {
+  const size_t w = Window(layer), p = size_ + t;
+  return w > 0 && p + 1 > w ? p + 1 - w : 0;
+}
+
+void KvSequence::FreeOutOfWindow() {
+  const size_t next = std::min(size_, keep_from_);  // the earliest token still to be computed
+  for (size_t l = 0; l < tables_.size(); ++l) {
+    const size_t w = Window(l);
+    const size_t lo = w > 0 && next + 1 > w ? next + 1 - w : 0;  // later tokens see less
+    std::vector<BlockId>& t = tables_[l];
+    size_t drop = 0;
+    while (drop < t.size() && (dropped_[l] + drop + 1) * kBlockTokens <= lo) ++drop;
+    if (drop == 0) continue;
+    for (size_t i = 0; i < drop; ++i) store_.pool_.Unref(t[i]);
+    t.erase(t.begin(), t.begin() + static_cast<std::ptrdiff_t>(drop));
+    dropped_[l] += drop;
+  }
 }
 
 KvSequence::~KvSequence() {
@@ -114,7 +160,7 @@ Status KvSequence::Seal(size_t layer, size_t n_full, const uint16_t* nat_k, cons
       store_.seal_k_[i] = F16ToF32(sk[i]);
       store_.seal_v_[i] = F16ToF32(sv[i]);
     }
-    const size_t index = tables_[layer].size() + made.size();
+    const size_t index = sealed_blocks(layer) + made.size();
     BlockInfo info{.seq_id = id_, .layer = layer, .block_index = index, .first_pos = index * kBlockTokens,
                    .k = store_.seal_k_.data(), .v = store_.seal_v_.data(), .kv_dim = kv_dim};
     const BlockFormats f = store_.policy_->FormatFor(info);
@@ -143,7 +189,7 @@ Status KvSequence::Append(size_t layer, size_t n, const float* k, const float* v
   const size_t kv_dim = o.shape.kv_dim(), H = o.shape.n_head_kv, hd = o.shape.head_dim;
   const WindowFormat wf = o.window;
   const size_t rb = WindowRowBytes(wf, H, hd);
-  const size_t base = tables_[layer].size() * kBlockTokens;  // own index of the first native row
+  const size_t base = sealed_blocks(layer) * kBlockTokens;  // index of the first native row
   const size_t w = size_ - base;                             // tokens in the window before this batch
   const size_t rows = w + n;
   // Native rows [base, size_ + n): the window, then the new tokens rounded through the window's
@@ -187,10 +233,12 @@ Status KvSequence::Append(size_t layer, size_t n, const float* k, const float* v
   }
   std::copy_n(stored_k + n_full * kBlockTokens * rb, tail * rb, win_k_[layer].data());
   std::copy_n(stored_v + n_full * kBlockTokens * rb, tail * rb, win_v_[layer].data());
-  // Views of this layer's blocks, for the attention that follows — built here, serially, because
-  // the attention runs on several threads.
+  // Views of this layer's live blocks, for the attention that follows — built here, serially,
+  // because the attention runs on several threads.
   const BlockPool& bp = store_.pool_;
   views_.clear();
+  views_first_ = dropped_[layer];
+  views_window_ = Window(layer);
   for (BlockId id : tables_[layer]) {
     const BlockMeta& m = bp.meta(id);
     views_.push_back({bp.k_data(id), bp.v_data(id), m.k_format, m.v_format});
@@ -198,16 +246,42 @@ Status KvSequence::Append(size_t layer, size_t n, const float* k, const float* v
   return Status::Ok();
 }
 
+namespace {
+
+// Folds the blocks [from, to) of a table whose block i starts at position base + 32·i and whose
+// live views begin at block `first`, restricted to `r` (a block partly before r.lo is masked).
+void FoldBlocks(BlockAttention& att, std::span<const BlockView> views, size_t first, size_t base, size_t from,
+                size_t to, uint32_t kv_head, size_t q0, size_t nq, const SegmentRange& r) {
+  auto start = [&](size_t i) { return base + i * kBlockTokens; };
+  if (r.lo > base) from = std::max(from, (r.lo - base) / kBlockTokens);  // blocks ending after lo
+  if (r.begin > base) from = std::max(from, (r.begin - base + kBlockTokens - 1) / kBlockTokens);
+  if (r.end <= base) return;
+  if (r.end != SIZE_MAX) to = std::min(to, (r.end - base + kBlockTokens - 1) / kBlockTokens);
+  if (from >= to) return;
+  CHORUS_CHECK(from >= first);  // a window never reaches a freed block (FreeOutOfWindow)
+  const size_t skip = r.lo > start(from) ? r.lo - start(from) : 0;
+  att.AddBlocks(views.subspan(from - first, to - from), kv_head, q0, nq, skip);
+}
+
+}  // namespace
+
+void KvSequence::AddOwnBlocks(BlockAttention& att, uint32_t kv_head, size_t q0, size_t nq, size_t to_block,
+                              const SegmentRange& range) const {
+  FoldBlocks(att, views_, views_first_, 0, 0, to_block, kv_head, q0, nq, range);
+}
+
 void KvSequence::AddOwn(BlockAttention& att, size_t t, uint32_t kv_head, size_t q0, size_t nq,
                         size_t from_block) const {
   const size_t kv_dim = store_.options_.shape.kv_dim(), hd = store_.options_.shape.head_dim;
-  const size_t p = size_ + t;  // index of the token in the sequence
+  const size_t p = size_ + t;  // the token's position
   const size_t nb = p / kBlockTokens;
-  const size_t row0 = nb * kBlockTokens - nat_base_;
-  if (from_block < nb)
-    att.AddBlocks(std::span<const BlockView>(views_.data() + from_block, nb - from_block), kv_head, q0, nq);
+  const size_t lo = views_window_ > 0 && p + 1 > views_window_ ? p + 1 - views_window_ : 0;
+  FoldBlocks(att, views_, views_first_, 0, from_block, nb, kv_head, q0, nq, SegmentRange{.lo = lo});
+  const size_t row_pos = nb * kBlockTokens;  // the native rows of p's block
+  const size_t skip = lo > row_pos ? lo - row_pos : 0;
+  const size_t row0 = nb * kBlockTokens - nat_base_ + skip;
   att.AddNative(nat_k_.data() + row0 * kv_dim + kv_head * hd, nat_v_.data() + row0 * kv_dim + kv_head * hd, kv_dim,
-                p - nb * kBlockTokens + 1, q0, nq);
+                p - nb * kBlockTokens + 1 - skip, q0, nq);
 }
 
 Status KvSequence::AppendAndAttend(size_t layer, size_t n, const float* k, const float* v, const float* q,
@@ -217,7 +291,7 @@ Status KvSequence::AppendAndAttend(size_t layer, size_t n, const float* k, const
                                       .q_dim = shape.q_dim(), .kv_dim = shape.kv_dim()});
   CHORUS_RETURN_IF_ERROR(Append(layer, n, k, v));
   const BatchRows rows{this, 0, n};
-  AttendRows(store_, std::span<const BatchRows>(&rows, 1), q, out, pool);
+  AttendRows(store_, layer, std::span<const BatchRows>(&rows, 1), q, out, pool);
   return Status::Ok();
 }
 

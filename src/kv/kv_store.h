@@ -4,7 +4,8 @@
 // others (a shared document, a cached prompt prefix): they are refcounted, read in place, and the
 // batch attention reads a leading run that several sequences share once for all of them.
 // Invariant: a block is sealed once, when its 32 tokens are complete, with the formats the policy
-// picked; it is never re-quantized, and never changed while any sequence holds it.
+// picked; it is never re-quantized, and never changed while any sequence holds it. A sliding-window
+// layer frees a sequence's leading blocks once no token it will still compute can see them.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -30,6 +31,18 @@ struct KvStoreOptions {
   AttentionShape shape;
   size_t budget_bytes = 0;  // 0 = unlimited
   WindowFormat window = WindowFormat::kF16;  // rows of the newest < 32 tokens (window_codec.h)
+  // (n_layer) sliding-window attention per layer, 0 = global (empty: every layer global). A local
+  // layer's token at position p attends positions (p - layer_window[l], p], masked per token even
+  // inside a partly covered block; blocks no reader's window can reach are freed at once.
+  std::vector<uint32_t> layer_window;
+};
+
+// A run of sealed blocks selected by the position of their first token, folded for queries that see positions >= lo (a sliding window's
+// edge; 0 = everything). Defaults: all of them, unmasked.
+struct SegmentRange {
+  size_t lo = 0;                // first position the queries see: earlier rows are masked
+  size_t begin = 0;             // segments whose first position is in [begin, end)
+  size_t end = SIZE_MAX;
 };
 
 // Measured bytes of everything the KV layer holds.
@@ -43,6 +56,16 @@ struct KvUsage {
 };
 
 class KvSequence;
+struct BatchRows;
+
+// Blocks a new sequence starts with (a shared document's, a cached prefix's): per layer, the
+// live blocks [first[l], n) of the run's n blocks (a sliding-window layer may have dropped the
+// leading ones: first[l] > 0; empty `first` = all layers from 0).
+struct BorrowedBlocks {
+  std::span<const std::vector<BlockId>> tables;  // (n_layer) ids of blocks [first[l], n)
+  std::span<const size_t> first;                 // (n_layer) or empty
+  size_t blocks() const;                         // n
+};
 
 class KvStore {
  public:
@@ -52,12 +75,10 @@ class KvStore {
   KvStore(const KvStore&) = delete;
   KvStore& operator=(const KvStore&) = delete;
 
-  // A new sequence of at most `capacity` tokens. `borrowed`, if given, holds one table per layer
-  // of equally many sealed blocks of this store (a shared document's, a cached prefix's): the
-  // sequence starts with them (size() = 32 × that count, one reference taken on each block) and
-  // its own tokens continue after them.
-  std::unique_ptr<KvSequence> NewSequence(size_t capacity,
-                                          std::span<const std::vector<BlockId>> borrowed = {});
+  // A new sequence of at most `capacity` tokens. With borrowed blocks, the sequence starts with
+  // them (size() = 32 × their count, one reference taken on each) and its own tokens continue
+  // after them; what a sliding-window layer's tokens need of the run must be live.
+  std::unique_ptr<KvSequence> NewSequence(size_t capacity, const BorrowedBlocks& borrowed = {});
 
   BlockPool& pool() { return pool_; }
   const BlockPool& pool() const { return pool_; }
@@ -65,16 +86,18 @@ class KvStore {
   const KvStoreOptions& options() const { return options_; }
   KvGeometry geometry() const;
   KvUsage Usage() const;
+  // The first block of layer `layer` a token at `pos` sees (0 on a global layer).
+  size_t FirstVisibleBlock(size_t layer, size_t pos) const;
 
  private:
   friend class KvSequence;
+  friend void AttendRows(KvStore& store, size_t layer, std::span<const BatchRows> entries, const float* q,
+                         float* out, ThreadPool& pool);
   KvStoreOptions options_;
   PrecisionPolicy* policy_;
   BlockPool pool_;
   std::set<const KvSequence*> live_;
   uint64_t next_seq_id_ = 1;
-  friend void AttendRows(KvStore& store, std::span<const struct BatchRows> entries, const float* q, float* out,
-                         ThreadPool& pool);
   // Scratch shared by every sequence (one call appends or attends at a time): a block being
   // encoded, and the per-thread attention states and stacked queries of the batch attention.
   // Held once per store, not once per agent.
@@ -84,10 +107,12 @@ class KvStore {
   void EnsureThreads(size_t n);
 };
 
-// Reorders each layer's block table so blocks of equal (K, V) formats are contiguous (stable, by
-// format): Cocktail's reorder (METHODS.md §3 step 5). Exact for readers that see every block of
-// the table (keys carry their RoPE positions); only ids move, no block is copied or re-encoded.
-void SortBlocksByFormat(std::vector<std::vector<BlockId>>& tables, const BlockPool& pool);
+// Reorders each global layer's block table so blocks of equal (K, V) formats are contiguous
+// (stable, by format): Cocktail's reorder (METHODS.md §3 step 5). Exact for readers that see every
+// block of the table (keys carry their RoPE positions); only ids move, no block is copied or
+// re-encoded. Sliding-window layers mask by position: their tables keep their order.
+void SortBlocksByFormat(std::vector<std::vector<BlockId>>& tables, const BlockPool& pool,
+                        std::span<const uint32_t> layer_window = {});
 
 class KvSequence final : public SequenceKv {
  public:
@@ -99,25 +124,46 @@ class KvSequence final : public SequenceKv {
   size_t capacity() const override { return capacity_; }
   Status AppendAndAttend(size_t layer, size_t n, const float* k, const float* v, const float* q, float* out,
                          ThreadPool& pool) override;
-  // The batch is done: its tokens become part of the sequence and the native rows of the batch
-  // (scratch between Append and the attention of each layer) are given back.
+  // The batch is done: its tokens become part of the sequence, the native rows of the batch
+  // (scratch between Append and the attention of each layer) are given back, and sliding-window
+  // layers free the blocks no later token can see (see keep_from).
   void Commit(size_t n) override;
 
   // The two halves of AppendAndAttend, for batches of several sequences (kv/kv_batch.h):
   // Append stores and seals this layer's K/V of the next n tokens (native rows kept for the
   // attention of this layer); AddOwn folds the keys visible to token t of the batch into queries
-  // [q0, q0+nq) of att: blocks [from_block, (size()+t)/32) and the token's own block's rows.
+  // [q0, q0+nq) of att: blocks [from_block, (size()+t)/32) (its window's edge applied) and the
+  // native rows of its block.
   Status Append(size_t layer, size_t n, const float* k, const float* v);
+  // Blocks [first live, to_block) of the layer of the last Append, within `range`.
+  void AddOwnBlocks(BlockAttention& att, uint32_t kv_head, size_t q0, size_t nq, size_t to_block,
+                    const SegmentRange& range = {}) const;
   // from_block: blocks before it were already folded in (stacked with other tokens' queries).
   void AddOwn(BlockAttention& att, size_t t, uint32_t kv_head, size_t q0, size_t nq, size_t from_block = 0) const;
-  // Views of this layer's blocks as of the last Append (the attention that follows reads them).
+  // First position token t of the batch sees in `layer` (0 on a global layer).
+  size_t VisibleFrom(size_t layer, size_t t) const;
+  // Views of the live blocks of the layer of the last Append (the attention that follows reads them).
   std::span<const BlockView> views() const { return views_; }
+  size_t views_first() const { return views_first_; }
+
+  // Sliding-window layers keep every block a token at position `pos` would see, even when the
+  // sequence's own next token sees less (others will compute from there: a document's readers
+  // recompute its tail block; a prompt's blocks wait until the prefix cache holds them).
+  // SIZE_MAX (the default): free as the sequence moves on.
+  void set_keep_from(size_t pos) { keep_from_ = pos; }
 
   uint64_t id() const { return id_; }
+  // Live sealed blocks of a layer: block indices [first_block(layer), sealed_blocks(layer)).
   const std::vector<BlockId>& blocks(size_t layer) const { return tables_[layer]; }
+  size_t first_block(size_t layer) const { return dropped_[layer]; }
+  size_t sealed_blocks(size_t layer) const { return dropped_[layer] + tables_[layer].size(); }
+  // The block id of block index j of a layer, or kNoBlock if it was freed (sliding window).
+  BlockId block(size_t layer, size_t j) const {
+    return j >= dropped_[layer] && j < sealed_blocks(layer) ? tables_[layer][j - dropped_[layer]] : kNoBlock;
+  }
+  size_t window_tokens(size_t layer) const { return size_ - sealed_blocks(layer) * kBlockTokens; }
   // Leading blocks per layer that came from NewSequence's `borrowed` (not sealed by this sequence).
   size_t borrowed_blocks() const { return borrowed_; }
-  size_t window_tokens(size_t layer) const { return size_ - tables_[layer].size() * kBlockTokens; }
   size_t window_bytes() const;
   size_t table_bytes() const;
 
@@ -125,15 +171,23 @@ class KvSequence final : public SequenceKv {
   friend class KvStore;
   KvSequence(KvStore& store, uint64_t id, size_t capacity);
   Status Seal(size_t layer, size_t n_full, const uint16_t* nat_k, const uint16_t* nat_v);
+  // Frees the leading blocks of every sliding-window layer that no token from
+  // min(size_, keep_from_) on can see.
+  void FreeOutOfWindow();
+  size_t Window(size_t layer) const;  // 0 = global
 
   KvStore& store_;
   uint64_t id_;
   size_t capacity_;
   size_t size_ = 0;
   size_t borrowed_ = 0;                          // leading blocks per layer not sealed here
-  std::vector<std::vector<BlockId>> tables_;     // (n_layer, sealed blocks) one pool ref each
-  std::vector<BlockView> views_;                 // this layer's blocks, set by Append
-  size_t nat_base_ = 0;                          // own index of nat_ row 0
+  size_t keep_from_ = SIZE_MAX;
+  std::vector<std::vector<BlockId>> tables_;     // (n_layer, live sealed blocks) one pool ref each
+  std::vector<size_t> dropped_;                  // (n_layer) leading blocks freed (sliding window)
+  std::vector<BlockView> views_;                 // this layer's live blocks, set by Append
+  size_t views_first_ = 0;                       // block index of views_[0]
+  size_t views_window_ = 0;                      // sliding window of the layer of views_ (0 = global)
+  size_t nat_base_ = 0;                          // index of nat_ row 0
   // (n_layer) stored rows (WindowRowBytes each) of the tokens after the last sealed block.
   std::vector<AlignedBuffer<uint8_t>> win_k_, win_v_;
   // (window + batch, kv_dim) fp16 native rows of the layer being computed: read by this

@@ -1,4 +1,4 @@
-// Chat templates: render messages into a prompt for the families chorus knows (ChatML, Llama-2/3, Mistral); not a Jinja engine.
+// Chat templates: render messages into a prompt for the families chorus knows (ChatML, Llama-2/3, Mistral, Gemma); not a Jinja engine.
 #include "model/chat_template.h"
 
 #include <optional>
@@ -19,6 +19,7 @@ constexpr std::pair<const char*, ChatTemplateKind> kNames[] = {
     {"mistral-v7", ChatTemplateKind::kMistralV7},
     {"mistral-v7-tekken", ChatTemplateKind::kMistralV7Tekken},
     {"llama3", ChatTemplateKind::kLlama3},
+    {"gemma", ChatTemplateKind::kGemma},
 };
 
 // llama.cpp's trim: ASCII isspace at both ends.
@@ -109,10 +110,11 @@ Result<ChatTemplate> DetectChatTemplate(std::string_view t) {
   if (Contains(t, "<|start_header_id|>") && Contains(t, "<|end_header_id|>")) {
     return ChatTemplate{ChatTemplateKind::kLlama3, ""};
   }
+  if (Contains(t, "<start_of_turn>")) return ChatTemplate{ChatTemplateKind::kGemma, ""};
   std::string head(t.substr(0, 80));
   return Status::Error(
-      "unsupported chat template (chorus renders ChatML, Llama-2, Llama-3 and Mistral families, "
-      "or a name: chatml, llama2, llama3, mistral-v7 ...); template begins: '{}'",
+      "unsupported chat template (chorus renders ChatML, Llama-2, Llama-3, Mistral and Gemma families, "
+      "or a name: chatml, llama2, llama3, mistral-v7, gemma ...); template begins: '{}'",
       head);
 }
 
@@ -130,6 +132,24 @@ std::string RenderChat(const ChatTemplate& tmpl, std::span<const ChatMessage> me
       }
       if (add_generation_prompt) out += "<|im_start|>assistant\n";
       break;
+    case K::kGemma: {  // llama.cpp LLM_CHAT_TEMPLATE_GEMMA
+      std::string system;
+      for (const ChatMessage& m : messages) {
+        if (m.role == "system") {
+          system += Trim(m.content);
+          continue;
+        }
+        const std::string role = m.role == "assistant" ? "model" : m.role;
+        out += "<start_of_turn>" + role + "\n";
+        if (!system.empty() && role != "model") {
+          out += system + "\n\n";
+          system.clear();
+        }
+        out += Trim(m.content) + "<end_of_turn>\n";
+      }
+      if (add_generation_prompt) out += "<start_of_turn>model\n";
+      break;
+    }
     case K::kLlama3:
       for (const ChatMessage& m : messages) {
         out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + Trim(m.content) +

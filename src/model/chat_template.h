@@ -1,4 +1,4 @@
-// Chat templates: render messages into a prompt for the families chorus knows (ChatML, Llama-2/3, Mistral); not a Jinja engine.
+// Chat templates: render messages into a prompt for the families chorus knows (ChatML, Llama-2/3, Mistral, Gemma); not a Jinja engine.
 #pragma once
 #include <span>
 #include <string>
@@ -26,6 +26,7 @@ enum class ChatTemplateKind {
   kMistralV7,        // [SYSTEM_PROMPT] ... [/SYSTEM_PROMPT][INST] ... [/INST]
   kMistralV7Tekken,
   kLlama3,           // <|start_header_id|>role<|end_header_id|>\n\ncontent<|eot_id|>
+  kGemma,            // <start_of_turn>user\ncontent<end_of_turn>\n, assistant = "model", system folded into the next turn
 };
 
 struct ChatTemplate {
@@ -39,7 +40,7 @@ struct ChatTemplate {
 // Recognizes tokenizer.chat_template text (by the markers llama.cpp's llm_chat_detect_template
 // uses) or a family name ("chatml", "llama2", "llama2-sys", "llama2-sys-bos",
 // "llama2-sys-strip", "mistral-v1", "mistral-v3", "mistral-v3-tekken", "mistral-v7",
-// "mistral-v7-tekken", "llama3"). Anything else is an error naming what is supported.
+// "mistral-v7-tekken", "llama3", "gemma"). Anything else is an error naming what is supported.
 Result<ChatTemplate> DetectChatTemplate(std::string_view template_text);
 
 // The prompt text, without BOS (Encode(add_special = true) adds it when the model wants it).

@@ -1,5 +1,7 @@
-// ForwardPass: embeddings → L × [RMSNorm, QKV, RoPE, causal GQA attention, out, RMSNorm, SwiGLU MLP]
-// → final norm → logits. Matmuls read the quantized weights directly (ops/matmul).
+// ForwardPass: embeddings → L × [RMSNorm, QKV (+bias), (QK-norm), RoPE, causal GQA attention (sliding
+// window on local layers), out, (post-norm), RMSNorm, SwiGLU / GeGLU MLP, (post-norm)] → final norm →
+// logits (soft-capped). One pass for every architecture: ModelConfig's switches pick the pieces.
+// Matmuls read the quantized weights directly (ops/matmul).
 #include "model/forward.h"
 
 #include <algorithm>
@@ -24,6 +26,8 @@ ForwardPass::ForwardPass(const Model& model, size_t max_batch, size_t max_rows)
   up_.Resize(b * c_.n_ff);
   proj_.Resize(b * c_.n_embd);
   rope_.Resize(b * c_.rope_dim);
+  for (size_t l = 0; l < c_.n_layer; ++l) has_local_ = has_local_ || c_.is_local(l);
+  if (has_local_) rope_local_.Resize(b * c_.rope_dim);
 }
 
 static AttentionShape ShapeOf(const ModelConfig& c) {
@@ -31,11 +35,12 @@ static AttentionShape ShapeOf(const ModelConfig& c) {
 }
 
 DenseKvCache ForwardPass::MakeCache(size_t capacity) const {
-  return DenseKvCache(c_.n_layer, capacity, ShapeOf(c_));
+  return DenseKvCache(c_.n_layer, capacity, ShapeOf(c_), c_.layer_window);
 }
 
 KvStoreOptions ForwardPass::StoreOptions(size_t budget_bytes) const {
-  return KvStoreOptions{.n_layer = c_.n_layer, .shape = ShapeOf(c_), .budget_bytes = budget_bytes};
+  return KvStoreOptions{.n_layer = c_.n_layer, .shape = ShapeOf(c_), .budget_bytes = budget_bytes,
+                        .layer_window = c_.layer_window};
 }
 
 Status ForwardPass::CheckInput(std::span<const int32_t> tokens, const SequenceKv& kv) const {
@@ -101,34 +106,56 @@ Status ForwardPass::RunBatch(std::span<const int32_t> tokens, SequenceKv& kv, Th
                              std::span<const size_t> logit_rows, float* logits) {
   const size_t n = tokens.size(), d = c_.n_embd;
   const ModelWeights& w = model_.weights();
+  // Global layers: rope.freq_base with the linear scale and rope_freqs; local (sliding-window)
+  // layers: rope.freq_base_swa, unscaled (llama.cpp's get_rope_freq_base / _scale).
+  const RopeParams global{.base = c_.rope_base, .freq_scale = c_.rope_freq_scale, .freq_factors = w.rope_freqs};
+  const RopeParams local{.base = c_.rope_base_local};
   for (size_t t = 0; t < n; ++t) {
     DequantizeRow(w.token_embd.type, w.token_embd.data + tokens[t] * w.token_embd.row_bytes,
                   x_.data() + t * d, d);
-    RopeTable(static_cast<int64_t>(kv.Position(t)), c_.rope_dim, c_.rope_base, rope_.data() + t * c_.rope_dim);
+    if (c_.embd_scale != 1.0f) Scale(x_.data() + t * d, d, c_.embd_scale);
+    const auto pos = static_cast<int64_t>(kv.Position(t));
+    RopeTable(pos, c_.rope_dim, global, rope_.data() + t * c_.rope_dim);
+    if (has_local_) RopeTable(pos, c_.rope_dim, local, rope_local_.data() + t * c_.rope_dim);
   }
-  auto norm_rows = [&](const float* weight) {
+  // In place: rows of n_embd normalized (the post-norms normalize a matmul's output).
+  auto norm_rows = [&](const float* weight, const float* src, float* dst) {
     pool.ParallelFor(n, 1, [&](size_t b, size_t e) {
-      for (size_t t = b; t < e; ++t) RmsNorm(x_.data() + t * d, weight, d, c_.rms_eps, xn_.data() + t * d);
+      for (size_t t = b; t < e; ++t) RmsNorm(src + t * d, weight, d, c_.rms_eps, dst + t * d);
     });
+  };
+  auto add_bias = [&](const float* bias, float* y, size_t cols) {
+    if (!bias) return;
+    for (size_t t = 0; t < n; ++t) Add(bias, cols, y + t * cols);
   };
   for (size_t l = 0; l < c_.n_layer; ++l) {
     const LayerWeights& L = w.layers[l];
-    norm_rows(L.attn_norm);
+    norm_rows(L.attn_norm, x_.data(), xn_.data());
     MatMul(L.wq, xn_.data(), n, q_.data(), pool);
     MatMul(L.wk, xn_.data(), n, k_.data(), pool);
     MatMul(L.wv, xn_.data(), n, v_.data(), pool);
-    RopeAndScale(n, pool);
+    add_bias(L.bq, q_.data(), c_.q_dim());
+    add_bias(L.bk, k_.data(), c_.kv_dim());
+    add_bias(L.bv, v_.data(), c_.kv_dim());
+    PrepareQk(l, n, pool);
     CHORUS_RETURN_IF_ERROR(kv.AppendAndAttend(l, n, k_.data(), v_.data(), q_.data(), attn_.data(), pool));
     MatMul(L.wo, attn_.data(), n, proj_.data(), pool);
+    add_bias(L.bo, proj_.data(), d);
+    if (L.attn_post_norm) norm_rows(L.attn_post_norm, proj_.data(), proj_.data());
     Add(proj_.data(), n * d, x_.data());
-    norm_rows(L.ffn_norm);
+    norm_rows(L.ffn_norm, x_.data(), xn_.data());
     MatMul(L.w_gate, xn_.data(), n, gate_.data(), pool);
     MatMul(L.w_up, xn_.data(), n, up_.data(), pool);
+    const bool gelu = c_.ffn_act == FfnActivation::kGeluTanh;
     pool.ParallelFor(n, 1, [&](size_t b, size_t e) {
-      for (size_t t = b; t < e; ++t)
-        SwiGlu(gate_.data() + t * c_.n_ff, up_.data() + t * c_.n_ff, c_.n_ff, gate_.data() + t * c_.n_ff);
+      for (size_t t = b; t < e; ++t) {
+        float* g = gate_.data() + t * c_.n_ff;
+        if (gelu) GeGluTanh(g, up_.data() + t * c_.n_ff, c_.n_ff, g);
+        else SwiGlu(g, up_.data() + t * c_.n_ff, c_.n_ff, g);
+      }
     });
     MatMul(L.w_down, gate_.data(), n, proj_.data(), pool);
+    if (L.ffn_post_norm) norm_rows(L.ffn_post_norm, proj_.data(), proj_.data());
     Add(proj_.data(), n * d, x_.data());
   }
   kv.Commit(n);
@@ -136,21 +163,30 @@ Status ForwardPass::RunBatch(std::span<const int32_t> tokens, SequenceKv& kv, Th
   for (size_t i = 0; i < logit_rows.size(); ++i)
     RmsNorm(x_.data() + logit_rows[i] * d, w.output_norm, d, c_.rms_eps, xn_.data() + i * d);
   MatMul(w.output, xn_.data(), logit_rows.size(), logits, pool);
+  if (c_.final_logit_softcap > 0) SoftCap(logits, logit_rows.size() * c_.n_vocab, c_.final_logit_softcap);
   return Status::Ok();
 }
 
-void ForwardPass::RopeAndScale(size_t n, ThreadPool& pool) {
+void ForwardPass::PrepareQk(size_t layer, size_t n, ThreadPool& pool) {
   const size_t hd = c_.head_dim, q_dim = c_.q_dim(), kv_dim = c_.kv_dim();
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const float scale = c_.query_scale();
+  const LayerWeights& L = model_.weights().layers[layer];
+  const float* table = c_.is_local(layer) ? rope_local_.data() : rope_.data();
+  const bool neox = c_.rope_style == RopeStyle::kNeox;
+  auto rotate = [&](float* head, const float* norm, const float* cs) {
+    if (norm) RmsNorm(head, norm, hd, c_.rms_eps, head);
+    if (neox) RopeApplyNeox(head, c_.rope_dim, cs);
+    else RopeApply(head, c_.rope_dim, cs);
+  };
   pool.ParallelFor(n, 1, [&](size_t b, size_t e) {
     for (size_t t = b; t < e; ++t) {
-      const float* cs = rope_.data() + t * c_.rope_dim;
+      const float* cs = table + t * c_.rope_dim;
       for (size_t h = 0; h < c_.n_head; ++h) {
         float* qh = q_.data() + t * q_dim + h * hd;
-        RopeApply(qh, c_.rope_dim, cs);
+        rotate(qh, L.attn_q_norm, cs);
         Scale(qh, hd, scale);
       }
-      for (size_t h = 0; h < c_.n_head_kv; ++h) RopeApply(k_.data() + t * kv_dim + h * hd, c_.rope_dim, cs);
+      for (size_t h = 0; h < c_.n_head_kv; ++h) rotate(k_.data() + t * kv_dim + h * hd, L.attn_k_norm, cs);
     }
   });
 }

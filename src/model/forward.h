@@ -1,5 +1,6 @@
-// ForwardPass: runs the llama-family transformer over a batch of tokens of one sequence, appending
-// their K/V to the cache, and returns logits. Owns the activation scratch, sized once for max_batch.
+// ForwardPass: runs the transformer (llama, mistral, qwen2, gemma3: ModelConfig's switches) over a
+// batch of tokens of one sequence, appending their K/V to the cache, and returns logits. Owns the
+// activation scratch, sized once for max_batch.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -52,7 +53,9 @@ class ForwardPass {
   Status CheckInput(std::span<const int32_t> tokens, const SequenceKv& kv) const;
   Status RunBatch(std::span<const int32_t> tokens, SequenceKv& kv, ThreadPool& pool,
                   std::span<const size_t> logit_rows, float* logits);
-  void RopeAndScale(size_t n, ThreadPool& pool);
+  // Per head of the n rows of q_/k_: QK-norm (when the model has it), RoPE with the layer's table;
+  // queries scaled by ModelConfig::query_scale().
+  void PrepareQk(size_t layer, size_t n, ThreadPool& pool);
 
   const Model& model_;
   const ModelConfig& c_;
@@ -67,7 +70,9 @@ class ForwardPass {
   AlignedBuffer<float> gate_;    // (max_batch, n_ff)
   AlignedBuffer<float> up_;      // (max_batch, n_ff)
   AlignedBuffer<float> proj_;    // (max_batch, n_embd)
-  AlignedBuffer<float> rope_;    // (max_batch, rope_dim) cos/sin pairs per token
+  AlignedBuffer<float> rope_;    // (max_batch, rope_dim) cos/sin pairs per token, global layers
+  AlignedBuffer<float> rope_local_;  // (max_batch, rope_dim) the same for sliding-window layers
+  bool has_local_ = false;           // some layer has a sliding window
 };
 
 }  // namespace chorus

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <set>
+
 #include "gguf/gguf.h"              // GgufFile, GgufTensor
 #include "model/tokenizer_gguf.h"   // TokenizerDataFromGguf
 
@@ -22,6 +24,7 @@ class Binder {
   Result<WeightView> Matrix(const std::string& name, size_t rows, size_t cols) {
     const GgufTensor* t = f_.FindTensor(name);
     if (!t) return Status::Error("missing tensor '{}'", name);
+    bound_.insert(name);
     if (t->dims.size() != 2 || t->dims[0] != cols || t->dims[1] != rows)
       return Status::Error("tensor '{}' has shape {}, expected [{}, {}]", name, DimsString(t->dims), cols, rows);
     const auto* traits = GgmlTraitsPtr(t->type);
@@ -36,15 +39,34 @@ class Binder {
   Result<const float*> Vector(const std::string& name, size_t n) {
     const GgufTensor* t = f_.FindTensor(name);
     if (!t) return Status::Error("missing tensor '{}'", name);
-    if (t->type != GgmlType::kF32) return Status::Error("tensor '{}' must be F32 (norm weights)", name);
-    if (t->n_elements != n) return Status::Error("tensor '{}' has {} elements, expected {}", name, t->n_elements, n);
+    bound_.insert(name);
+    if (t->type != GgmlType::kF32) return Status::Error("tensor '{}' must be F32 (norm weights, biases)", name);
+    if (t->dims.size() != 1 || t->n_elements != n)
+      return Status::Error("tensor '{}' has shape {}, expected [{}]", name, DimsString(t->dims), n);
     if (reinterpret_cast<uintptr_t>(t->data) % alignof(float) != 0)
       return Status::Error("tensor '{}' is not 4-byte aligned in the file", name);
     return reinterpret_cast<const float*>(t->data);
   }
 
+  // A vector the file may lack: null then.
+  Result<const float*> OptionalVector(const std::string& name, size_t n) {
+    if (!f_.FindTensor(name)) return static_cast<const float*>(nullptr);
+    return Vector(name, n);
+  }
+
+  // Every tensor of the file must have been bound: one chorus does not know is a feature it
+  // would otherwise ignore (an FFN bias, a fused QKV, experts ...).
+  Status CheckAllBound(const std::string& arch) const {
+    for (const GgufTensor& t : f_.tensors())
+      if (!bound_.count(t.name))
+        return Status::Error("unexpected tensor '{}' (shape {}): chorus does not implement it for architecture '{}'",
+                             t.name, DimsString(t.dims), arch);
+    return Status::Ok();
+  }
+
  private:
   const GgufFile& f_;
+  std::set<std::string, std::less<>> bound_;
 };
 
 Result<ModelWeights> BindWeights(const GgufFile& f, ModelConfig& c) {
@@ -62,6 +84,9 @@ Result<ModelWeights> BindWeights(const GgufFile& f, ModelConfig& c) {
     w.output = w.token_embd;
     w.tied_output = true;
   }
+  CHORUS_ASSIGN_OR_RETURN(w.rope_freqs, b.OptionalVector("rope_freqs.weight", c.rope_dim / 2));
+  if (w.rope_freqs && c.arch != "llama" && c.arch != "mistral")
+    return Status::Error("RoPE frequency factors (rope_freqs.weight) on architecture '{}' are not implemented", c.arch);
   for (size_t l = 0; l < c.n_layer; ++l) {
     const std::string p = fmt::format("blk.{}.", l);
     LayerWeights L;
@@ -70,12 +95,25 @@ Result<ModelWeights> BindWeights(const GgufFile& f, ModelConfig& c) {
     CHORUS_ASSIGN_OR_RETURN(L.wk, b.Matrix(p + "attn_k.weight", c.kv_dim(), c.n_embd));
     CHORUS_ASSIGN_OR_RETURN(L.wv, b.Matrix(p + "attn_v.weight", c.kv_dim(), c.n_embd));
     CHORUS_ASSIGN_OR_RETURN(L.wo, b.Matrix(p + "attn_output.weight", c.n_embd, c.q_dim()));
+    CHORUS_ASSIGN_OR_RETURN(L.bq, b.OptionalVector(p + "attn_q.bias", c.q_dim()));
+    CHORUS_ASSIGN_OR_RETURN(L.bk, b.OptionalVector(p + "attn_k.bias", c.kv_dim()));
+    CHORUS_ASSIGN_OR_RETURN(L.bv, b.OptionalVector(p + "attn_v.bias", c.kv_dim()));
+    CHORUS_ASSIGN_OR_RETURN(L.bo, b.OptionalVector(p + "attn_output.bias", c.n_embd));
+    if (c.qk_norm) {
+      CHORUS_ASSIGN_OR_RETURN(L.attn_q_norm, b.Vector(p + "attn_q_norm.weight", c.head_dim));
+      CHORUS_ASSIGN_OR_RETURN(L.attn_k_norm, b.Vector(p + "attn_k_norm.weight", c.head_dim));
+    }
+    if (c.post_norms) {
+      CHORUS_ASSIGN_OR_RETURN(L.attn_post_norm, b.Vector(p + "post_attention_norm.weight", c.n_embd));
+      CHORUS_ASSIGN_OR_RETURN(L.ffn_post_norm, b.Vector(p + "post_ffw_norm.weight", c.n_embd));
+    }
     CHORUS_ASSIGN_OR_RETURN(L.ffn_norm, b.Vector(p + "ffn_norm.weight", c.n_embd));
     CHORUS_ASSIGN_OR_RETURN(L.w_gate, b.Matrix(p + "ffn_gate.weight", c.n_ff, c.n_embd));
     CHORUS_ASSIGN_OR_RETURN(L.w_up, b.Matrix(p + "ffn_up.weight", c.n_ff, c.n_embd));
     CHORUS_ASSIGN_OR_RETURN(L.w_down, b.Matrix(p + "ffn_down.weight", c.n_embd, c.n_ff));
     w.layers.push_back(L);
   }
+  CHORUS_RETURN_IF_ERROR(b.CheckAllBound(c.arch));
   return w;
 }
 
@@ -106,7 +144,11 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path) {
 }
 
 std::optional<std::string_view> Model::chat_template() const {
-  return file_->GetString("tokenizer.chat_template");
+  if (auto t = file_->GetString("tokenizer.chat_template")) return t;
+  // Gemma's turn markers are in every Gemma 3 vocabulary, base models included (the 270M base
+  // GGUF has no template): the family name, rendered as llama.cpp's LLM_CHAT_TEMPLATE_GEMMA.
+  if (config_.arch == "gemma3" && tokenizer_ && tokenizer_->Find("<start_of_turn>")) return "gemma";
+  return std::nullopt;
 }
 
 size_t Model::weight_bytes() const {

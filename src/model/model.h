@@ -16,16 +16,25 @@ namespace chorus {
 
 class GgufFile;
 
+// Optional tensors are null when the file has none (biases) or the config does not use them.
 struct LayerWeights {
-  const float* attn_norm;  // (n_embd)
-  WeightView wq;           // (q_dim, n_embd)
-  WeightView wk;           // (kv_dim, n_embd)
-  WeightView wv;           // (kv_dim, n_embd)
-  WeightView wo;           // (n_embd, q_dim)
-  const float* ffn_norm;   // (n_embd)
-  WeightView w_gate;       // (n_ff, n_embd)
-  WeightView w_up;         // (n_ff, n_embd)
-  WeightView w_down;       // (n_embd, n_ff)
+  const float* attn_norm = nullptr;       // (n_embd)
+  WeightView wq;                          // (q_dim, n_embd)
+  WeightView wk;                          // (kv_dim, n_embd)
+  WeightView wv;                          // (kv_dim, n_embd)
+  WeightView wo;                          // (n_embd, q_dim)
+  const float* bq = nullptr;              // (q_dim) optional bias (qwen2; llama when present)
+  const float* bk = nullptr;              // (kv_dim)
+  const float* bv = nullptr;              // (kv_dim)
+  const float* bo = nullptr;              // (n_embd)
+  const float* attn_q_norm = nullptr;     // (head_dim) ModelConfig::qk_norm
+  const float* attn_k_norm = nullptr;     // (head_dim)
+  const float* attn_post_norm = nullptr;  // (n_embd) ModelConfig::post_norms
+  const float* ffn_norm = nullptr;        // (n_embd)
+  WeightView w_gate;                      // (n_ff, n_embd)
+  WeightView w_up;                        // (n_ff, n_embd)
+  WeightView w_down;                      // (n_embd, n_ff)
+  const float* ffn_post_norm = nullptr;   // (n_embd) ModelConfig::post_norms
 };
 
 struct ModelWeights {
@@ -33,7 +42,8 @@ struct ModelWeights {
   const float* output_norm;  // (n_embd)
   WeightView output;         // (n_vocab, n_embd); token_embd when tied
   bool tied_output = false;
-  std::vector<LayerWeights> layers;  // (n_layer)
+  const float* rope_freqs = nullptr;  // (rope_dim/2) optional RoPE frequency factors (Llama 3.1+)
+  std::vector<LayerWeights> layers;   // (n_layer)
 };
 
 class Model {
@@ -45,7 +55,7 @@ class Model {
   const ModelWeights& weights() const { return weights_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   const GgufFile& gguf() const { return *file_; }
-  // tokenizer.chat_template, if the file has one.
+  // tokenizer.chat_template, if the file has one; else for gemma3 the family name "gemma".
   std::optional<std::string_view> chat_template() const;
   // Bytes of all weight tensors in the file (mapped, not copied).
   size_t weight_bytes() const;

@@ -103,10 +103,15 @@ std::string EncodeByteAlphabet(std::string_view bytes) {
 }
 
 // Texts llama.cpp (llama-vocab.cpp, special_eog_ids and the FIM pad/repo/sep detection)
-// treats as end of generation.
-constexpr const char* kEogTexts[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>",
-    "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>", "<end_of_utterance>",
+// treats as end of generation. The first group (its "control-looking" list) is also made a
+// control token when the vocab says otherwise (Gemma 3's "</s>" is a normal token there).
+constexpr const char* kControlEogTexts[] = {
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
+    "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
+    "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
+    "<\xef\xbd\x9c" "end\xe2\x96\x81" "of\xe2\x96\x81" "sentence\xef\xbd\x9c>", "[e~[",
+};
+constexpr const char* kOtherEogTexts[] = {
     "<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<|fim_repo|>", "<|repo_name|>", "<fim-repo>",
     "<reponame>", "<|file_sep|>",
 };
@@ -148,10 +153,11 @@ struct Tokenizer::Scratch {
 };
 
 Result<Tokenizer> Tokenizer::Create(const TokenizerData& d) {
-  if (d.model != "gpt2") {
-    return Status::Error("unsupported tokenizer.ggml.model '{}' (only 'gpt2' byte-level BPE)",
-                         d.model);
+  if (d.model != "gpt2" && d.model != "llama") {
+    return Status::Error("unsupported tokenizer.ggml.model '{}' (chorus has 'gpt2' byte-level BPE and "
+                         "'llama' SentencePiece)", d.model);
   }
+  const bool spm = d.model == "llama";
   const size_t n = d.tokens.size();
   if (n == 0 || n >= (size_t{1} << 30)) {
     return Status::Error("tokenizer vocab has {} tokens (need 1 .. 2^30)", n);
@@ -168,8 +174,10 @@ Result<Tokenizer> Tokenizer::Create(const TokenizerData& d) {
   }
   if (d.add_bos && !d.bos) return Status::Error("tokenizer add_bos is set but bos id is missing");
 
-  CHORUS_ASSIGN_OR_RETURN(PreTokenizer pretok, PreTokenizer::Create(d.pre));
+  // SentencePiece has no pre-split (llama.cpp ignores tokenizer.ggml.pre for it).
+  CHORUS_ASSIGN_OR_RETURN(PreTokenizer pretok, PreTokenizer::Create(spm ? std::string_view("default") : d.pre));
   Tokenizer t(std::move(pretok));
+  t.spm_ = spm;
   t.bos_ = d.bos;
   t.eos_ = d.eos;
   t.add_bos_ = d.add_bos;
@@ -184,17 +192,26 @@ Result<Tokenizer> Tokenizer::Create(const TokenizerData& d) {
       const int32_t ty = d.token_types[id];
       t.types_[id] = (ty >= 0 && ty <= 6) ? static_cast<TokenType>(ty) : TokenType::kUndefined;
     }
+    for (const char* e : kControlEogTexts)
+      if (t.texts_[id] == e) t.types_[id] = TokenType::kControl;  // as llama.cpp overrides it
     t.text_to_id_[t.texts_[id]] = id;  // last wins, as llama.cpp's token_to_id
     const bool special = IsSpecialType(t.types_[id]);
-    t.pieces_[id] = special ? t.texts_[id] : DecodeByteAlphabet(t.texts_[id]);
-    auto [it, inserted] = t.piece_to_id_.try_emplace(t.pieces_[id], id);
-    if (!inserted && special && !IsSpecialType(t.types_[it->second])) it->second = id;
+    if (!spm) t.pieces_[id] = special ? t.texts_[id] : DecodeByteAlphabet(t.texts_[id]);
     if (special && !t.texts_[id].empty()) t.special_ids_.push_back(id);
+  }
+  if (spm) CHORUS_RETURN_IF_ERROR(t.InitSpm(d));
+  for (int32_t id = 0; id < n32; ++id) {
+    auto [it, inserted] = t.piece_to_id_.try_emplace(t.pieces_[id], id);
+    if (!inserted && IsSpecialType(t.types_[id]) && !IsSpecialType(t.types_[it->second])) it->second = id;
   }
   std::stable_sort(t.special_ids_.begin(), t.special_ids_.end(), [&](int32_t a, int32_t b) {
     return t.texts_[a].size() > t.texts_[b].size();
   });
 
+  if (spm) {  // no merges: SentencePiece merges by score (InitSpm)
+    t.FindEndOfGeneration();
+    return t;
+  }
   // Real vocabs lack some bytes (SmolLM2: 0xC0, 0xC1, 0xF5..0xFF and five control bytes).
   const ByteAlphabet& alphabet = Alphabet();
   for (int b = 0; b < 256; ++b) {
@@ -234,15 +251,20 @@ Result<Tokenizer> Tokenizer::Create(const TokenizerData& d) {
     t.merges_.try_emplace(PairKey(*l, *r), Merge{static_cast<int32_t>(i), *m});
   }
 
-  for (int32_t id = 0; id < n32; ++id) {
-    for (const char* e : kEogTexts) {
-      if (t.texts_[id] == e) t.eog_ids_.push_back(id);
-    }
-  }
-  if (t.eos_) t.eog_ids_.push_back(*t.eos_);
-  std::sort(t.eog_ids_.begin(), t.eog_ids_.end());
-  t.eog_ids_.erase(std::unique(t.eog_ids_.begin(), t.eog_ids_.end()), t.eog_ids_.end());
+  t.FindEndOfGeneration();
   return t;
+}
+
+void Tokenizer::FindEndOfGeneration() {
+  for (int32_t id = 0; id < n_vocab(); ++id) {
+    for (const char* e : kControlEogTexts)
+      if (texts_[id] == e) eog_ids_.push_back(id);
+    for (const char* e : kOtherEogTexts)
+      if (texts_[id] == e) eog_ids_.push_back(id);
+  }
+  if (eos_) eog_ids_.push_back(*eos_);
+  std::sort(eog_ids_.begin(), eog_ids_.end());
+  eog_ids_.erase(std::unique(eog_ids_.begin(), eog_ids_.end()), eog_ids_.end());
 }
 
 void Tokenizer::EmitSymbol(int32_t id, std::vector<int32_t>& out) const {
@@ -345,9 +367,20 @@ std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_special,
   }
 
   Scratch s;
+  bool prev_special = true;  // SentencePiece: the first fragment counts as following a special token
   for (const Fragment& f : frags) {
     if (f.token >= 0) {
       out.push_back(f.token);
+      prev_special = true;
+    } else if (spm_) {
+      // As llama.cpp: an optional leading space, then every space as ▁ (U+2581).
+      std::string escaped = add_space_prefix_ && prev_special ? "\xe2\x96\x81" : "";
+      for (char c : text.substr(f.begin, f.size)) {
+        if (c == ' ') escaped += "\xe2\x96\x81";
+        else escaped += c;
+      }
+      EncodeSpm(escaped, out);
+      prev_special = false;
     } else {
       EncodeRaw(text.substr(f.begin, f.size), s, out);
     }

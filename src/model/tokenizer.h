@@ -1,6 +1,10 @@
-// Tokenizer: byte-level BPE as llama.cpp does it for tokenizer.ggml.model "gpt2"; Decode(Encode(s)) == s minus bytes the vocab lacks.
+// Tokenizer: what the GGUF says, as llama.cpp does it — tokenizer.ggml.model "gpt2" (byte-level BPE)
+// or "llama" (SentencePiece: score-ranked merges over UTF-8 characters, ▁ for spaces, <0xXX> byte
+// fallback). Decode(Encode(s)) == s minus bytes the vocab lacks (and, for SentencePiece with
+// add_space_prefix, the leading space it adds).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -28,13 +32,15 @@ enum class TokenType : int32_t {
 // The tokenizer as plain data, filled from the GGUF keys tokenizer.ggml.* by the loader
 // (see model/tokenizer_gguf.h), so the tokenizer does not depend on the GGUF reader.
 struct TokenizerData {
-  std::string model;                 // tokenizer.ggml.model; must be "gpt2"
-  std::string pre;                   // tokenizer.ggml.pre, e.g. "smollm"
-  std::vector<std::string> tokens;   // (n_vocab) token texts in the GPT-2 byte alphabet
+  std::string model;                 // tokenizer.ggml.model: "gpt2" or "llama"
+  std::string pre;                   // tokenizer.ggml.pre, e.g. "smollm" (gpt2 only)
+  std::vector<std::string> tokens;   // (n_vocab) token texts: GPT-2 byte alphabet / SentencePiece ▁ pieces
   std::vector<int32_t> token_types;  // (n_vocab) TokenType values, or empty = all normal
-  std::vector<std::string> merges;   // (n_merges) "left right", rank = index
+  std::vector<std::string> merges;   // (n_merges) "left right", rank = index (gpt2)
+  std::vector<float> scores;         // (n_vocab) merge priority, higher first (llama), or empty = 0
   std::optional<int32_t> bos, eos, unk, pad;
   bool add_bos = false;  // Encode(add_special = true) prepends bos
+  bool add_space_prefix = true;  // llama: a raw fragment after BOS / a special token gets a leading space
 };
 
 class Tokenizer {
@@ -55,8 +61,9 @@ class Tokenizer {
   // comes back from Decode.
   std::vector<int32_t> Encode(std::string_view text, bool add_special, bool parse_special) const;
 
-  // The bytes of one token: normal tokens through the inverse GPT-2 byte map, others
-  // (control, user-defined ...) as their text. Empty for an id out of range.
+  // The bytes of one token: normal tokens through the inverse GPT-2 byte map (gpt2) or with ▁ as
+  // a space (llama), byte tokens <0xXX> as their byte, others (control, user-defined ...) as
+  // their text; unused tokens are empty. Empty for an id out of range.
   std::string TokenToPiece(int32_t id) const;
   // Concatenated pieces; ids out of range are skipped.
   std::string Decode(std::span<const int32_t> ids) const;
@@ -89,14 +96,29 @@ class Tokenizer {
   void EncodeWord(std::string_view word, Scratch& s, std::vector<int32_t>& out) const;
   // Pre-split + BPE on text with no special tokens in it.
   void EncodeRaw(std::string_view text, Scratch& s, std::vector<int32_t>& out) const;
+  // SentencePiece (llama.cpp's llm_tokenizer_spm_session) on text with no special tokens in it,
+  // spaces already escaped to ▁ (tokenizer_spm.cc).
+  void EncodeSpm(std::string_view text, std::vector<int32_t>& out) const;
+  // Builds the SentencePiece side of Create: pieces, byte tokens, scores.
+  Status InitSpm(const TokenizerData& d);
+  // eog_ids_ from eos and the texts llama.cpp treats as end of generation.
+  void FindEndOfGeneration();
   // Appends the real token ids that make up id (expands virtual merge results).
   void EmitSymbol(int32_t id, std::vector<int32_t>& out) const;
 
+  bool spm_ = false;              // tokenizer.ggml.model "llama"
+  bool add_space_prefix_ = false;  // spm_ only
+  std::vector<float> scores_;      // (n_vocab) spm_ only
   PreTokenizer pretok_;
   std::vector<std::string> texts_;   // (n_vocab) vocab texts
   std::vector<std::string> pieces_;  // (n_vocab) decoded bytes
   std::vector<TokenType> types_;     // (n_vocab)
-  std::unordered_map<std::string, int32_t> text_to_id_;   // vocab text → id (last wins, as llama.cpp)
+  // Heterogeneous lookup: SentencePiece looks up substrings of the text without copying them.
+  struct TextHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  std::unordered_map<std::string, int32_t, TextHash, std::equal_to<>> text_to_id_;  // vocab text → id (last wins, as llama.cpp)
   std::unordered_map<std::string, int32_t> piece_to_id_;  // decoded bytes → id
   std::unordered_map<uint64_t, Merge> merges_;            // (left id << 32 | right id) → merge
   std::vector<std::pair<int32_t, int32_t>> virtual_parts_;  // virtual id - n_vocab → (left, right)

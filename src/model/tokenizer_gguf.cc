@@ -53,15 +53,39 @@ Result<TokenizerData> TokenizerDataFromGguf(const GgufFile& f) {
     return Status::Error("GGUF has no tokenizer.ggml.merges (needed by the gpt2 BPE tokenizer)");
   }
 
-  CHORUS_ASSIGN_OR_RETURN(d.bos, OptionalId(f, "tokenizer.ggml.bos_token_id"));
-  CHORUS_ASSIGN_OR_RETURN(d.eos, OptionalId(f, "tokenizer.ggml.eos_token_id"));
-  CHORUS_ASSIGN_OR_RETURN(d.unk, OptionalId(f, "tokenizer.ggml.unknown_token_id"));
+  if (f.Find("tokenizer.ggml.scores") != nullptr) {
+    auto scores = f.GetF32Array("tokenizer.ggml.scores");
+    if (!scores) return Status::Error("GGUF key tokenizer.ggml.scores is not an array of numbers");
+    d.scores = std::move(*scores);
+  }
+  if (f.Find("tokenizer.ggml.add_space_prefix") != nullptr) {
+    const auto v = f.GetBool("tokenizer.ggml.add_space_prefix");
+    if (!v) return Status::Error("GGUF key tokenizer.ggml.add_space_prefix is not a bool");
+    d.add_space_prefix = *v;
+  }
+  if (d.model == "llama") {  // llama.cpp's SentencePiece defaults
+    d.bos = 1;
+    d.eos = 2;
+    d.unk = 0;
+    d.add_bos = true;
+  }
+  if (f.Find("tokenizer.ggml.bos_token_id") != nullptr) {
+    CHORUS_ASSIGN_OR_RETURN(d.bos, OptionalId(f, "tokenizer.ggml.bos_token_id"));
+  }
+  if (f.Find("tokenizer.ggml.eos_token_id") != nullptr) {
+    CHORUS_ASSIGN_OR_RETURN(d.eos, OptionalId(f, "tokenizer.ggml.eos_token_id"));
+  }
+  if (f.Find("tokenizer.ggml.unknown_token_id") != nullptr) {
+    CHORUS_ASSIGN_OR_RETURN(d.unk, OptionalId(f, "tokenizer.ggml.unknown_token_id"));
+  }
   CHORUS_ASSIGN_OR_RETURN(d.pad, OptionalId(f, "tokenizer.ggml.padding_token_id"));
 
   if (f.Find("tokenizer.ggml.add_bos_token") != nullptr) {
     const auto add_bos = f.GetBool("tokenizer.ggml.add_bos_token");
     if (!add_bos) return Status::Error("GGUF key tokenizer.ggml.add_bos_token is not a bool");
     d.add_bos = *add_bos;
+  } else if (d.model == "llama") {
+    // llama.cpp's SentencePiece default (set above)
   } else if (auto pre = PreTokenizer::Create(d.pre); pre.ok()) {
     d.add_bos = pre->default_add_bos();  // an unknown pre is reported by Tokenizer::Create
   }

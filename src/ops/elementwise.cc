@@ -70,11 +70,42 @@ void RmsNormRef(const float* x, const float* w, size_t n, float eps, float* out)
 }
 
 void RopeTable(int64_t pos, size_t rope_dim, float base, float* cos_sin) {
+  RopeTable(pos, rope_dim, RopeParams{.base = base}, cos_sin);
+}
+
+// θ_i in double (ggml accumulates pos · base^(-2/d) in float: a ~1e-7 relative difference).
+static double RopeTheta(int64_t pos, size_t rope_dim, const RopeParams& p, size_t i) {
+  double theta = static_cast<double>(pos) *
+                 std::pow(static_cast<double>(p.base), -2.0 * static_cast<double>(i) / rope_dim);
+  if (p.freq_factors) theta /= p.freq_factors[i];
+  return theta * p.freq_scale;
+}
+
+void RopeTable(int64_t pos, size_t rope_dim, const RopeParams& params, float* cos_sin) {
   for (size_t i = 0; i < rope_dim / 2; ++i) {
-    const double theta = static_cast<double>(pos) *
-                         std::pow(static_cast<double>(base), -2.0 * static_cast<double>(i) / rope_dim);
+    const double theta = RopeTheta(pos, rope_dim, params, i);
     cos_sin[2 * i] = static_cast<float>(std::cos(theta));
     cos_sin[2 * i + 1] = static_cast<float>(std::sin(theta));
+  }
+}
+
+void RopeApplyNeox(float* head, size_t rope_dim, const float* cos_sin) {
+  const size_t half = rope_dim / 2;
+  for (size_t i = 0; i < half; ++i) {
+    const float c = cos_sin[2 * i], s = cos_sin[2 * i + 1];
+    const float x0 = head[i], x1 = head[i + half];
+    head[i] = x0 * c - x1 * s;
+    head[i + half] = x0 * s + x1 * c;
+  }
+}
+
+void RopeApplyNeoxRef(float* head, size_t rope_dim, int64_t pos, const RopeParams& params) {
+  const size_t half = rope_dim / 2;
+  for (size_t i = 0; i < half; ++i) {
+    const double theta = RopeTheta(pos, rope_dim, params, i);
+    const double x0 = head[i], x1 = head[i + half];
+    head[i] = static_cast<float>(x0 * std::cos(theta) - x1 * std::sin(theta));
+    head[i + half] = static_cast<float>(x0 * std::sin(theta) + x1 * std::cos(theta));
   }
 }
 
@@ -128,6 +159,27 @@ void SwiGluRef(const float* gate, const float* up, size_t n, float* out) {
     const double g = gate[i];
     out[i] = static_cast<float>(g / (1.0 + std::exp(-g)) * up[i]);
   }
+}
+
+void GeGluTanh(const float* gate, const float* up, size_t n, float* out) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f, kCoef = 0.044715f;
+  for (size_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * g * (1.0f + kCoef * g * g))) * up[i];
+  }
+}
+
+void GeGluTanhRef(const float* gate, const float* up, size_t n, float* out) {
+  const double k = std::sqrt(2.0 / 3.14159265358979323846);
+  for (size_t i = 0; i < n; ++i) {
+    const double g = gate[i];
+    out[i] = static_cast<float>(0.5 * g * (1.0 + std::tanh(k * (g + 0.044715 * g * g * g))) * up[i]);
+  }
+}
+
+void SoftCap(float* x, size_t n, float cap) {
+  const float inv = 1.0f / cap;
+  for (size_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] * inv);
 }
 
 }  // namespace chorus

@@ -57,8 +57,8 @@ TEST(KvBatch, BatchedStepEqualsAgentsAlone) {
   const size_t N = 5;
   std::vector<std::unique_ptr<KvSequence>> a, b;  // two identical sets of agents
   for (size_t i = 0; i < N; ++i) {
-    a.push_back(store.NewSequence(400, shared));
-    b.push_back(store.NewSequence(400, shared));
+    a.push_back(store.NewSequence(400, {.tables = shared}));
+    b.push_back(store.NewSequence(400, {.tables = shared}));
     EXPECT_EQ(a.back()->size(), 256u);
     EXPECT_EQ(a.back()->borrowed_blocks(), 8u);
   }
@@ -108,8 +108,8 @@ TEST(KvBatch, MixedDecodeAndPrefillRowsEqualAlone) {
   std::vector<std::unique_ptr<KvSequence>> a, b;
   for (size_t i = 0; i < pre.size(); ++i) {
     const bool reader = i < 3;
-    a.push_back(reader ? store.NewSequence(400, shared) : store.NewSequence(400));
-    b.push_back(reader ? store.NewSequence(400, shared) : store.NewSequence(400));
+    a.push_back(reader ? store.NewSequence(400, {.tables = shared}) : store.NewSequence(400));
+    b.push_back(reader ? store.NewSequence(400, {.tables = shared}) : store.NewSequence(400));
     if (pre[i]) {
       std::mt19937 r1(50 + i), r2(50 + i);
       Feed(*a[i], pre[i], r1, pool, 2);

@@ -71,7 +71,7 @@ TEST(KvReorder, GroupedAttentionEqualsOriginalOrder) {
 
   ThreadPool pool(1);
   const auto attend = [&](std::vector<float>& out) {  // one agent token over the context, every layer
-    auto agent = store.NewSequence(n_ctx + 1, tables);
+    auto agent = store.NewSequence(n_ctx + 1, {.tables = tables});
     out.assign(kLayers * q_dim, 0.0f);
     for (size_t l = 0; l < kLayers; ++l)
       ASSERT_TRUE(agent->AppendAndAttend(l, 1, k1.data(), v1.data(), q1.data(), out.data() + l * q_dim, pool).ok());

@@ -356,7 +356,7 @@ TEST(TokenizerSynthetic, BosAndUserDefinedTokens) {
 
 TEST(TokenizerSynthetic, RejectsBadData) {
   TokenizerData d = ByteVocab({}, {});
-  d.model = "llama";
+  d.model = "bert";  // WordPiece: not a GGUF tokenizer chorus has
   EXPECT_FALSE(Tokenizer::Create(d).ok());
   d = ByteVocab({}, {}, "no-such-pre");
   auto r = Tokenizer::Create(d);
