@@ -45,8 +45,43 @@ void ParallelRanges(ThreadPool& pool, size_t n, size_t grain, const Fn& fn) {
   pool.Run(std::ref(body));  // a reference_wrapper fits std::function's inline storage
 }
 
+// Tokens [0, n_tok) in balanced passes of at most kMax; fn(t0, nt) per pass.
+template <size_t kMax, class Fn>
+inline void TokenPasses(size_t n_tok, const Fn& fn) {
+  const size_t passes = (n_tok + kMax - 1) / kMax;
+  for (size_t i = 0; i < passes; ++i) {
+    const size_t t0 = n_tok * i / passes;
+    fn(t0, n_tok * (i + 1) / passes - t0);
+  }
+}
+
 // The most matrices one MatMulMany call takes at once.
 inline constexpr size_t kMaxJobs = 8;
+
+// Matrices of one type and width sharing x, cut into units of `unit` rows (a row group, a panel);
+// global unit g of the list is unit g - start[j] of ws[j].
+struct JobList {
+  const WeightView* ws;
+  float* const* ys;
+  size_t n;
+  size_t unit;
+  size_t start[kMaxJobs + 1];  // prefix sums of the units per matrix
+
+  JobList(const WeightView* w, float* const* y, size_t count, size_t unit_rows)
+      : ws(w), ys(y), n(count), unit(unit_rows) {
+    start[0] = 0;
+    for (size_t j = 0; j < n; ++j) start[j + 1] = start[j] + (ws[j].rows + unit - 1) / unit;
+  }
+  size_t total() const { return start[n]; }
+  // Calls fn(j, local_begin, local_end) for every matrix overlapping global units [g0, g1).
+  template <class Fn>
+  void ForRange(size_t g0, size_t g1, const Fn& fn) const {
+    for (size_t j = 0; j < n; ++j) {
+      const size_t b = g0 > start[j] ? g0 : start[j], e = g1 < start[j + 1] ? g1 : start[j + 1];
+      if (b < e) fn(j, b - start[j], e - start[j]);
+    }
+  }
+};
 
 // Runs MatMul for ws[0, n) (one type, one cols, n ≤ kMaxJobs) on the best target this CPU
 // supports (HWY_DYNAMIC_DISPATCH); ys[j]: (n_tok, ws[j].rows).

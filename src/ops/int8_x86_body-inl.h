@@ -1,0 +1,95 @@
+// The x86 panel × token kernels and their path, written once for any `Dot` (int8_x86-inl.h includes
+// this file inside one namespace per product instruction; no include guard on purpose).
+// Invariant: per (row, token) the float operations are int8_ref.h's, in its order.
+
+// y[t * ldy + i] for t < kT, i < n_rows: the panel × kT tokens (activation rows ld_act apart).
+template <int kSub, int kBatch, bool kSigned, int kT>
+HWY_INLINE void PanelTokens(const Panel8& pn, size_t cols, const uint8_t* act, size_t ld_act,
+                            const Int8ActLayout& l, float* y, size_t ldy, size_t n_rows) {
+  constexpr int kGroups = kSub / 4;
+  const size_t nsub = cols / kSub;
+  __m256 acc[kT];
+  const float* dx[kT];
+  const float* s[kT];
+  for (int t = 0; t < kT; ++t) {
+    acc[t] = _mm256_setzero_ps();
+    dx[t] = reinterpret_cast<const float*>(act + t * ld_act + l.dx_off);
+    s[t] = reinterpret_cast<const float*>(act + t * ld_act + l.s_off);
+  }
+  for (size_t j = 0; j < nsub; ++j) {
+    const uint8_t* xj[kT];
+    for (int t = 0; t < kT; ++t) xj[t] = act + t * ld_act + j * kSub;
+    __m256i isum[kT];
+    Dot::template SubBlock<kGroups, kBatch, kSigned, kT>(pn.codes + j * kSub * 8, xj, isum);
+    const __m256 dwv = _mm256_load_ps(pn.dw + 8 * j);
+    const __m256 mv = kSigned ? _mm256_setzero_ps() : _mm256_load_ps(pn.m + 8 * j);
+    for (int t = 0; t < kT; ++t) {
+      const __m256 sc = _mm256_mul_ps(dwv, _mm256_set1_ps(dx[t][j * kSub / 32]));
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), sc, acc[t]);
+      if (!kSigned) acc[t] = _mm256_fmadd_ps(mv, _mm256_set1_ps(s[t][j]), acc[t]);
+    }
+  }
+  for (int t = 0; t < kT; ++t) StoreRows(y + t * ldy, acc[t], n_rows);
+}
+
+// Panels (global 8-row groups) [g0, g1) × all tokens, in chunks of kTokChunk tokens: each panel is
+// packed once per chunk and meets the chunk's tokens ≤ 4 at a time.
+template <int kSub, int kBatch, bool kSigned>
+void Int8Groups(const ops_internal::JobList& jobs, const uint8_t* act, size_t n_tok, size_t g0, size_t g1) {
+  const size_t cols = jobs.ws[0].cols;
+  const Int8ActLayout l = Int8ActLayoutOf(cols, kSub);
+  const size_t panel_bytes = Align64(Panel8Bytes(cols, kSub));
+  uint8_t* scratch = ops_internal::TileScratch().Get(panel_bytes + StageBytes(cols, kSub));
+  const Panel8 pn = Panel8At(scratch, cols, kSub);
+  uint8_t* stage = scratch + panel_bytes;
+  for (size_t c0 = 0; c0 < n_tok; c0 += kTokChunk) {
+    const size_t nc = std::min(kTokChunk, n_tok - c0);
+    jobs.ForRange(g0, g1, [&](size_t j, size_t p0, size_t p1) {
+      const WeightView& w = jobs.ws[j];
+      for (size_t p = p0; p < p1; ++p) {
+        const size_t r0 = p * kPanelRows8, n_rows = std::min(kPanelRows8, w.rows - r0);
+        PackPanel8(w, r0, pn, stage);
+        ops_internal::TokenPasses<4>(nc, [&](size_t t0, size_t nt) {
+          const uint8_t* a = act + (c0 + t0) * l.stride;
+          float* y = jobs.ys[j] + (c0 + t0) * w.rows + r0;
+          switch (nt) {
+            case 1: return PanelTokens<kSub, kBatch, kSigned, 1>(pn, cols, a, l.stride, l, y, w.rows, n_rows);
+            case 2: return PanelTokens<kSub, kBatch, kSigned, 2>(pn, cols, a, l.stride, l, y, w.rows, n_rows);
+            case 3: return PanelTokens<kSub, kBatch, kSigned, 3>(pn, cols, a, l.stride, l, y, w.rows, n_rows);
+            default: return PanelTokens<kSub, kBatch, kSigned, 4>(pn, cols, a, l.stride, l, y, w.rows, n_rows);
+          }
+        });
+      }
+    });
+  }
+}
+
+// ws[0, n): one quantized type and cols (the caller checks). Quantize x once, then panels over the pool.
+inline void Int8Path(const WeightView* ws, float* const* ys, size_t n, const float* x, size_t n_tok,
+                     ThreadPool& pool) {
+  const GgmlType type = ws[0].type;
+  const size_t cols = ws[0].cols;
+  const int sub = ops_internal::Int8SubOf(type);
+  const Int8ActLayout l = Int8ActLayoutOf(cols, sub);
+  uint8_t* act = ops_internal::ActScratch().Get(l.stride * n_tok);
+  if (n_tok >= 32) {
+    ops_internal::ParallelRanges(pool, n_tok, 8, [&](size_t t0, size_t t1) {
+      QuantizeActsAvx2(x + t0 * cols, cols, t1 - t0, sub, act + t0 * l.stride);
+    });
+  } else {
+    QuantizeActsAvx2(x, cols, n_tok, sub, act);
+  }
+  const ops_internal::JobList jobs(ws, ys, n, kPanelRows8);
+  ops_internal::ParallelRanges(pool, jobs.total(), 1, [&](size_t g0, size_t g1) {
+    switch (type) {
+      case GgmlType::kQ4_0:
+      case GgmlType::kQ4_1:
+      case GgmlType::kQ4_K: return Int8Groups<32, 8, false>(jobs, act, n_tok, g0, g1);
+      case GgmlType::kQ5_0:
+      case GgmlType::kQ5_1:
+      case GgmlType::kQ5_K: return Int8Groups<32, 4, false>(jobs, act, n_tok, g0, g1);
+      case GgmlType::kQ6_K: return Int8Groups<16, 2, false>(jobs, act, n_tok, g0, g1);
+      default: return Int8Groups<32, 1, true>(jobs, act, n_tok, g0, g1);  // Q8_0
+    }
+  });
+}
