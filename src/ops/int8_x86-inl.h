@@ -98,16 +98,19 @@ inline Panel8 Panel8At(uint8_t* p, size_t cols, int sub) {
 // out[g] lane i = dword g of r[i] (an 8 × 8 transpose of 32-bit elements).
 HWY_INLINE void Transpose8x8(const __m256i* r, __m256i* out) {
   __m256i t[8], u[8];
+#pragma GCC unroll 8
   for (int i = 0; i < 8; i += 2) {
     t[i] = _mm256_unpacklo_epi32(r[i], r[i + 1]);
     t[i + 1] = _mm256_unpackhi_epi32(r[i], r[i + 1]);
   }
+#pragma GCC unroll 8
   for (int i = 0; i < 8; i += 4) {
     u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);
     u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
     u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
     u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
   }
+#pragma GCC unroll 8
   for (int g = 0; g < 4; ++g) {
     out[g] = _mm256_permute2x128_si256(u[g], u[4 + g], 0x20);
     out[4 + g] = _mm256_permute2x128_si256(u[g], u[4 + g], 0x31);
@@ -133,30 +136,58 @@ HWY_INLINE __m256 Halves8(const uint8_t* const* rp, size_t off) {
   return _mm256_cvtph_ps(v);
 }
 
+// A panel's rows are read one after the other into `stage` (kCode bytes at byte kOff of every
+// kBS-byte block), so the weights stream from memory in address order — the hardware prefetcher
+// follows one long stream, which it does not for 8 interleaved rows of a few cache lines each —
+// and the transposes then read L1.
+template <size_t kBS, size_t kOff, size_t kCode>
+HWY_INLINE void StageRows(const uint8_t* const* rp, size_t nb, uint8_t* stage) {
+  static_assert(kCode == 16 || kCode == 32);
+  for (int i = 0; i < 8; ++i) {
+    const uint8_t* src = rp[i] + kOff;
+    uint8_t* dst = stage + i * nb * kCode;
+    for (size_t b = 0; b < nb; ++b) {
+      if (kCode == 16) {
+        _mm_store_si128(reinterpret_cast<__m128i*>(dst + 16 * b),
+                        _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + b * kBS)));
+      } else {
+        _mm256_store_si256(reinterpret_cast<__m256i*>(dst + 32 * b),
+                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + b * kBS)));
+      }
+    }
+  }
+}
+
 // Q4_0 (kBS 18) / Q4_1 (kBS 20): the 16 nibble bytes of a block, 4 × 4 bytes per row, transposed
 // before splitting: dword g's low nibbles are elements 4g..4g+3, its high nibbles 16+4g..16+4g+3.
 template <size_t kBS, bool kHasMin>
-inline void PackQ4(const uint8_t* const* rp, size_t nb, Panel8 pn) {
+inline void PackQ4(const uint8_t* const* rp, size_t nb, Panel8 pn, uint8_t* stage) {
   constexpr size_t kQs = kHasMin ? 4 : 2;
+  StageRows<kBS, kQs, 16>(rp, nb, stage);
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   const __m256 minus8 = _mm256_set1_ps(-8.0f);
+  const size_t ld = nb * 16;
+  auto pair = [&](int r, size_t b) {  // [row r | row r + 4] of block b
+    return _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(stage + r * ld + 16 * b))),
+        _mm_load_si128(reinterpret_cast<const __m128i*>(stage + (r + 4) * ld + 16 * b)), 1);
+  };
   for (size_t b = 0; b < nb; ++b) {
     const size_t off = b * kBS;
-    __m256i y[4];
-    for (int r = 0; r < 4; ++r) {
-      const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rp[r] + off + kQs));
-      const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rp[r + 4] + off + kQs));
-      y[r] = _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
-    }
-    const __m256i t0 = _mm256_unpacklo_epi32(y[0], y[1]), t1 = _mm256_unpackhi_epi32(y[0], y[1]);
-    const __m256i t2 = _mm256_unpacklo_epi32(y[2], y[3]), t3 = _mm256_unpackhi_epi32(y[2], y[3]);
-    const __m256i d[4] = {_mm256_unpacklo_epi64(t0, t2), _mm256_unpackhi_epi64(t0, t2),
-                          _mm256_unpacklo_epi64(t1, t3), _mm256_unpackhi_epi64(t1, t3)};
+    const __m256i y0 = pair(0, b), y1 = pair(1, b), y2 = pair(2, b), y3 = pair(3, b);
+    const __m256i t0 = _mm256_unpacklo_epi32(y0, y1), t1 = _mm256_unpackhi_epi32(y0, y1);
+    const __m256i t2 = _mm256_unpacklo_epi32(y2, y3), t3 = _mm256_unpackhi_epi32(y2, y3);
+    const __m256i d0 = _mm256_unpacklo_epi64(t0, t2), d1 = _mm256_unpackhi_epi64(t0, t2);
+    const __m256i d2 = _mm256_unpacklo_epi64(t1, t3), d3 = _mm256_unpackhi_epi64(t1, t3);
     auto* out = reinterpret_cast<__m256i*>(pn.codes + b * 256);
-    for (int g = 0; g < 4; ++g) {
-      _mm256_store_si256(out + g, _mm256_and_si256(d[g], low4));
-      _mm256_store_si256(out + 4 + g, _mm256_and_si256(_mm256_srli_epi16(d[g], 4), low4));
-    }
+    _mm256_store_si256(out + 0, _mm256_and_si256(d0, low4));
+    _mm256_store_si256(out + 1, _mm256_and_si256(d1, low4));
+    _mm256_store_si256(out + 2, _mm256_and_si256(d2, low4));
+    _mm256_store_si256(out + 3, _mm256_and_si256(d3, low4));
+    _mm256_store_si256(out + 4, _mm256_and_si256(_mm256_srli_epi16(d0, 4), low4));
+    _mm256_store_si256(out + 5, _mm256_and_si256(_mm256_srli_epi16(d1, 4), low4));
+    _mm256_store_si256(out + 6, _mm256_and_si256(_mm256_srli_epi16(d2, 4), low4));
+    _mm256_store_si256(out + 7, _mm256_and_si256(_mm256_srli_epi16(d3, 4), low4));
     const __m256 dw = Halves8(rp, off);
     _mm256_store_ps(pn.dw + 8 * b, dw);
     _mm256_store_ps(pn.m + 8 * b, kHasMin ? Halves8(rp, off + 2) : _mm256_mul_ps(dw, minus8));
@@ -164,15 +195,18 @@ inline void PackQ4(const uint8_t* const* rp, size_t nb, Panel8 pn) {
 }
 
 // Q8_0: 32 signed codes per block and row, one 8 × 8 transpose per block.
-inline void PackQ8(const uint8_t* const* rp, size_t nb, Panel8 pn) {
+inline void PackQ8(const uint8_t* const* rp, size_t nb, Panel8 pn, uint8_t* stage) {
+  StageRows<sizeof(BlockQ8_0), 2, 32>(rp, nb, stage);
+  const size_t ld = nb * 32;
   for (size_t b = 0; b < nb; ++b) {
-    const size_t off = b * sizeof(BlockQ8_0);
     __m256i r[8];
-    for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rp[i] + off + 2));
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) r[i] = _mm256_load_si256(reinterpret_cast<const __m256i*>(stage + i * ld + 32 * b));
     __m256i out[8];
     Transpose8x8(r, out);
+#pragma GCC unroll 8
     for (int g = 0; g < 8; ++g) _mm256_store_si256(reinterpret_cast<__m256i*>(pn.codes + b * 256) + g, out[g]);
-    _mm256_store_ps(pn.dw + 8 * b, Halves8(rp, off));
+    _mm256_store_ps(pn.dw + 8 * b, Halves8(rp, b * sizeof(BlockQ8_0)));
   }
 }
 
@@ -202,9 +236,9 @@ inline void PackPanel8(const WeightView& w, size_t r0, Panel8 pn, uint8_t* stage
   const uint8_t* rp[8];
   for (size_t i = 0; i < 8; ++i) rp[i] = w.data + std::min(r0 + i, w.rows - 1) * w.row_bytes;
   switch (w.type) {
-    case GgmlType::kQ4_0: return PackQ4<sizeof(BlockQ4_0), false>(rp, w.cols / 32, pn);
-    case GgmlType::kQ4_1: return PackQ4<sizeof(BlockQ4_1), true>(rp, w.cols / 32, pn);
-    case GgmlType::kQ8_0: return PackQ8(rp, w.cols / 32, pn);
+    case GgmlType::kQ4_0: return PackQ4<sizeof(BlockQ4_0), false>(rp, w.cols / 32, pn, stage);
+    case GgmlType::kQ4_1: return PackQ4<sizeof(BlockQ4_1), true>(rp, w.cols / 32, pn, stage);
+    case GgmlType::kQ8_0: return PackQ8(rp, w.cols / 32, pn, stage);
     default: return PackGeneric(w.type, rp, w.cols, ops_internal::Int8SubOf(w.type), pn, stage);
   }
 }
@@ -230,12 +264,16 @@ struct MaddubsDot {
   template <int kGroups, int kBatch, bool kSigned, int kT>
   static HWY_INLINE void SubBlock(const uint8_t* codes, const uint8_t* const* xq, __m256i* isum) {
     const __m256i ones = _mm256_set1_epi16(1);
+#pragma GCC unroll 4
     for (int t = 0; t < kT; ++t) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
     for (int g0 = 0; g0 < kGroups; g0 += kBatch) {
       __m256i s16[kT];
+#pragma GCC unroll 8
       for (int g = g0; g < g0 + kBatch; ++g) {
         const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + 32 * g));
         const __m256i aw = kSigned ? _mm256_abs_epi8(w) : w;
+#pragma GCC unroll 4
         for (int t = 0; t < kT; ++t) {
           __m256i xb = Bcast4(xq[t] + 4 * g);
           if (kSigned) xb = _mm256_sign_epi8(xb, w);
@@ -243,6 +281,7 @@ struct MaddubsDot {
           s16[t] = g == g0 ? p : _mm256_add_epi16(s16[t], p);
         }
       }
+#pragma GCC unroll 4
       for (int t = 0; t < kT; ++t) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], ones));
     }
   }
@@ -275,10 +314,13 @@ namespace avxvnni {
 struct Dot {
   template <int kGroups, int kBatch, bool kSigned, int kT>
   static HWY_INLINE void SubBlock(const uint8_t* codes, const uint8_t* const* xq, __m256i* isum) {
+#pragma GCC unroll 4
     for (int t = 0; t < kT; ++t) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
     for (int g = 0; g < kGroups; ++g) {
       const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + 32 * g));
       const __m256i aw = kSigned ? _mm256_abs_epi8(w) : w;
+#pragma GCC unroll 4
       for (int t = 0; t < kT; ++t) {
         __m256i xb = Bcast4(xq[t] + 4 * g);
         if (kSigned) xb = _mm256_sign_epi8(xb, w);

@@ -11,6 +11,7 @@ HWY_INLINE void PanelTokens(const Panel8& pn, size_t cols, const uint8_t* act, s
   __m256 acc[kT];
   const float* dx[kT];
   const float* s[kT];
+#pragma GCC unroll 4
   for (int t = 0; t < kT; ++t) {
     acc[t] = _mm256_setzero_ps();
     dx[t] = reinterpret_cast<const float*>(act + t * ld_act + l.dx_off);
@@ -18,11 +19,13 @@ HWY_INLINE void PanelTokens(const Panel8& pn, size_t cols, const uint8_t* act, s
   }
   for (size_t j = 0; j < nsub; ++j) {
     const uint8_t* xj[kT];
+#pragma GCC unroll 4
     for (int t = 0; t < kT; ++t) xj[t] = act + t * ld_act + j * kSub;
     __m256i isum[kT];
     Dot::template SubBlock<kGroups, kBatch, kSigned, kT>(pn.codes + j * kSub * 8, xj, isum);
     const __m256 dwv = _mm256_load_ps(pn.dw + 8 * j);
     const __m256 mv = kSigned ? _mm256_setzero_ps() : _mm256_load_ps(pn.m + 8 * j);
+#pragma GCC unroll 4
     for (int t = 0; t < kT; ++t) {
       const __m256 sc = _mm256_mul_ps(dwv, _mm256_set1_ps(dx[t][j * kSub / 32]));
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), sc, acc[t]);
