@@ -150,9 +150,9 @@ bool AvxVnniEnabled() {
   return has && (t == CpuTarget::kAuto || t == CpuTarget::kAvxVnni || t == CpuTarget::kAvx512);
 }
 
-bool NeonDotprodAvailable() {
+bool NeonDotprodEnabled() {
   static const bool has = CpuHas("dotprod");
-  return has;
+  return has && g_target.load(std::memory_order_relaxed) != CpuTarget::kScalar;
 }
 
 namespace {

@@ -37,7 +37,8 @@ std::string CpuFeatures();
 
 // True when the AVX2 target may use AVX-VNNI: the CPU has it and the cap allows it.
 bool AvxVnniEnabled();
-// True when the Arm targets may use sdot: the CPU has the dot-product extension.
-bool NeonDotprodAvailable();
+// True when the Arm targets may use sdot: the CPU has the dot-product extension and the cap is
+// not scalar (NEON is Arm's Highway baseline, so the scalar cap must also switch these kernels off).
+bool NeonDotprodEnabled();
 
 }  // namespace chorus

@@ -29,7 +29,7 @@
 HWY_BEFORE_NAMESPACE();
 #if CHORUS_HAVE_NEON_INT8
 #pragma GCC push_options
-#pragma GCC target("+dotprod")
+#pragma GCC target("arch=armv8.2-a+dotprod")  // sdot (the kernels use no SVE instructions)
 #include <arm_neon.h>
 
 namespace chorus {

@@ -9,7 +9,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include "hwy/highway.h"
-#include "ops/cpu_target.h"         // AvxVnniEnabled, NeonDotprodAvailable
+#include "ops/cpu_target.h"         // AvxVnniEnabled, NeonDotprodEnabled
 #include "ops/float_kernels-inl.h"  // MatMulF32Path
 #include "ops/int8_neon-inl.h"      // neon::Int8Path (Arm targets)
 #include "ops/int8_ref.h"           // MatMulInt8Scalar
@@ -36,7 +36,7 @@ void MatMulImpl(const WeightView* ws, float* const* ys, size_t n, const float* x
 #elif HWY_TARGET == HWY_AVX3
   return maddubs::Int8Path(ws, ys, n, x, n_tok, pool);
 #elif CHORUS_HAVE_NEON_INT8
-  if (NeonDotprodAvailable()) return neon::Int8Path(ws, ys, n, x, n_tok, pool);
+  if (NeonDotprodEnabled()) return neon::Int8Path(ws, ys, n, x, n_tok, pool);
 #endif
   ops_internal::MatMulInt8Scalar(ws, ys, n, x, n_tok, pool);
 }
@@ -49,7 +49,7 @@ const char* TargetNameImpl() {
 #elif HWY_TARGET == HWY_AVX3
   return "AVX2 int8 (maddubs)";
 #elif CHORUS_HAVE_NEON_INT8
-  return NeonDotprodAvailable() ? "NEON dotprod" : "scalar";
+  return NeonDotprodEnabled() ? "NEON dotprod" : "scalar";
 #else
   return "scalar";
 #endif

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <vector>
 #include <random>
 #include <string>
 
@@ -88,6 +89,35 @@ TEST(Engine, LifecycleUnderLoad) {
   for (const auto& [id, pm] : spawned) {
     ContextId unused;
     EXPECT_EQ(engine->agent(id)->text, Alone(&unused, pm.first, pm.second)) << pm.first;
+  }
+}
+
+TEST(Engine, ThirtyTwoBatchedAgentsAnswerAsAlone) {
+  // Issue 12 item 5: 32 agents decoding in one batch (each Step is a ~32-row forward pass; Spawn
+  // prefills each prompt) give the greedy answers each gives alone. Catches any kernel whose
+  // rounding depends on the number of rows in the batch (the old GEMM above 16 rows did).
+  auto engine = Open();
+  ASSERT_TRUE(engine);
+  auto ctx = engine->Share(Document());
+  ASSERT_TRUE(ctx.ok()) << ctx.status().message();
+  const char* topics[] = {"emperors", "the sea", "Africa", "Rome", "Europe", "Asia", "the Republic", "holdings"};
+  std::vector<std::pair<std::string, int>> asks;
+  for (int i = 0; i < 32; ++i)
+    asks.push_back({"\nQuestion " + std::to_string(i) + ": what about " + topics[i % 8] + "?\nAnswer:", 4 + i % 9});
+  std::vector<AgentId> ids;
+  for (const auto& [prompt, max_tokens] : asks) {
+    auto id = engine->Spawn(*ctx, prompt, {.max_tokens = max_tokens});
+    ASSERT_TRUE(id.ok()) << id.status().message();
+    ids.push_back(*id);
+  }
+  EXPECT_GE(engine->running(), 30u);  // (an agent whose first token is end-of-text is done at Spawn)
+  while (engine->running()) ASSERT_TRUE(engine->Step().ok());
+  // Alone: the same engine and shared context, one agent in the batch at a time.
+  for (size_t i = 0; i < asks.size(); ++i) {
+    auto id = engine->Spawn(*ctx, asks[i].first, {.max_tokens = asks[i].second});
+    ASSERT_TRUE(id.ok()) << id.status().message();
+    while (engine->running()) ASSERT_TRUE(engine->Step().ok());
+    EXPECT_EQ(engine->agent(ids[i])->text, engine->agent(*id)->text) << asks[i].first;
   }
 }
 
