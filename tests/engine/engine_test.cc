@@ -5,12 +5,15 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <map>
 #include <vector>
 #include <random>
 #include <string>
 
+#include "engine/kv_config.h"  // MakeKvConfig, MakeKvRuntime
 #include "model/chat_template.h"
+#include "model/forward.h"     // ForwardPass
 #include "model/model.h"
 #include "test_document.h"
 
@@ -118,6 +121,33 @@ TEST(Engine, ThirtyTwoBatchedAgentsAnswerAsAlone) {
     ASSERT_TRUE(id.ok()) << id.status().message();
     while (engine->running()) ASSERT_TRUE(engine->Step().ok());
     EXPECT_EQ(engine->agent(ids[i])->text, engine->agent(*id)->text) << asks[i].first;
+  }
+}
+
+TEST(Engine, PrefillLogitsEqualTokenByTokenBitwise) {
+  // What the engine runs per step (ForwardPass on block KV, q8/tq3 sealed formats): a 70-token
+  // prompt in one call — every matmul sees 70 rows — gives every position exactly the logits of
+  // feeding the tokens one at a time. Catches any kernel whose rounding depends on the batch (the
+  // old GEMM above 16 rows, the f32 panels above 8), which a short greedy answer rarely shows:
+  // chunked prefill and continuous batching cannot change an answer.
+  auto model = Model::Load(kModel);
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  const ModelConfig& c = (*model)->config();
+  auto cfg = MakeKvConfig("q8", "tq3", c);
+  ASSERT_TRUE(cfg.ok()) << cfg.status().message();
+  KvRuntime rt = MakeKvRuntime(c, *cfg);
+  auto batched = rt.store->NewSequence(128), single = rt.store->NewSequence(128);
+  std::vector<int32_t> tokens = (*model)->tokenizer().Encode(Document(), false, false);
+  ASSERT_GE(tokens.size(), 70u);
+  tokens.resize(70);
+  ForwardPass fwd(**model);
+  ThreadPool pool(2);
+  std::vector<float> all(tokens.size() * c.n_vocab), one(c.n_vocab);
+  ASSERT_TRUE(fwd.Run(tokens, *batched, pool, LogitsFor::kAll, all.data()).ok());
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    ASSERT_TRUE(fwd.Run(std::span<const int32_t>(&tokens[t], 1), *single, pool, LogitsFor::kLast, one.data()).ok());
+    ASSERT_EQ(std::memcmp(one.data(), all.data() + t * c.n_vocab, c.n_vocab * sizeof(float)), 0)
+        << "position " << t << ": logits of the 70-token batch differ from token by token";
   }
 }
 
