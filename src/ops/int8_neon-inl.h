@@ -41,7 +41,6 @@ using ops_internal::Int8ActLayout;
 using ops_internal::Int8ActLayoutOf;
 
 inline constexpr size_t kRows = 4;
-inline constexpr size_t kTokChunk = 64;
 
 struct Panel4 {
   uint8_t* codes;  // [cols / 4][4 rows][4]
@@ -131,26 +130,19 @@ void Int8Groups(const ops_internal::JobList& jobs, const uint8_t* act, size_t n_
   pn.dw = reinterpret_cast<float*>(scratch + Align64(cols * 4));
   pn.m = pn.dw + (cols / kSub) * 4;
   uint8_t* stage = scratch + panel_bytes;
-  for (size_t c0 = 0; c0 < n_tok; c0 += kTokChunk) {
-    const size_t nc = std::min(kTokChunk, n_tok - c0);
-    jobs.ForRange(g0, g1, [&](size_t j, size_t p0, size_t p1) {
-      const WeightView& w = jobs.ws[j];
-      for (size_t p = p0; p < p1; ++p) {
-        const size_t r0 = p * kRows, n_rows = std::min(kRows, w.rows - r0);
-        PackPanel4(w, r0, pn, stage);
-        ops_internal::TokenPasses<4>(nc, [&](size_t t0, size_t nt) {
-          const uint8_t* a = act + (c0 + t0) * l.stride;
-          float* y = jobs.ys[j] + (c0 + t0) * w.rows + r0;
-          switch (nt) {
-            case 1: return PanelTokens<kSub, kSigned, 1>(pn, cols, a, l.stride, l, y, w.rows, n_rows);
-            case 2: return PanelTokens<kSub, kSigned, 2>(pn, cols, a, l.stride, l, y, w.rows, n_rows);
-            case 3: return PanelTokens<kSub, kSigned, 3>(pn, cols, a, l.stride, l, y, w.rows, n_rows);
-            default: return PanelTokens<kSub, kSigned, 4>(pn, cols, a, l.stride, l, y, w.rows, n_rows);
-          }
-        });
-      }
-    });
-  }
+  ops_internal::ForPanelTokens(
+      jobs, n_tok, ops_internal::kPanelTokChunk, g0, g1, [&](const WeightView& w, size_t r0) { PackPanel4(w, r0, pn, stage); },
+      [&](size_t j, size_t r0, size_t n_rows, size_t t0, size_t nt) {
+        const size_t ldy = jobs.ws[j].rows;
+        const uint8_t* a = act + t0 * l.stride;
+        float* y = jobs.ys[j] + t0 * ldy + r0;
+        switch (nt) {
+          case 1: return PanelTokens<kSub, kSigned, 1>(pn, cols, a, l.stride, l, y, ldy, n_rows);
+          case 2: return PanelTokens<kSub, kSigned, 2>(pn, cols, a, l.stride, l, y, ldy, n_rows);
+          case 3: return PanelTokens<kSub, kSigned, 3>(pn, cols, a, l.stride, l, y, ldy, n_rows);
+          default: return PanelTokens<kSub, kSigned, 4>(pn, cols, a, l.stride, l, y, ldy, n_rows);
+        }
+      });
 }
 
 inline void Int8Path(const WeightView* ws, float* const* ys, size_t n, const float* x, size_t n_tok,

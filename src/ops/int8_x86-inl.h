@@ -31,7 +31,6 @@ using ops_internal::Int8ActLayout;
 using ops_internal::Int8ActLayoutOf;
 
 inline constexpr size_t kPanelRows8 = 8;
-inline constexpr size_t kTokChunk = 64;  // tokens per pass over a panel (their activations stay in L2)
 
 // ---- Activations: x (n_tok, cols) → Int8ActLayout, exactly QuantizeActsRef.
 inline void QuantizeActsAvx2(const float* x, size_t cols, size_t n_tok, int sub, uint8_t* act) {
@@ -257,6 +256,20 @@ HWY_INLINE void StoreRows(float* p, __m256 v, size_t n) {
   std::memcpy(p, tmp, n * sizeof(float));
 }
 
+// Group g's weight vector w (codes + 32 g) and the operand vpmaddubsw / vpdpbusd take for it:
+// w itself, or |w| for the signed codes (whose sign then moves to x: OperandX).
+template <bool kSigned>
+HWY_INLINE __m256i LoadGroup(const uint8_t* codes, int g, __m256i* w) {
+  *w = _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + 32 * g));
+  return kSigned ? _mm256_abs_epi8(*w) : *w;
+}
+// Token bytes x4[0, 4) broadcast, negated where w is negative (zero where w is zero) if signed.
+template <bool kSigned>
+HWY_INLINE __m256i OperandX(const uint8_t* x4, __m256i w) {
+  const __m256i xb = Bcast4(x4);
+  return kSigned ? _mm256_sign_epi8(xb, w) : xb;
+}
+
 // ---- The integer products of one sub-block, per token: isum[t] lane i = Σ q · xq of row i.
 // kBatch: how many vpmaddubsw results fit one int16 sum (codes < 2^bits: 8 for 4 bits, 4 for 5,
 // 2 for 6, 1 for the signed 8-bit codes, which go through the sign trick |w| · sign(x, w)).
@@ -271,13 +284,11 @@ struct MaddubsDot {
       __m256i s16[kT];
 #pragma GCC unroll 8
       for (int g = g0; g < g0 + kBatch; ++g) {
-        const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + 32 * g));
-        const __m256i aw = kSigned ? _mm256_abs_epi8(w) : w;
+        __m256i w;
+        const __m256i aw = LoadGroup<kSigned>(codes, g, &w);
 #pragma GCC unroll 4
         for (int t = 0; t < kT; ++t) {
-          __m256i xb = Bcast4(xq[t] + 4 * g);
-          if (kSigned) xb = _mm256_sign_epi8(xb, w);
-          const __m256i p = _mm256_maddubs_epi16(aw, xb);
+          const __m256i p = _mm256_maddubs_epi16(aw, OperandX<kSigned>(xq[t] + 4 * g, w));
           s16[t] = g == g0 ? p : _mm256_add_epi16(s16[t], p);
         }
       }
@@ -318,14 +329,10 @@ struct Dot {
     for (int t = 0; t < kT; ++t) isum[t] = _mm256_setzero_si256();
 #pragma GCC unroll 8
     for (int g = 0; g < kGroups; ++g) {
-      const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + 32 * g));
-      const __m256i aw = kSigned ? _mm256_abs_epi8(w) : w;
+      __m256i w;
+      const __m256i aw = LoadGroup<kSigned>(codes, g, &w);
 #pragma GCC unroll 4
-      for (int t = 0; t < kT; ++t) {
-        __m256i xb = Bcast4(xq[t] + 4 * g);
-        if (kSigned) xb = _mm256_sign_epi8(xb, w);
-        isum[t] = _mm256_dpbusd_avx_epi32(isum[t], aw, xb);
-      }
+      for (int t = 0; t < kT; ++t) isum[t] = _mm256_dpbusd_avx_epi32(isum[t], aw, OperandX<kSigned>(xq[t] + 4 * g, w));
     }
   }
 };

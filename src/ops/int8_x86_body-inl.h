@@ -35,8 +35,8 @@ HWY_INLINE void PanelTokens(const Panel8& pn, size_t cols, const uint8_t* act, s
   for (int t = 0; t < kT; ++t) StoreRows(y + t * ldy, acc[t], n_rows);
 }
 
-// Panels (global 8-row groups) [g0, g1) × all tokens, in chunks of kTokChunk tokens: each panel is
-// packed once per chunk and meets the chunk's tokens ≤ 4 at a time.
+// Panels (global 8-row groups) [g0, g1) × all tokens: each panel packed once per chunk of
+// kPanelTokChunk tokens and met by the chunk's tokens ≤ 4 at a time.
 template <int kSub, int kBatch, bool kSigned>
 void Int8Groups(const ops_internal::JobList& jobs, const uint8_t* act, size_t n_tok, size_t g0, size_t g1) {
   const size_t cols = jobs.ws[0].cols;
@@ -45,26 +45,19 @@ void Int8Groups(const ops_internal::JobList& jobs, const uint8_t* act, size_t n_
   uint8_t* scratch = ops_internal::TileScratch().Get(panel_bytes + StageBytes(cols, kSub));
   const Panel8 pn = Panel8At(scratch, cols, kSub);
   uint8_t* stage = scratch + panel_bytes;
-  for (size_t c0 = 0; c0 < n_tok; c0 += kTokChunk) {
-    const size_t nc = std::min(kTokChunk, n_tok - c0);
-    jobs.ForRange(g0, g1, [&](size_t j, size_t p0, size_t p1) {
-      const WeightView& w = jobs.ws[j];
-      for (size_t p = p0; p < p1; ++p) {
-        const size_t r0 = p * kPanelRows8, n_rows = std::min(kPanelRows8, w.rows - r0);
-        PackPanel8(w, r0, pn, stage);
-        ops_internal::TokenPasses<4>(nc, [&](size_t t0, size_t nt) {
-          const uint8_t* a = act + (c0 + t0) * l.stride;
-          float* y = jobs.ys[j] + (c0 + t0) * w.rows + r0;
-          switch (nt) {
-            case 1: return PanelTokens<kSub, kBatch, kSigned, 1>(pn, cols, a, l.stride, l, y, w.rows, n_rows);
-            case 2: return PanelTokens<kSub, kBatch, kSigned, 2>(pn, cols, a, l.stride, l, y, w.rows, n_rows);
-            case 3: return PanelTokens<kSub, kBatch, kSigned, 3>(pn, cols, a, l.stride, l, y, w.rows, n_rows);
-            default: return PanelTokens<kSub, kBatch, kSigned, 4>(pn, cols, a, l.stride, l, y, w.rows, n_rows);
-          }
-        });
-      }
-    });
-  }
+  ops_internal::ForPanelTokens(
+      jobs, n_tok, ops_internal::kPanelTokChunk, g0, g1, [&](const WeightView& w, size_t r0) { PackPanel8(w, r0, pn, stage); },
+      [&](size_t j, size_t r0, size_t n_rows, size_t t0, size_t nt) {
+        const size_t ldy = jobs.ws[j].rows;
+        const uint8_t* a = act + t0 * l.stride;
+        float* y = jobs.ys[j] + t0 * ldy + r0;
+        switch (nt) {
+          case 1: return PanelTokens<kSub, kBatch, kSigned, 1>(pn, cols, a, l.stride, l, y, ldy, n_rows);
+          case 2: return PanelTokens<kSub, kBatch, kSigned, 2>(pn, cols, a, l.stride, l, y, ldy, n_rows);
+          case 3: return PanelTokens<kSub, kBatch, kSigned, 3>(pn, cols, a, l.stride, l, y, ldy, n_rows);
+          default: return PanelTokens<kSub, kBatch, kSigned, 4>(pn, cols, a, l.stride, l, y, ldy, n_rows);
+        }
+      });
 }
 
 // ws[0, n): one quantized type and cols (the caller checks). Quantize x once, then panels over the pool.

@@ -83,6 +83,28 @@ struct JobList {
   }
 };
 
+// Tokens per pass over a packed panel (their int8 activations stay in L2 meanwhile).
+inline constexpr size_t kPanelTokChunk = 64;
+
+// The loop of the panel kernels (int8_x86, int8_neon): global panels [g0, g1) of jobs (units of
+// `jobs.unit` rows) × all tokens, in chunks of `chunk` tokens (their activations stay in L2):
+// pack(w, r0) once per panel and chunk, then run(j, r0, n_rows, t, nt) for passes of ≤ 4 tokens.
+template <class Pack, class Run>
+void ForPanelTokens(const JobList& jobs, size_t n_tok, size_t chunk, size_t g0, size_t g1, const Pack& pack,
+                    const Run& run) {
+  for (size_t c0 = 0; c0 < n_tok; c0 += chunk) {
+    const size_t nc = n_tok - c0 < chunk ? n_tok - c0 : chunk;
+    jobs.ForRange(g0, g1, [&](size_t j, size_t p0, size_t p1) {
+      const WeightView& w = jobs.ws[j];
+      for (size_t p = p0; p < p1; ++p) {
+        const size_t r0 = p * jobs.unit, n_rows = w.rows - r0 < jobs.unit ? w.rows - r0 : jobs.unit;
+        pack(w, r0);
+        TokenPasses<4>(nc, [&](size_t t0, size_t nt) { run(j, r0, n_rows, c0 + t0, nt); });
+      }
+    });
+  }
+}
+
 // Runs MatMul for ws[0, n) (one type, one cols, n ≤ kMaxJobs) on the best target this CPU
 // supports (HWY_DYNAMIC_DISPATCH); ys[j]: (n_tok, ws[j].rows).
 void MatMulDispatch(const WeightView* ws, float* const* ys, size_t n, const float* x, size_t n_tok,
