@@ -73,19 +73,6 @@ inline void RowDotF32(const float* wrow, size_t cols, const float* x, size_t ldx
                       size_t ldy) {
   const hn::ScalableTag<float> df;
   const size_t N = hn::Lanes(df);
-#if HWY_HAVE_SCALABLE  // sizeless vectors cannot be array elements: one token at a time
-  for (int t = 0; t < kT; ++t) {
-    auto a0 = hn::Zero(df), a1 = hn::Zero(df);
-    size_t k = 0;
-    for (; k + 2 * N <= cols; k += 2 * N) {
-      a0 = hn::MulAdd(hn::LoadU(df, wrow + k), hn::LoadU(df, x + t * ldx + k), a0);
-      a1 = hn::MulAdd(hn::LoadU(df, wrow + k + N), hn::LoadU(df, x + t * ldx + k + N), a1);
-    }
-    float s = hn::GetLane(hn::SumOfLanes(df, hn::Add(a0, a1)));
-    for (size_t j = k; j < cols; ++j) s += wrow[j] * x[t * ldx + j];
-    y[t * ldy] = s;
-  }
-#else
   using V = decltype(hn::Zero(df));
   V a0[kT], a1[kT];
   for (int t = 0; t < kT; ++t) a0[t] = a1[t] = hn::Zero(df);
@@ -102,7 +89,6 @@ inline void RowDotF32(const float* wrow, size_t cols, const float* x, size_t ldx
     for (size_t j = k; j < cols; ++j) s += wrow[j] * x[t * ldx + j];
     y[t * ldy] = s;
   }
-#endif
 }
 
 inline constexpr size_t kF32TokChunk = 32;  // tokens per pass over the rows (their x stays in L2)

@@ -1,4 +1,5 @@
-// Arm int8 kernels (NEON with the dot-product extension, also run by the SVE targets): four weight
+// Arm int8 kernels (NEON with the dot-product extension; also for the SVE targets should they be
+// compiled again — CMakeLists.txt disables them): four weight
 // rows in the four 32-bit lanes. As on x86 (int8_x86-inl.h) a panel of 4 rows is packed per call
 // (codes [cols/4][4 rows][4 bytes], dw/m [sub-block][4]); sdot by lane meets 4 bytes of a token's
 // activations with each 16-byte group vector, so every lane ends a sub-block with its row's exact
