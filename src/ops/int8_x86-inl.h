@@ -256,6 +256,27 @@ HWY_INLINE void StoreRows(float* p, __m256 v, size_t n) {
   std::memcpy(p, tmp, n * sizeof(float));
 }
 
+// Lane i = the sum of the 8 lanes of v[i] (exact: 32-bit integers).
+HWY_INLINE __m256i TransposeSum8(const __m256i* v) {
+  auto pair32 = [](__m256i a, __m256i b) {
+    return _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b));
+  };
+  auto pair64 = [](__m256i a, __m256i b) {
+    return _mm256_add_epi32(_mm256_unpacklo_epi64(a, b), _mm256_unpackhi_epi64(a, b));
+  };
+  const __m256i lo = pair64(pair32(v[0], v[1]), pair32(v[2], v[3]));  // rows 0-3 | rows 0-3
+  const __m256i hi = pair64(pair32(v[4], v[5]), pair32(v[6], v[7]));  // rows 4-7 | rows 4-7
+  return _mm256_add_epi32(_mm256_permute2x128_si256(lo, hi, 0x20), _mm256_permute2x128_si256(lo, hi, 0x31));
+}
+
+// Q8_0 for few tokens: the 8 rows' codes staged row-major (no transpose) and their dw. Each block's
+// products are then 32-byte row vectors against the token's 32 bytes, summed across lanes by
+// TransposeSum8 — the same exact sums the panel kernel gets, for about half its work at one token.
+inline void StageQ8(const uint8_t* const* rp, size_t nb, Panel8 pn, uint8_t* stage) {
+  StageRows<sizeof(BlockQ8_0), 2, 32>(rp, nb, stage);
+  for (size_t b = 0; b < nb; ++b) _mm256_store_ps(pn.dw + 8 * b, Halves8(rp, b * sizeof(BlockQ8_0)));
+}
+
 // Group g's weight vector w (codes + 32 g) and the operand vpmaddubsw / vpdpbusd take for it:
 // w itself, or |w| for the signed codes (whose sign then moves to x: OperandX).
 template <bool kSigned>
@@ -274,6 +295,10 @@ HWY_INLINE __m256i OperandX(const uint8_t* x4, __m256i w) {
 // kBatch: how many vpmaddubsw results fit one int16 sum (codes < 2^bits: 8 for 4 bits, 4 for 5,
 // 2 for 6, 1 for the signed 8-bit codes, which go through the sign trick |w| · sign(x, w)).
 struct MaddubsDot {
+  // Lane i = Σ of the 4 products of bytes 4i..4i+3 (u8 × s8; no int16 saturation for |w| ≤ 128, |x| ≤ 127).
+  static HWY_INLINE __m256i Partial(__m256i u, __m256i s) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+  }
   template <int kGroups, int kBatch, bool kSigned, int kT>
   static HWY_INLINE void SubBlock(const uint8_t* codes, const uint8_t* const* xq, __m256i* isum) {
     const __m256i ones = _mm256_set1_epi16(1);
@@ -323,6 +348,9 @@ namespace HWY_NAMESPACE {
 namespace mm {
 namespace avxvnni {
 struct Dot {
+  static HWY_INLINE __m256i Partial(__m256i u, __m256i s) {
+    return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, s);
+  }
   template <int kGroups, int kBatch, bool kSigned, int kT>
   static HWY_INLINE void SubBlock(const uint8_t* codes, const uint8_t* const* xq, __m256i* isum) {
 #pragma GCC unroll 4

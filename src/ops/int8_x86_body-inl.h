@@ -35,8 +35,30 @@ HWY_INLINE void PanelTokens(const Panel8& pn, size_t cols, const uint8_t* act, s
   for (int t = 0; t < kT; ++t) StoreRows(y + t * ldy, acc[t], n_rows);
 }
 
+// Q8_0 rows staged by StageQ8 × one token: y[i] for i < n_rows.
+HWY_INLINE void Q8RowsToken(const Panel8& pn, const uint8_t* stage, size_t nb, const uint8_t* act,
+                            const Int8ActLayout& l, float* y, size_t n_rows) {
+  const float* dx = reinterpret_cast<const float*>(act + l.dx_off);
+  __m256 acc = _mm256_setzero_ps();
+  for (size_t b = 0; b < nb; ++b) {
+    const __m256i xv = _mm256_load_si256(reinterpret_cast<const __m256i*>(act + 32 * b));
+    __m256i v[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) {
+      const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(stage + (i * nb + b) * 32));
+      v[i] = Dot::Partial(_mm256_abs_epi8(w), _mm256_sign_epi8(xv, w));
+    }
+    const __m256 sc = _mm256_mul_ps(_mm256_load_ps(pn.dw + 8 * b), _mm256_set1_ps(dx[b]));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(TransposeSum8(v)), sc, acc);
+  }
+  StoreRows(y, acc, n_rows);
+}
+
 // Panels (global 8-row groups) [g0, g1) × all tokens: each panel packed once per chunk of
 // kPanelTokChunk tokens and met by the chunk's tokens ≤ 4 at a time.
+// Up to this many tokens Q8_0 takes Q8RowsToken (its work grows with the tokens, the panel's does not).
+inline constexpr size_t kQ8DirectMaxTok = 2;
+
 template <int kSub, int kBatch, bool kSigned>
 void Int8Groups(const ops_internal::JobList& jobs, const uint8_t* act, size_t n_tok, size_t g0, size_t g1) {
   const size_t cols = jobs.ws[0].cols;
@@ -45,6 +67,22 @@ void Int8Groups(const ops_internal::JobList& jobs, const uint8_t* act, size_t n_
   uint8_t* scratch = ops_internal::TileScratch().Get(panel_bytes + StageBytes(cols, kSub));
   const Panel8 pn = Panel8At(scratch, cols, kSub);
   uint8_t* stage = scratch + panel_bytes;
+  if (kSigned && n_tok <= kQ8DirectMaxTok) {  // Q8_0 decode: no transpose (same sums, same bits)
+    const size_t nb = cols / 32;
+    ops_internal::ForPanelTokens(
+        jobs, n_tok, ops_internal::kPanelTokChunk, g0, g1,
+        [&](const WeightView& w, size_t r0) {
+          const uint8_t* rp[8];
+          for (size_t i = 0; i < 8; ++i) rp[i] = w.data + std::min(r0 + i, w.rows - 1) * w.row_bytes;
+          StageQ8(rp, nb, pn, stage);
+        },
+        [&](size_t j, size_t r0, size_t n_rows, size_t t0, size_t nt) {
+          const size_t ldy = jobs.ws[j].rows;
+          for (size_t t = t0; t < t0 + nt; ++t)
+            Q8RowsToken(pn, stage, nb, act + t * l.stride, l, jobs.ys[j] + t * ldy + r0, n_rows);
+        });
+    return;
+  }
   ops_internal::ForPanelTokens(
       jobs, n_tok, ops_internal::kPanelTokChunk, g0, g1, [&](const WeightView& w, size_t r0) { PackPanel8(w, r0, pn, stage); },
       [&](size_t j, size_t r0, size_t n_rows, size_t t0, size_t nt) {
