@@ -139,6 +139,8 @@ HWY_INLINE __m256 Halves8(const uint8_t* const* rp, size_t off) {
 // kBS-byte block), so the weights stream from memory in address order — the hardware prefetcher
 // follows one long stream, which it does not for 8 interleaved rows of a few cache lines each —
 // and the transposes then read L1.
+inline constexpr size_t kStagePrefetch = 2048;  // bytes ahead in the stream (rows are contiguous)
+
 template <size_t kBS, size_t kOff, size_t kCode>
 HWY_INLINE void StageRows(const uint8_t* const* rp, size_t nb, uint8_t* stage) {
   static_assert(kCode == 16 || kCode == 32);
@@ -146,6 +148,7 @@ HWY_INLINE void StageRows(const uint8_t* const* rp, size_t nb, uint8_t* stage) {
     const uint8_t* src = rp[i] + kOff;
     uint8_t* dst = stage + i * nb * kCode;
     for (size_t b = 0; b < nb; ++b) {
+      _mm_prefetch(reinterpret_cast<const char*>(src + b * kBS + kStagePrefetch), _MM_HINT_T0);
       if (kCode == 16) {
         _mm_store_si128(reinterpret_cast<__m128i*>(dst + 16 * b),
                         _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + b * kBS)));
@@ -210,12 +213,18 @@ inline void PackQ8(const uint8_t* const* rp, size_t nb, Panel8 pn, uint8_t* stag
 }
 
 // Q5_0, Q5_1 and the K-quants: each row unpacked (UnpackBlocks) into `stage`, then transposed.
-inline void PackGeneric(GgmlType type, const uint8_t* const* rp, size_t cols, int sub, Panel8 pn, uint8_t* stage) {
+inline void PackGeneric(GgmlType type, const uint8_t* const* rp, size_t row_bytes, size_t cols, int sub, Panel8 pn,
+                        uint8_t* stage) {
   const size_t ldq = Align64(cols), nsub = cols / sub;
   float* sdw = reinterpret_cast<float*>(stage + 8 * ldq);
   float* sm = sdw + 8 * nsub;
   const size_t nb = cols / GgmlTraitsOf(type).block_elems;
-  for (int i = 0; i < 8; ++i) UnpackBlocks(type, rp[i], nb, stage + i * ldq, sdw + i * nsub, sm + i * nsub);
+  for (int i = 0; i < 8; ++i) {
+    // The next panel's row i, a panel ahead (see StageRows).
+    for (size_t o = 0; o < GgmlTraitsOf(type).block_bytes * nb; o += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(rp[i] + 8 * row_bytes + o), _MM_HINT_T0);
+    UnpackBlocks(type, rp[i], nb, stage + i * ldq, sdw + i * nsub, sm + i * nsub);
+  }
   for (size_t c = 0; c < cols; c += 32) {
     __m256i r[8], out[8];
     for (int i = 0; i < 8; ++i) r[i] = _mm256_load_si256(reinterpret_cast<const __m256i*>(stage + i * ldq + c));
@@ -238,7 +247,7 @@ inline void PackPanel8(const WeightView& w, size_t r0, Panel8 pn, uint8_t* stage
     case GgmlType::kQ4_0: return PackQ4<sizeof(BlockQ4_0), false>(rp, w.cols / 32, pn, stage);
     case GgmlType::kQ4_1: return PackQ4<sizeof(BlockQ4_1), true>(rp, w.cols / 32, pn, stage);
     case GgmlType::kQ8_0: return PackQ8(rp, w.cols / 32, pn, stage);
-    default: return PackGeneric(w.type, rp, w.cols, ops_internal::Int8SubOf(w.type), pn, stage);
+    default: return PackGeneric(w.type, rp, w.row_bytes, w.cols, ops_internal::Int8SubOf(w.type), pn, stage);
   }
 }
 
