@@ -47,8 +47,10 @@ apt_pkgs=(build-essential cmake ninja-build g++ clang libgtest-dev libgmock-dev
 step "1/4 Debian packages"
 missing=()
 for p in "${apt_pkgs[@]}"; do
-  # ${Status} is 'install ok installed' when present.
-  if [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" != "install ok installed" ]; then
+  # Installed for this machine's architecture (or arch-independent): with Debian multiarch (the
+  # :arm64 libraries of scripts/cross_arm.sh) dpkg lists one status per architecture.
+  if ! dpkg-query -W -f='${Architecture} ${Status}\n' "$p" 2>/dev/null |
+       grep -qE "^($(dpkg --print-architecture)|all) install ok installed$"; then
     missing+=("$p")
   fi
 done

@@ -8,6 +8,7 @@
 #include "model/sampler.h"  // ArgMax
 #include "tools/bench_agents.h"
 #include "tools/bench_depth.h"
+#include "ops/matmul.h"  // MatMulPath
 #include "tools/common.h"
 #include "util/timer.h"
 
@@ -139,6 +140,7 @@ int RunBench(const BenchArgs& a) {
     PrintJson(report);
     return 0;
   }
+  std::printf("kernels: %s\n", MatMulPath());
   std::printf("%-8s %-8s %14s %14s %8s\n", "threads", "test", "chorus tok/s", "llama.cpp", "ratio");
   for (int t : a.threads) {
     for (int k = 0; k < 2; ++k) {

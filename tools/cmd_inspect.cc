@@ -1,7 +1,9 @@
 // `chorus inspect`: what a GGUF model is — architecture, hyper-parameters, metadata, tensor types and sizes.
 #include <map>
 
-#include "gguf/gguf.h"  // GgufFile
+#include "gguf/gguf.h"        // GgufFile
+#include "ops/cpu_target.h"  // CpuFeatures
+#include "ops/matmul.h"      // MatMulPath
 #include "tools/common.h"
 
 namespace chorus::cli {
@@ -30,7 +32,8 @@ int RunInspect(const InspectArgs& a) {
                         {"n_head_kv", c.n_head_kv}, {"head_dim", c.head_dim}, {"rope_dim", c.rope_dim},
                         {"n_ctx_train", c.n_ctx_train}, {"n_vocab", c.n_vocab}, {"rope_base", c.rope_base},
                         {"rms_eps", c.rms_eps}, {"tied_output", model.weights().tied_output},
-                        {"weight_bytes", model.weight_bytes()}, {"file_bytes", f.file_size()}};
+                        {"weight_bytes", model.weight_bytes()}, {"file_bytes", f.file_size()},
+                        {"kernel_path", MatMulPath()}, {"cpu_features", CpuFeatures()}};
     for (const auto& [type, e] : by_type) j["tensor_types"][type] = {{"count", e.first}, {"bytes", e.second}};
     if (a.tensors)
       for (const auto& t : f.tensors())
@@ -50,6 +53,7 @@ int RunInspect(const InspectArgs& a) {
   std::printf("weights       %.2f MiB in %zu tensors\n", model.weight_bytes() / 1048576.0, f.tensors().size());
   for (const auto& [type, e] : by_type)
     std::printf("  %-6s %4zu tensors %10.2f MiB\n", type.c_str(), e.first, e.second / 1048576.0);
+  std::printf("kernels       %s  [%s]\n", MatMulPath(), CpuFeatures().c_str());
   std::printf("metadata (%zu keys):\n", f.metadata().size());
   for (const auto& kv : f.metadata()) std::printf("  %-40s %s\n", kv.key.c_str(), ToString(kv.value, 8).c_str());
   if (a.tensors) {

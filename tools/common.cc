@@ -2,6 +2,8 @@
 #include "tools/common.h"
 
 #include "model/chat_template.h"  // ApplyChatTemplate
+#include "ops/cpu_target.h"       // SetCpuTargetByName, kCpuTargetNames
+#include "ops/matmul.h"           // MatMulPath
 
 #include <cctype>
 #include <fstream>
@@ -103,7 +105,34 @@ Result<std::pair<std::string, std::string>> ChatFrame(const Model& model) {
   return std::pair<std::string, std::string>{text->substr(0, at), text->substr(at + mark.size())};
 }
 
-void PrintJson(const nlohmann::json& j) { std::printf("%s\n", j.dump().c_str()); }
+void PrintJson(const nlohmann::json& j) {
+  if (j.is_object() && !j.contains("kernel_path")) {
+    nlohmann::json out = j;
+    out["kernel_path"] = MatMulPath();
+    std::printf("%s\n", out.dump().c_str());
+    return;
+  }
+  std::printf("%s\n", j.dump().c_str());
+}
+
+void AddCpuTargetFlag(CLI::App& app, std::string* value) {
+  for (CLI::App* cmd : app.get_subcommands({})) {
+    cmd->add_option("--cpu-target", *value,
+                    std::string("cap the SIMD kernels for the whole run: ") + kCpuTargetNames +
+                        " (default: auto = the best this CPU runs; the environment variable " + kCpuTargetEnv +
+                        " does the same for library users)")
+        ->check([](const std::string& v) {
+          Result<CpuTarget> t = ParseCpuTarget(v);
+          return t.ok() ? std::string() : t.status().message();
+        });
+    AddCpuTargetFlag(*cmd, value);
+  }
+}
+
+Status ApplyCpuTargetFlag(const std::string& value) {
+  if (value.empty()) return Status::Ok();
+  return SetCpuTargetByName(value).Context("--cpu-target " + value);
+}
 
 }  // namespace chorus::cli
 

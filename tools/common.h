@@ -46,7 +46,15 @@ int DefaultThreads();
 // Current resident set size of this process in bytes (from /proc/self/status), 0 if unknown.
 size_t ResidentBytes();
 
+// Prints j on one line; an object gets "kernel_path" (MatMulPath(): the SIMD kernels in use).
 void PrintJson(const nlohmann::json& j);
+
+// --cpu-target NAME on every subcommand of app (recursively), all bound to *value: caps the SIMD
+// kernels for the run (ops/cpu_target.h). An unknown name fails parsing, listing the valid ones.
+void AddCpuTargetFlag(CLI::App& app, std::string* value);
+// Applies a parsed --cpu-target (empty: keep auto / CHORUS_CPU_TARGET); a target this CPU cannot
+// run is an error naming what it has.
+Status ApplyCpuTargetFlag(const std::string& value);
 
 // "1000000", "64K", "1.5M", "2GiB", "512KB" -> bytes (K/M/G are powers of 1024); negative, empty or
 // unparsable sizes are errors that quote the text.

@@ -11,6 +11,8 @@ int main(int argc, char** argv) {
   using namespace chorus::cli;
   RunFn gen = AddGenerate(app), ins = AddInspect(app), ev = AddEval(app), be = AddBench(app),
         ag = AddAgents(app), em = AddEmbed(app), sv = AddServe(app);
+  std::string cpu_target;
+  AddCpuTargetFlag(app, &cpu_target);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -21,6 +23,10 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "error: %s (see `chorus --help`)\n", e.what());
+    return 2;
+  }
+  if (chorus::Status st = ApplyCpuTargetFlag(cpu_target); !st.ok()) {
+    std::fprintf(stderr, "error: %s\n", st.message().c_str());
     return 2;
   }
   try {

@@ -124,6 +124,8 @@ void DecodeQ8HeadSimd(const uint8_t* in, size_t hd, uint16_t* nat) {
   }
 }
 
+bool HasSimdRowsImpl() { return kSimdRows; }
+
 void EncodeWindowRowsImpl(WindowFormat f, size_t n_head_kv, size_t head_dim, const float* x, size_t n,
                           uint8_t* stored, uint16_t* nat) {
   const size_t kv_dim = n_head_kv * head_dim;
@@ -164,6 +166,9 @@ HWY_AFTER_NAMESPACE();
 namespace chorus {
 HWY_EXPORT(EncodeWindowRowsImpl);
 HWY_EXPORT(DecodeWindowRowsImpl);
+HWY_EXPORT(HasSimdRowsImpl);
+
+bool WindowCodecHasSimdRows() { return HWY_DYNAMIC_DISPATCH(HasSimdRowsImpl)(); }
 
 Result<WindowFormat> ParseWindowFormat(std::string_view name) {
   if (name == "f16") return WindowFormat::kF16;

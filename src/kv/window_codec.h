@@ -29,6 +29,10 @@ void EncodeWindowRows(WindowFormat f, size_t n_head_kv, size_t head_dim, const f
 void DecodeWindowRows(WindowFormat f, size_t n_head_kv, size_t head_dim, const uint8_t* stored, size_t n,
                       uint16_t* nat);
 
+// True when the dispatched target encodes and decodes with SIMD rows; false where it runs the
+// scalar reference itself (Highway's software fp16 demotion truncates, so those targets keep it).
+bool WindowCodecHasSimdRows();
+
 // Scalar references of the two (tests): the SIMD rows above must give exactly these bits.
 void EncodeWindowRowsRef(WindowFormat f, size_t n_head_kv, size_t head_dim, const float* x, size_t n, uint8_t* stored,
                          uint16_t* nat);

@@ -3,6 +3,7 @@
 
 #include <vector>
 
+#include "ops/int8_ref.h"         // MatMulInt8Scalar
 #include "ops/matmul_internal.h"  // MatMulDispatch, Scratch
 #include "util/check.h"           // CHORUS_CHECK
 
@@ -61,6 +62,14 @@ void MatMulRef(const WeightView& w, const float* x, size_t n_tok, float* y) {
       y[t * w.rows + r] = static_cast<float>(s);
     }
   }
+}
+
+void MatMulInt8Ref(const WeightView& w, const float* x, size_t n_tok, float* y) {
+  CheckView(w);
+  CHORUS_CHECK(GgmlTraitsOf(w.type).block_elems > 1);  // quantized types only
+  if (n_tok == 0 || w.rows == 0) return;
+  ThreadPool one(1);
+  ops_internal::MatMulInt8Scalar(&w, &y, 1, x, n_tok, one);
 }
 
 void EmbeddingRow(const WeightView& w, size_t row, float* dst) {

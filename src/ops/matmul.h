@@ -35,10 +35,15 @@ void MatMulMany(std::span<const WeightView> ws, const float* x, size_t n_tok, st
 // Scalar reference: dequantize one row (DequantizeRow), dot in double with the unquantized x.
 void MatMulRef(const WeightView& w, const float* x, size_t n_tok, float* y);
 
+// The int8 twin: the exact arithmetic of every quantized SIMD path (ops/int8_ref.h), in scalar C++.
+// MatMul of a quantized type equals it bit for bit on the AVX2, AVX-VNNI and NEON paths.
+void MatMulInt8Ref(const WeightView& w, const float* x, size_t n_tok, float* y);
+
 // Embedding lookup: dst (cols) = row `row` of w, dequantized.
 void EmbeddingRow(const WeightView& w, size_t row, float* dst);
 
-// The instruction path MatMul uses on this machine, e.g. "AVX3_DL+VNNI" (for logs and benchmarks).
+// The kernel path MatMul uses for quantized weights now (after any --cpu-target / CHORUS_CPU_TARGET
+// cap): "AVX2 int8 (maddubs)", "AVX-VNNI", "AVX-512 VNNI", "NEON dotprod" or "scalar".
 const char* MatMulPath();
 
 }  // namespace chorus

@@ -1,5 +1,6 @@
-// Per-target MatMul (Highway foreach_target): picks the kernel family for the weight type and n_tok.
-// Invariant: the runtime type is dispatched once per call, never inside a kernel's loops.
+// Per-target MatMul (Highway foreach_target): picks the kernel family for the weight type.
+// Invariant: the runtime type is dispatched once per call, never inside a kernel's loops; every
+// family computes a row's result independently of n_tok (bit-identical batched and alone).
 #ifndef HWY_WANT_AVX3_DL
 #define HWY_WANT_AVX3_DL 1  // compile the Ice Lake+ target (VNNI, VBMI) too
 #endif
@@ -8,9 +9,12 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include "hwy/highway.h"
+#include "ops/cpu_target.h"         // AvxVnniEnabled, NeonDotprodEnabled
 #include "ops/float_kernels-inl.h"  // MatMulF32Path
+#include "ops/int8_neon-inl.h"      // neon::Int8Path (Arm targets)
+#include "ops/int8_ref.h"           // MatMulInt8Scalar
+#include "ops/int8_x86-inl.h"       // maddubs::Int8Path, avxvnni::Int8Path (AVX2, AVX3)
 #include "ops/matmul_internal.h"    // MatMulDispatch
-#include "ops/unpack-inl.h"         // UnpackBlocks
 #include "ops/vnni_kernels-inl.h"   // MatMulVnniPath (AVX3_DL only)
 
 HWY_BEFORE_NAMESPACE();
@@ -20,17 +24,34 @@ using namespace mm;  // NOLINT: the kernels of the included -inl.h files
 
 // ws[0, n) share type and cols; ys[j]: (n_tok, ws[j].rows).
 void MatMulImpl(const WeightView* ws, float* const* ys, size_t n, const float* x, size_t n_tok, ThreadPool& pool) {
+  if (IsFloatType(ws[0].type)) {
+    for (size_t j = 0; j < n; ++j) MatMulF32Path(ws[j], x, n_tok, ys[j], pool);
+    return;
+  }
 #if HWY_TARGET == HWY_AVX3_DL
-  if (!IsFloatType(ws[0].type) && HaveVnniVbmi()) return MatMulVnniPath(ws, ys, n, x, n_tok, pool);
+  if (HaveVnniVbmi()) return MatMulVnniPath(ws, ys, n, x, n_tok, pool);
+#elif HWY_TARGET == HWY_AVX2
+  if (AvxVnniEnabled()) return avxvnni::Int8Path(ws, ys, n, x, n_tok, pool);
+  return maddubs::Int8Path(ws, ys, n, x, n_tok, pool);
+#elif HWY_TARGET == HWY_AVX3
+  return maddubs::Int8Path(ws, ys, n, x, n_tok, pool);
+#elif CHORUS_HAVE_NEON_INT8
+  if (NeonDotprodEnabled()) return neon::Int8Path(ws, ys, n, x, n_tok, pool);
 #endif
-  for (size_t j = 0; j < n; ++j) MatMulF32Path(ws[j], x, n_tok, ys[j], pool);
+  ops_internal::MatMulInt8Scalar(ws, ys, n, x, n_tok, pool);
 }
 
 const char* TargetNameImpl() {
 #if HWY_TARGET == HWY_AVX3_DL
-  return "AVX3_DL (AVX-512 VNNI int8 for quantized types, f32 FMA for float types)";
+  return HaveVnniVbmi() ? "AVX-512 VNNI" : "scalar";
+#elif HWY_TARGET == HWY_AVX2
+  return AvxVnniEnabled() ? "AVX-VNNI" : "AVX2 int8 (maddubs)";
+#elif HWY_TARGET == HWY_AVX3
+  return "AVX2 int8 (maddubs)";
+#elif CHORUS_HAVE_NEON_INT8
+  return NeonDotprodEnabled() ? "NEON dotprod" : "scalar";
 #else
-  return hwy::TargetName(HWY_TARGET);
+  return "scalar";
 #endif
 }
 

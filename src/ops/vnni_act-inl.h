@@ -37,44 +37,6 @@ HWY_INLINE float Quant32(const float* x, int8_t* q, int* sum0, int* sum1) {
   return mx / 127.0f;
 }
 
-// ---- GEMM tile layout: kT tokens interleaved so one pointer feeds every token of the tile.
-//   q  [cols/4][kT] int32 (4 consecutive int8 of one token)
-//   dx [cols/32][kT] f32, s [cols/sub][kT] f32 with s = dx * sum(q over the sub-block)
-struct TileLayout {
-  size_t dx_off, s_off, bytes;
-};
-inline TileLayout TileLayoutOf(size_t cols, int sub, size_t kt) {
-  TileLayout l;
-  l.dx_off = Align64(cols * kt);
-  l.s_off = l.dx_off + Align64(cols / 32 * kt * sizeof(float));
-  l.bytes = l.s_off + Align64(cols / sub * kt * sizeof(float));
-  return l;
-}
-
-// Tokens [t0, t0 + kt) of x into one tile at `tile`.
-inline void QuantizeTile(const float* x, size_t cols, size_t t0, size_t kt, int sub, uint8_t* tile) {
-  const TileLayout l = TileLayoutOf(cols, sub, kt);
-  auto* q32 = reinterpret_cast<int32_t*>(tile);
-  auto* dx = reinterpret_cast<float*>(tile + l.dx_off);
-  auto* s = reinterpret_cast<float*>(tile + l.s_off);
-  alignas(64) int8_t q[32];
-  for (size_t t = 0; t < kt; ++t) {
-    const float* xt = x + (t0 + t) * cols;
-    for (size_t b = 0; b < cols / 32; ++b) {
-      int s0, s1;
-      const float d = Quant32(xt + 32 * b, q, &s0, &s1);
-      dx[b * kt + t] = d;
-      if (sub == 32) {
-        s[b * kt + t] = d * static_cast<float>(s0 + s1);
-      } else {
-        s[2 * b * kt + t] = d * static_cast<float>(s0);
-        s[(2 * b + 1) * kt + t] = d * static_cast<float>(s1);
-      }
-      for (int g = 0; g < 8; ++g) std::memcpy(&q32[(8 * b + g) * kt + t], q + 4 * g, 4);
-    }
-  }
-}
-
 // ---- Decode layout for Q4_0 / Q4_1 ("split4"), per token. Blocks repeat with period
 // P = lcm(nb, 16) (x, x, x, ...) so that a flat stream of 16 rows × nb blocks reads 16 consecutive
 // blocks of x at any multiple of 16.

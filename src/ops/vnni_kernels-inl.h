@@ -1,5 +1,7 @@
-// AVX3_DL path for quantized weights: quantize x once, then decode kernels (Q4_0/Q4_1/Q8_0 with
-// ≤ kDecodeMaxTok tokens) or the VNNI panel GEMM (everything else), rows split over the pool.
+// AVX3_DL path for quantized weights: quantize x once, then the row kernels (Q4_0/Q4_1/Q8_0 stream
+// kernels, UnpackedRows for the other types) for every n_tok, ≤ 4 tokens per pass over slabs of
+// rows. Invariant: a token's result never depends on the other tokens of the batch (the same
+// kernel and lane order whatever n_tok; the 16-row panel GEMM that rounded differently is gone).
 #if defined(CHORUS_OPS_VNNI_KERNELS_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef CHORUS_OPS_VNNI_KERNELS_INL_H_
 #undef CHORUS_OPS_VNNI_KERNELS_INL_H_
@@ -14,7 +16,6 @@
 #include "ops/float_kernels-inl.h"  // MatMulF32Path, SubBlockOf
 #include "ops/matmul_internal.h"    // Scratch
 #include "ops/vnni_act-inl.h"
-#include "ops/vnni_gemm-inl.h"
 #include "ops/vnni_gemv-inl.h"
 #include "ops/vnni_unpacked-inl.h"
 
@@ -25,16 +26,6 @@ HWY_BEFORE_NAMESPACE();
 namespace chorus {
 namespace HWY_NAMESPACE {
 namespace mm {  // matmul internals (names private to these kernels)
-
-// Q4_0/Q4_1 (Q8_0) with ≤ 16 (8) tokens take the decode kernels, ≤ 4 tokens per pass over a slab
-// of rows; beyond that the panel GEMM's packing pays for itself (measured crossovers: 12 before the
-// slabs, which read the weights once for all passes; bench/matmul_bench ModelMatMuls n_tok 8–24).
-// Up to 16 tokens a token's result does not depend on the others in the batch (same kernel).
-// Q8_0 (SmolLM2's output matrix) stays at 8: at 15 tokens its GEMM measured faster (14–18 vs 20 ms).
-// The other quantized types decode rows through UnpackedRows up to 8 tokens.
-inline size_t DecodeMaxTok(GgmlType t) {
-  return t == GgmlType::kQ4_0 || t == GgmlType::kQ4_1 ? 16 : 8;
-}
 
 // The decode kernels need VBMI (vpermt2b) and VNNI; Highway's AVX3_DL implies both on every CPU
 // we know of, but check once rather than trust it.
@@ -58,27 +49,7 @@ void DecodeRows(const WeightView& w, const uint8_t* act, size_t ld_act, float* y
   }
 }
 
-// Matrices of one type and width sharing x; global row g of the list is row g - start[j] of ws[j].
-struct JobList {
-  const WeightView* ws;
-  float* const* ys;
-  size_t n;
-  size_t start[ops_internal::kMaxJobs + 1];  // prefix sums of `units` (rows or panels) per matrix
-
-  JobList(const WeightView* w, float* const* y, size_t count, size_t unit) : ws(w), ys(y), n(count) {
-    start[0] = 0;
-    for (size_t j = 0; j < n; ++j) start[j + 1] = start[j] + (ws[j].rows + unit - 1) / unit;
-  }
-  size_t total() const { return start[n]; }
-  // Calls fn(j, local_begin, local_end) for every matrix overlapping global units [g0, g1).
-  template <class Fn>
-  void ForRange(size_t g0, size_t g1, const Fn& fn) const {
-    for (size_t j = 0; j < n; ++j) {
-      const size_t b = std::max(g0, start[j]), e = std::min(g1, start[j + 1]);
-      if (b < e) fn(j, b - start[j], e - start[j]);
-    }
-  }
-};
+using ops_internal::JobList;
 
 inline constexpr size_t kSlabRows = 64;  // multiple of 16
 
@@ -116,16 +87,6 @@ inline void DecodePath(const JobList& jobs, const float* x, size_t n_tok, Thread
   });
 }
 
-// Tokens in passes of ≤ 4 (balanced); fn(t0, nt) per pass.
-template <class Fn>
-HWY_INLINE void TokenPasses(size_t n_tok, const Fn& fn) {
-  const size_t passes = (n_tok + 3) / 4;
-  for (size_t i = 0; i < passes; ++i) {
-    const size_t t0 = n_tok * i / passes;
-    fn(t0, n_tok * (i + 1) / passes - t0);
-  }
-}
-
 inline void UnpackedDecodePath(const JobList& jobs, const float* x, size_t n_tok, ThreadPool& pool) {
   const WeightView& w0 = jobs.ws[0];
   const int sub = SubBlockOf(w0.type);
@@ -135,7 +96,7 @@ inline void UnpackedDecodePath(const JobList& jobs, const float* x, size_t n_tok
   ops_internal::ParallelRanges(pool, jobs.total(), 16, [&](size_t g0, size_t g1) {
     jobs.ForRange(g0, g1, [&](size_t j, size_t r0, size_t r1) {
       const WeightView& w = jobs.ws[j];
-      TokenPasses(n_tok, [&](size_t t0, size_t nt) {
+      ops_internal::TokenPasses<4>(n_tok, [&](size_t t0, size_t nt) {
         const uint8_t* a = act + t0 * ld;
         float* yt = jobs.ys[j] + t0 * w.rows;
         auto run = [&](auto sub_tag) {
@@ -157,76 +118,13 @@ inline void UnpackedDecodePath(const JobList& jobs, const float* x, size_t n_tok
   });
 }
 
-template <int kSub>
-void GemmPanels(const JobList& panels, size_t tile_groups, const TokenTiling& tt, const uint8_t* act,
-                size_t tile_bytes, size_t i0, size_t i1) {
-  const size_t cols = panels.ws[0].cols;
-  uint8_t* scratch = ops_internal::TileScratch().Get(PanelScratchBytes(cols, kSub));
-  uint8_t* panel = scratch;
-  uint8_t* tmp = scratch + Align64(PanelBytes(cols, kSub));
-  size_t packed = ~size_t{0};
-  panels.ForRange(i0 / tile_groups, (i1 + tile_groups - 1) / tile_groups, [&](size_t j, size_t p0, size_t p1) {
-    const WeightView& w = panels.ws[j];
-    for (size_t p = p0; p < p1; ++p) {
-      const size_t gp = panels.start[j] + p;  // global panel
-      const size_t grp_begin = gp * tile_groups < i0 ? i0 - gp * tile_groups : 0;
-      const size_t grp_end = std::min(tile_groups, i1 - gp * tile_groups);
-      if (grp_begin >= grp_end) continue;
-      if (gp != packed) {
-        PackVnniPanel<kSub>(w, p * kPanelRows, panel, tmp);
-        packed = gp;
-      }
-      const size_t r0 = p * kPanelRows, n_rows = std::min(kPanelRows, w.rows - r0);
-      for (size_t grp = grp_begin; grp < grp_end; ++grp) {
-        const size_t t_begin = tt.n_tiles * grp / tile_groups, t_end = tt.n_tiles * (grp + 1) / tile_groups;
-        for (size_t ti = t_begin; ti < t_end; ++ti) {
-          VnniTile<kSub>(tt.Size(ti), panel, cols, act + ti * tile_bytes, panels.ys[j] + tt.Start(ti) * w.rows + r0,
-                         w.rows, n_rows);
-        }
-      }
-    }
-  });
-}
-
-inline void GemmPath(const WeightView* ws, float* const* ys, size_t n, const float* x, size_t n_tok,
-                     ThreadPool& pool) {
-  const int sub = SubBlockOf(ws[0].type);
-  const size_t cols = ws[0].cols;
-  const TokenTiling tt = TokenTilingOf(n_tok);
-  const size_t tile_bytes = TileLayoutOf(cols, sub, kMaxTileTok).bytes;
-  uint8_t* act = ops_internal::ActScratch().Get(tile_bytes * tt.n_tiles);
-  auto quantize = [&](size_t i0, size_t i1) {
-    for (size_t i = i0; i < i1; ++i) QuantizeTile(x, cols, tt.Start(i), tt.Size(i), sub, act + i * tile_bytes);
-  };
-  if (n_tok >= 32) {
-    ops_internal::ParallelRanges(pool, tt.n_tiles, 1, quantize);
-  } else {
-    quantize(0, tt.n_tiles);
-  }
-  // Work items: (global panel, group of tiles); a thread's items are consecutive, so it packs each
-  // of its panels once. Split tiles only when there are too few panels to keep every thread busy.
-  const JobList panels(ws, ys, n, kPanelRows);
-  const size_t want = static_cast<size_t>(pool.size()) * 4;
-  const size_t tile_groups = std::min(tt.n_tiles, std::max<size_t>(1, (want + panels.total() - 1) / panels.total()));
-  ops_internal::ParallelRanges(pool, panels.total() * tile_groups, 1, [&](size_t i0, size_t i1) {
-    if (sub == 32) {
-      GemmPanels<32>(panels, tile_groups, tt, act, tile_bytes, i0, i1);
-    } else {
-      GemmPanels<16>(panels, tile_groups, tt, act, tile_bytes, i0, i1);
-    }
-  });
-}
-
 // ws[0, n) share type and cols (the caller checks).
 inline void MatMulVnniPath(const WeightView* ws, float* const* ys, size_t n, const float* x, size_t n_tok,
                            ThreadPool& pool) {
   const GgmlType type = ws[0].type;
-  const bool decode_type = type == GgmlType::kQ4_0 || type == GgmlType::kQ4_1 || type == GgmlType::kQ8_0;
-  if (n_tok <= DecodeMaxTok(type)) {
-    if (decode_type) return DecodePath(JobList(ws, ys, n, 1), x, n_tok, pool);
-    return UnpackedDecodePath(JobList(ws, ys, n, 1), x, n_tok, pool);
-  }
-  GemmPath(ws, ys, n, x, n_tok, pool);
+  if (type == GgmlType::kQ4_0 || type == GgmlType::kQ4_1 || type == GgmlType::kQ8_0)
+    return DecodePath(JobList(ws, ys, n, 1), x, n_tok, pool);
+  UnpackedDecodePath(JobList(ws, ys, n, 1), x, n_tok, pool);
 }
 
 }  // namespace mm

@@ -5,6 +5,7 @@
 // measured its own noise floor (flash attention on vs off); chorus must stay within 2.5x of it.
 // Catches: a wrong RoPE style / frequency scaling / factors, a bias left out, the GQA mapping,
 // the tied output — each moves KL orders of magnitude above the floor.
+#include <unistd.h>  // getpid
 #include <gtest/gtest.h>
 
 #include <cinttypes>
@@ -29,7 +30,7 @@ TEST_P(LlamaShapes, LogitsAtLlamaCppNoiseFloor) {
   std::snprintf(fnv, sizeof fnv, "%016" PRIx64, testing::Fnv1a(w.ToBytes()));
   ASSERT_EQ(std::string(fnv), g.header["model"]["fnv1a"].get<std::string>())
       << "the generator changed: rerun scripts/ref/llama_shapes_goldens.py";
-  const std::string path = std::string(::testing::TempDir()) + "/" + spec.name + ".gguf";
+  const std::string path = std::string(::testing::TempDir()) + "/" + spec.name + "." + std::to_string(getpid()) + ".gguf";
   ASSERT_TRUE(w.WriteFile(path).ok());
   auto model = Model::Load(path);
   std::remove(path.c_str());

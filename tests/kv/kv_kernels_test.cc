@@ -180,61 +180,65 @@ TEST_F(KvKernelsTest, AttentionOverBlocksMatchesDecodedDense) {
   const KvGeometry g{3, 64};
   const uint32_t d = g.head_dim, H = g.n_head_kv, kv_head = 1;
   const size_t n_blocks = 4, n_q = 3, n_ctx = n_blocks * kBlockTokens;
-  for (KvFormat f : kAllKvFormats) {
-    std::vector<Block> kb, vb;
-    for (size_t b = 0; b < n_blocks; ++b) {
-      kb.push_back(MakeBlock(f, KvSide::kKey, g, rng));
-      vb.push_back(MakeBlock(f, KvSide::kValue, g, rng));
-    }
-    std::vector<float> q(n_q * d);
-    for (auto& v : q) v = nd(rng) / std::sqrt(float(d));
-    // Kernels: rotate q once, score every block, softmax, accumulate, rotate the output back once.
-    const KvBlockKernels k = GetKvBlockKernels(f);
-    std::vector<float> qk = q, scores(n_q * n_ctx), out(n_q * d, 0.0f);
-    if (KvFormatIsRotated(f)) {
-      for (size_t i = 0; i < n_q; ++i) HadamardRotate(&qk[i * d], d);
-    }
-    for (size_t b = 0; b < n_blocks; ++b) {
-      k.score(g, kb[b].bytes.data(), kv_head, qk.data(), n_q, scores.data() + b * kBlockTokens, n_ctx);
-    }
-    for (size_t i = 0; i < n_q; ++i) {
-      float* s = &scores[i * n_ctx];
-      const float m = *std::max_element(s, s + n_ctx);
-      float sum = 0;
-      for (size_t j = 0; j < n_ctx; ++j) sum += (s[j] = std::exp(s[j] - m));
-      for (size_t j = 0; j < n_ctx; ++j) s[j] /= sum;
-    }
-    for (size_t b = 0; b < n_blocks; ++b) {
-      k.accumulate(g, vb[b].bytes.data(), kv_head, scores.data() + b * kBlockTokens, n_q, out.data(), n_ctx);
-    }
-    if (KvFormatIsRotated(f)) {
-      for (size_t i = 0; i < n_q; ++i) HadamardRotateInverse(&out[i * d], d);
-    }
-    // Reference: dense attention in double on the decoded (original-domain) blocks.
-    std::vector<float> kd(n_ctx * d), vd(n_ctx * d), tmp(kBlockTokens * H * d);
-    for (size_t b = 0; b < n_blocks; ++b) {
-      DecodeKvBlockRef(f, KvSide::kKey, g, kb[b].bytes.data(), tmp.data());
-      for (size_t j = 0; j < kBlockTokens; ++j) std::copy_n(&tmp[j * H * d + kv_head * d], d, &kd[(b * kBlockTokens + j) * d]);
-      DecodeKvBlockRef(f, KvSide::kValue, g, vb[b].bytes.data(), tmp.data());
-      for (size_t j = 0; j < kBlockTokens; ++j) std::copy_n(&tmp[j * H * d + kv_head * d], d, &vd[(b * kBlockTokens + j) * d]);
-    }
-    DistortionStats stats;
-    for (size_t i = 0; i < n_q; ++i) {
-      std::vector<double> s(n_ctx);
-      for (size_t j = 0; j < n_ctx; ++j) {
-        for (size_t c = 0; c < d; ++c) s[j] += double(q[i * d + c]) * kd[j * d + c];
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {  // every compiled target this CPU runs
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    for (KvFormat f : kAllKvFormats) {
+      std::vector<Block> kb, vb;
+      for (size_t b = 0; b < n_blocks; ++b) {
+        kb.push_back(MakeBlock(f, KvSide::kKey, g, rng));
+        vb.push_back(MakeBlock(f, KvSide::kValue, g, rng));
       }
-      const double m = *std::max_element(s.begin(), s.end());
-      double sum = 0;
-      for (auto& v : s) sum += (v = std::exp(v - m));
-      for (size_t c = 0; c < d; ++c) {
-        double o = 0;
-        for (size_t j = 0; j < n_ctx; ++j) o += s[j] / sum * vd[j * d + c];
-        stats.Add(o, out[i * d + c]);
+      std::vector<float> q(n_q * d);
+      for (auto& v : q) v = nd(rng) / std::sqrt(float(d));
+      // Kernels: rotate q once, score every block, softmax, accumulate, rotate the output back once.
+      const KvBlockKernels k = GetKvBlockKernels(f);
+      std::vector<float> qk = q, scores(n_q * n_ctx), out(n_q * d, 0.0f);
+      if (KvFormatIsRotated(f)) {
+        for (size_t i = 0; i < n_q; ++i) HadamardRotate(&qk[i * d], d);
       }
+      for (size_t b = 0; b < n_blocks; ++b) {
+        k.score(g, kb[b].bytes.data(), kv_head, qk.data(), n_q, scores.data() + b * kBlockTokens, n_ctx);
+      }
+      for (size_t i = 0; i < n_q; ++i) {
+        float* s = &scores[i * n_ctx];
+        const float m = *std::max_element(s, s + n_ctx);
+        float sum = 0;
+        for (size_t j = 0; j < n_ctx; ++j) sum += (s[j] = std::exp(s[j] - m));
+        for (size_t j = 0; j < n_ctx; ++j) s[j] /= sum;
+      }
+      for (size_t b = 0; b < n_blocks; ++b) {
+        k.accumulate(g, vb[b].bytes.data(), kv_head, scores.data() + b * kBlockTokens, n_q, out.data(), n_ctx);
+      }
+      if (KvFormatIsRotated(f)) {
+        for (size_t i = 0; i < n_q; ++i) HadamardRotateInverse(&out[i * d], d);
+      }
+      // Reference: dense attention in double on the decoded (original-domain) blocks.
+      std::vector<float> kd(n_ctx * d), vd(n_ctx * d), tmp(kBlockTokens * H * d);
+      for (size_t b = 0; b < n_blocks; ++b) {
+        DecodeKvBlockRef(f, KvSide::kKey, g, kb[b].bytes.data(), tmp.data());
+        for (size_t j = 0; j < kBlockTokens; ++j) std::copy_n(&tmp[j * H * d + kv_head * d], d, &kd[(b * kBlockTokens + j) * d]);
+        DecodeKvBlockRef(f, KvSide::kValue, g, vb[b].bytes.data(), tmp.data());
+        for (size_t j = 0; j < kBlockTokens; ++j) std::copy_n(&tmp[j * H * d + kv_head * d], d, &vd[(b * kBlockTokens + j) * d]);
+      }
+      DistortionStats stats;
+      for (size_t i = 0; i < n_q; ++i) {
+        std::vector<double> s(n_ctx);
+        for (size_t j = 0; j < n_ctx; ++j) {
+          for (size_t c = 0; c < d; ++c) s[j] += double(q[i * d + c]) * kd[j * d + c];
+        }
+        const double m = *std::max_element(s.begin(), s.end());
+        double sum = 0;
+        for (auto& v : s) sum += (v = std::exp(v - m));
+        for (size_t c = 0; c < d; ++c) {
+          double o = 0;
+          for (size_t j = 0; j < n_ctx; ++j) o += s[j] / sum * vd[j * d + c];
+          stats.Add(o, out[i * d + c]);
+        }
+      }
+      // Only float rounding separates the two (f32 Hadamard and exp, |v| ≲ 6): a 1e-5 envelope.
+      EXPECT_LT(stats.max_abs_err(), 1e-5 * (1 + stats.max_abs_ref())) << KvFormatName(f);
     }
-    // Only float rounding separates the two (f32 Hadamard and exp, |v| ≲ 6): a 1e-5 envelope.
-    EXPECT_LT(stats.max_abs_err(), 1e-5 * (1 + stats.max_abs_ref())) << KvFormatName(f);
   }
 }
 
@@ -288,16 +292,19 @@ TEST_F(KvKernelsTest, StackedQueriesGiveEachQueryItsOwnBits) {
 TEST_F(KvKernelsTest, ArbitraryBytesStayInBounds) {
   std::mt19937 rng(45);
   const KvGeometry g{2, 64};
-  for (KvFormat f : kAllKvFormats) {
-    for (KvSide side : {KvSide::kKey, KvSide::kValue}) {
-      std::vector<uint8_t> bytes(KvBlockBytes(f, side, g));
-      for (auto& b : bytes) b = static_cast<uint8_t>(rng());
-      std::vector<float> q(6 * 64, 0.01f), s(6 * 32), acc(6 * 64, 0.0f), tile(32 * 64);
-      const KvBlockKernels k = GetKvBlockKernels(f);
-      for (uint32_t h = 0; h < g.n_head_kv; ++h) {
-        if (side == KvSide::kKey) k.score(g, bytes.data(), h, q.data(), 6, s.data(), 32);
-        if (side == KvSide::kValue) k.accumulate(g, bytes.data(), h, s.data(), 6, acc.data(), 32);
-        DecodeKvHeadRef(f, side, g, bytes.data(), h, tile.data());
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    for (KvFormat f : kAllKvFormats) {
+      for (KvSide side : {KvSide::kKey, KvSide::kValue}) {
+        std::vector<uint8_t> bytes(KvBlockBytes(f, side, g));
+        for (auto& b : bytes) b = static_cast<uint8_t>(rng());
+        std::vector<float> q(6 * 64, 0.01f), s(6 * 32), acc(6 * 64, 0.0f), tile(32 * 64);
+        const KvBlockKernels k = GetKvBlockKernels(f);
+        for (uint32_t h = 0; h < g.n_head_kv; ++h) {
+          if (side == KvSide::kKey) k.score(g, bytes.data(), h, q.data(), 6, s.data(), 32);
+          if (side == KvSide::kValue) k.accumulate(g, bytes.data(), h, s.data(), 6, acc.data(), 32);
+          DecodeKvHeadRef(f, side, g, bytes.data(), h, tile.data());
+        }
       }
     }
   }

@@ -3,6 +3,7 @@
 // naming the missing feature or tensor — of what chorus does not implement (issue 12 item 8).
 #include "model/model.h"
 
+#include <unistd.h>  // getpid
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -27,7 +28,10 @@ SyntheticSpec Small(std::string arch = "llama") {
 Result<std::unique_ptr<Model>> LoadEdited(const SyntheticSpec& s, const std::function<void(GgufWriter&)>& edit = {}) {
   GgufWriter w = testing::SyntheticModel(s);
   if (edit) edit(w);
-  const std::string path = std::string(::testing::TempDir()) + "/model_config_test_" + s.name + ".gguf";
+  // ctest runs this binary's tests as parallel processes: the name must be unique to this process and call.
+  static int calls = 0;
+  const std::string path = std::string(::testing::TempDir()) + "/model_config_test_" + s.name + "." +
+                           std::to_string(getpid()) + "." + std::to_string(calls++) + ".gguf";
   EXPECT_TRUE(w.WriteFile(path).ok());
   auto m = Model::Load(path);
   std::remove(path.c_str());

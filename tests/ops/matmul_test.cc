@@ -10,54 +10,15 @@
 #include <random>
 #include <vector>
 
-#include "hwy/targets.h"      // SetSupportedTargetsForTest
-#include "matmul_bound.h"      // OutputBound
-#include "quant_test_util.h"   // RandomRow, kAllTypes
+#include "matmul_test_util.h"  // Matrix, RandomMatrix, RandomActs, ExpectWithinBound
 
 namespace chorus {
 namespace {
 
-struct Matrix {
-  std::vector<uint8_t> bytes;
-  WeightView view;
-};
-
-Matrix RandomMatrix(GgmlType type, size_t rows, size_t cols, std::mt19937& rng, size_t row_pad = 0) {
-  const auto& tr = GgmlTraitsOf(type);
-  const size_t packed = cols / tr.block_elems * tr.block_bytes, row_bytes = packed + row_pad;
-  Matrix m;
-  m.bytes.resize(rows * row_bytes);
-  for (size_t r = 0; r < rows; ++r) {
-    const std::vector<uint8_t> row = test::RandomRow(type, cols / tr.block_elems, rng);
-    std::copy(row.begin(), row.end(), m.bytes.begin() + r * row_bytes);
-  }
-  m.view = WeightView{.type = type, .data = m.bytes.data(), .rows = rows, .cols = cols, .row_bytes = row_bytes};
-  return m;
-}
-
-// Activations like a normed hidden state: mostly unit scale, a few outliers per row.
-std::vector<float> RandomActs(size_t n_tok, size_t cols, std::mt19937& rng) {
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::uniform_int_distribution<size_t> pick(0, cols - 1);
-  std::vector<float> x(n_tok * cols);
-  for (auto& v : x) v = nd(rng);
-  for (size_t t = 0; t < n_tok; ++t)
-    for (int k = 0; k < 3; ++k) x[t * cols + pick(rng)] *= 20.0f;
-  return x;
-}
-
-void ExpectWithinBound(const WeightView& w, const std::vector<float>& x, size_t n_tok,
-                       const std::vector<float>& got, const std::vector<float>& want, const char* what) {
-  for (size_t t = 0; t < n_tok; ++t) {
-    for (size_t r = 0; r < w.rows; ++r) {
-      const double bound = test::OutputBound(w.type, w.data + r * w.row_bytes, x.data() + t * w.cols, w.cols);
-      const double err = std::fabs(static_cast<double>(got[t * w.rows + r]) - want[t * w.rows + r]);
-      ASSERT_LE(err, bound) << what << " " << GgmlTraitsOf(w.type).name << " rows=" << w.rows
-                            << " cols=" << w.cols << " n_tok=" << n_tok << " t=" << t << " r=" << r
-                            << " got=" << got[t * w.rows + r] << " want=" << want[t * w.rows + r];
-    }
-  }
-}
+using test::Matrix;
+using test::RandomActs;
+using test::RandomMatrix;
+using test::ExpectWithinBound;
 
 std::vector<size_t> ColsFor(GgmlType type) {
   switch (GgmlTraitsOf(type).block_elems) {
@@ -169,32 +130,6 @@ TEST(MatMulTest, NeverReadsPastTheLastRow) {
       munmap(region, span);
     }
   }
-}
-
-TEST(MatMulTest, EverySimdTarget) {
-  // The fallbacks (AVX2, SSE4, ...) are what other machines run: same checks on each target this
-  // CPU supports.
-  std::mt19937 rng(23);
-  ThreadPool pool(2);
-  const int64_t supported = hwy::SupportedTargets();
-  for (int64_t target : {int64_t{HWY_AVX3_DL}, int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_SSE4},
-                         int64_t{HWY_SSSE3}, int64_t{HWY_EMU128}, int64_t{HWY_SCALAR}}) {
-    if (!(supported & target)) continue;
-    hwy::SetSupportedTargetsForTest(target);
-    SCOPED_TRACE(MatMulPath());
-    for (GgmlType type : test::kAllTypes) {
-      const size_t cols = GgmlTraitsOf(type).block_elems == 256 ? 512 : 96;
-      const Matrix m = RandomMatrix(type, 21, cols, rng);
-      for (size_t n_tok : {1, 4, 13}) {
-        const std::vector<float> x = RandomActs(n_tok, cols, rng);
-        std::vector<float> want(n_tok * 21), got(n_tok * 21, NAN);
-        MatMulRef(m.view, x.data(), n_tok, want.data());
-        MatMul(m.view, x.data(), n_tok, got.data(), pool);
-        ExpectWithinBound(m.view, x, n_tok, got, want, hwy::TargetName(target));
-      }
-    }
-  }
-  hwy::SetSupportedTargetsForTest(0);
 }
 
 TEST(MatMulTest, ManyEqualsOneByOne) {

@@ -1,0 +1,172 @@
+// CPU target cap (cpu_target.h): CPU feature detection, Highway's DisableTargets, the environment.
+#include "ops/cpu_target.h"
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+
+#include "hwy/targets.h"  // DisableTargets, SupportedTargets, TargetName
+
+#if defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1 << 20)
+#endif
+#endif
+
+namespace chorus {
+namespace {
+
+std::atomic<CpuTarget> g_target{CpuTarget::kAuto};
+
+bool CpuHas(const char* feature) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();  // may run from a static initializer, before libgcc's
+  std::string_view f(feature);
+  if (f == "avx2") return __builtin_cpu_supports("avx2");
+  if (f == "fma") return __builtin_cpu_supports("fma");
+  if (f == "avxvnni") return __builtin_cpu_supports("avxvnni");
+  if (f == "avx512f") return __builtin_cpu_supports("avx512f");
+  if (f == "avx512vnni") return __builtin_cpu_supports("avx512vnni");
+  if (f == "avx512vbmi") return __builtin_cpu_supports("avx512vbmi");
+  return false;
+#elif defined(__aarch64__) && defined(__linux__)
+  if (std::string_view(feature) == "dotprod") return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+  return false;
+#else
+  (void)feature;
+  return false;
+#endif
+}
+
+// Highway's targets this CPU supports, ignoring any earlier cap.
+int64_t UncappedTargets() {
+  hwy::DisableTargets(0);
+  return hwy::SupportedTargets();
+}
+
+int64_t AllowedMask(CpuTarget t) {
+  const int64_t portable = HWY_EMU128 | HWY_SCALAR;
+  switch (t) {
+    case CpuTarget::kScalar: return portable;
+#if HWY_ARCH_X86
+    case CpuTarget::kAvx2:
+    case CpuTarget::kAvxVnni: return portable | HWY_AVX2 | HWY_SSE4 | HWY_SSSE3;
+#endif
+#if HWY_ARCH_ARM
+    case CpuTarget::kNeon: return portable | HWY_NEON;
+#endif
+    default: return ~int64_t{0};
+  }
+}
+
+// Empty when this CPU runs t; else what it lacks.
+std::string Missing(CpuTarget t, int64_t targets) {
+  switch (t) {
+    case CpuTarget::kAuto:
+    case CpuTarget::kScalar: return "";
+#if HWY_ARCH_X86
+    case CpuTarget::kAvx2: return targets & HWY_AVX2 ? "" : "AVX2 + FMA + F16C";
+    case CpuTarget::kAvxVnni:
+      return (targets & HWY_AVX2) && CpuHas("avxvnni") ? "" : "AVX-VNNI (avxvnni, Alder Lake or later)";
+    case CpuTarget::kAvx512:
+      return targets & HWY_AVX3_DL ? "" : "AVX-512 VNNI + VBMI (Highway AVX3_DL, Ice Lake or later)";
+    case CpuTarget::kNeon: return "an Arm CPU";
+#elif HWY_ARCH_ARM
+    case CpuTarget::kNeon:
+      return (targets & HWY_NEON) && CpuHas("dotprod") ? "" : "NEON with the dot-product extension";
+    default: return "an x86 CPU";
+#else
+    default: return "a CPU chorus has SIMD kernels for";
+#endif
+  }
+  return "";
+}
+
+}  // namespace
+
+Result<CpuTarget> ParseCpuTarget(std::string_view name) {
+  for (CpuTarget t : {CpuTarget::kAuto, CpuTarget::kScalar, CpuTarget::kAvx2, CpuTarget::kAvxVnni,
+                      CpuTarget::kAvx512, CpuTarget::kNeon}) {
+    if (name == CpuTargetName(t)) return t;
+  }
+  return Status::Error("unknown CPU target '{}' (valid: {})", name, kCpuTargetNames);
+}
+
+const char* CpuTargetName(CpuTarget t) {
+  switch (t) {
+    case CpuTarget::kAuto: return "auto";
+    case CpuTarget::kScalar: return "scalar";
+    case CpuTarget::kAvx2: return "avx2";
+    case CpuTarget::kAvxVnni: return "avx-vnni";
+    case CpuTarget::kAvx512: return "avx512";
+    case CpuTarget::kNeon: return "neon";
+  }
+  return "?";
+}
+
+Status SetCpuTarget(CpuTarget t) {
+  const int64_t targets = UncappedTargets();
+  const std::string missing = Missing(t, targets);
+  if (!missing.empty()) {
+    hwy::DisableTargets(~AllowedMask(g_target.load()));  // keep the cap in force
+    return Status::Error("CPU target '{}' needs {}; this CPU has: {}", CpuTargetName(t), missing, CpuFeatures());
+  }
+  hwy::DisableTargets(~AllowedMask(t));
+  g_target.store(t);
+  return Status::Ok();
+}
+
+Status SetCpuTargetByName(std::string_view name) {
+  Result<CpuTarget> t = ParseCpuTarget(name);
+  if (!t.ok()) return t.status();
+  return SetCpuTarget(*t);
+}
+
+CpuTarget CurrentCpuTarget() { return g_target.load(); }
+
+std::string CpuFeatures() {
+  std::string s;
+#if HWY_ARCH_X86
+  s = "x86:";
+  for (const char* f : {"avx2", "fma", "avxvnni", "avx512f", "avx512vnni", "avx512vbmi"})
+    if (CpuHas(f)) s += std::string(" ") + f;
+#elif HWY_ARCH_ARM
+  s = "arm:";
+  if (CpuHas("dotprod")) s += " dotprod";
+#else
+  s = "cpu:";
+#endif
+  s += "; Highway targets";
+  const int64_t all = UncappedTargets();
+  hwy::DisableTargets(~AllowedMask(g_target.load()));
+  for (int64_t bits = all; bits != 0; bits &= bits - 1) s += std::string(" ") + hwy::TargetName(bits & ~(bits - 1));
+  return s;
+}
+
+bool AvxVnniEnabled() {
+  static const bool has = CpuHas("avxvnni");
+  const CpuTarget t = g_target.load(std::memory_order_relaxed);
+  return has && (t == CpuTarget::kAuto || t == CpuTarget::kAvxVnni || t == CpuTarget::kAvx512);
+}
+
+bool NeonDotprodEnabled() {
+  static const bool has = CpuHas("dotprod");
+  return has && g_target.load(std::memory_order_relaxed) != CpuTarget::kScalar;
+}
+
+namespace {
+// CHORUS_CPU_TARGET, applied before main; a bad value is a clear error, not a silent default.
+const bool g_env_applied = [] {
+  const char* v = std::getenv(kCpuTargetEnv);
+  if (v == nullptr || *v == '\0') return false;
+  const Status st = SetCpuTargetByName(v);
+  if (!st.ok()) {
+    std::fprintf(stderr, "chorus: %s=%s: %s\n", kCpuTargetEnv, v, st.message().c_str());
+    std::exit(2);
+  }
+  return true;
+}();
+}  // namespace
+
+}  // namespace chorus

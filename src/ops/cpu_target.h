@@ -1,0 +1,44 @@
+// The instruction-set cap for the whole process: which Highway target (and which int8 kernel path)
+// every dispatched kernel uses — matmuls, KV attention kernels, the window codec, the encoder.
+// Invariant: one process-wide setting, like Highway's own chosen target. It starts from the
+// environment variable CHORUS_CPU_TARGET (read once at program start; an invalid value stops the
+// program with a message naming the valid ones) and the tools' --cpu-target flag replaces it.
+#pragma once
+#include <string>
+#include <string_view>
+
+#include "util/status.h"  // Status, Result
+
+namespace chorus {
+
+enum class CpuTarget {
+  kAuto,     // the best this CPU runs
+  kScalar,   // Highway's portable fallback (no SIMD instructions), scalar int8 kernels
+  kAvx2,     // AVX2 + FMA: vpmaddubsw int8 kernels
+  kAvxVnni,  // AVX2 with the 256-bit AVX-VNNI vpdpbusd (Alder Lake and later)
+  kAvx512,   // AVX-512 VNNI + VBMI (Highway's AVX3_DL, Ice Lake and later)
+  kNeon,     // Arm NEON with the dot-product extension (sdot)
+};
+
+inline constexpr const char* kCpuTargetEnv = "CHORUS_CPU_TARGET";
+inline constexpr const char* kCpuTargetNames = "auto, scalar, avx2, avx-vnni, avx512, neon";
+
+// "avx2" → kAvx2 ...; an unknown name → an error listing the valid ones.
+Result<CpuTarget> ParseCpuTarget(std::string_view name);
+const char* CpuTargetName(CpuTarget t);
+
+// Caps every later dispatch at t. A target this CPU cannot run → an error naming what it has.
+Status SetCpuTarget(CpuTarget t);
+Status SetCpuTargetByName(std::string_view name);  // ParseCpuTarget + SetCpuTarget
+CpuTarget CurrentCpuTarget();
+
+// What this CPU offers, e.g. "x86: avx2 fma f16c; Highway targets AVX2 SSE4 SSSE3 EMU128".
+std::string CpuFeatures();
+
+// True when the AVX2 target may use AVX-VNNI: the CPU has it and the cap allows it.
+bool AvxVnniEnabled();
+// True when the Arm targets may use sdot: the CPU has the dot-product extension and the cap is
+// not scalar (NEON is Arm's Highway baseline, so the scalar cap must also switch these kernels off).
+bool NeonDotprodEnabled();
+
+}  // namespace chorus

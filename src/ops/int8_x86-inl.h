@@ -1,0 +1,387 @@
+// x86 int8 kernels for the AVX2 and AVX3 targets: eight weight rows in the eight 32-bit lanes.
+// A panel of 8 rows is packed per call (codes [cols/4][8 rows][4 bytes], dw/m [sub-block][8]);
+// every 4 bytes of a token's int8 activations are broadcast against it, so each lane ends a
+// sub-block holding that row's exact integer dot product — the arithmetic of int8_ref.h, in the
+// same order, whatever the number of tokens (bit-identical to the scalar twin and across n_tok).
+// The products are vpmaddubsw + vpmaddwd (AVX2), or vpdpbusd on CPUs with AVX-VNNI (same sums).
+#if defined(CHORUS_OPS_INT8_X86_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef CHORUS_OPS_INT8_X86_INL_H_
+#undef CHORUS_OPS_INT8_X86_INL_H_
+#else
+#define CHORUS_OPS_INT8_X86_INL_H_
+#endif
+
+#include <algorithm>
+#include <cstring>
+
+#include "hwy/highway.h"
+#include "ops/int8_ref.h"         // Int8ActLayout, Int8SubOf
+#include "ops/matmul_internal.h"  // Scratch, JobList, TokenPasses
+#include "ops/unpack-inl.h"       // UnpackBlocks
+
+HWY_BEFORE_NAMESPACE();
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+#include <immintrin.h>
+
+namespace chorus {
+namespace HWY_NAMESPACE {
+namespace mm {  // matmul internals (names private to these kernels)
+using ops_internal::Align64;
+using ops_internal::Int8ActLayout;
+using ops_internal::Int8ActLayoutOf;
+
+inline constexpr size_t kPanelRows8 = 8;
+
+// ---- Activations: x (n_tok, cols) → Int8ActLayout, exactly QuantizeActsRef.
+inline void QuantizeActsAvx2(const float* x, size_t cols, size_t n_tok, int sub, uint8_t* act) {
+  const Int8ActLayout l = Int8ActLayoutOf(cols, sub);
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (size_t t = 0; t < n_tok; ++t) {
+    const float* xt = x + t * cols;
+    uint8_t* base = act + t * l.stride;
+    auto* dx = reinterpret_cast<float*>(base + l.dx_off);
+    auto* s = reinterpret_cast<float*>(base + l.s_off);
+    for (size_t b = 0; b < cols / 32; ++b) {
+      __m256 v[4];
+      for (int k = 0; k < 4; ++k) v[k] = _mm256_loadu_ps(xt + 32 * b + 8 * k);
+      __m256 mx = _mm256_max_ps(_mm256_max_ps(_mm256_and_ps(v[0], abs_mask), _mm256_and_ps(v[1], abs_mask)),
+                                _mm256_max_ps(_mm256_and_ps(v[2], abs_mask), _mm256_and_ps(v[3], abs_mask)));
+      __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+      m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+      m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+      const float amax = _mm_cvtss_f32(m4);
+      const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+      const __m256 vid = _mm256_set1_ps(id);
+      __m256i q[4];
+      for (int k = 0; k < 4; ++k) q[k] = _mm256_cvtps_epi32(_mm256_mul_ps(v[k], vid));  // half to even
+      const __m256i bytes = _mm256_permutevar8x32_epi32(
+          _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3])), order);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(base + 32 * b), bytes);
+      auto hsum = [](__m256i a) {
+        __m128i h = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
+        h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
+        h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xB1));
+        return _mm_cvtsi128_si32(h);
+      };
+      const int s0 = hsum(_mm256_add_epi32(q[0], q[1])), s1 = hsum(_mm256_add_epi32(q[2], q[3]));
+      dx[b] = amax / 127.0f;
+      if (sub == 32) {
+        s[b] = dx[b] * static_cast<float>(s0 + s1);
+      } else {
+        s[2 * b] = dx[b] * static_cast<float>(s0);
+        s[2 * b + 1] = dx[b] * static_cast<float>(s1);
+      }
+    }
+  }
+}
+
+// ---- Panels: 8 rows (lanes past the matrix repeat its last row; their results are never stored).
+//   codes [cols / 4][8][4] (32-byte vectors), dw [cols / sub][8] f32, m [cols / sub][8] f32.
+struct Panel8 {
+  uint8_t* codes;
+  float* dw;
+  float* m;
+};
+inline size_t Panel8Bytes(size_t cols, int sub) { return Align64(cols * 8) + 2 * (cols / sub) * 8 * sizeof(float); }
+// Scratch for unpacking the generic types' rows before the transpose.
+inline size_t StageBytes(size_t cols, int sub) { return 8 * Align64(cols) + 2 * 8 * (cols / sub) * sizeof(float); }
+inline Panel8 Panel8At(uint8_t* p, size_t cols, int sub) {
+  Panel8 pn;
+  pn.codes = p;
+  pn.dw = reinterpret_cast<float*>(p + Align64(cols * 8));
+  pn.m = pn.dw + (cols / sub) * 8;
+  return pn;
+}
+
+// out[g] lane i = dword g of r[i] (an 8 × 8 transpose of 32-bit elements).
+HWY_INLINE void Transpose8x8(const __m256i* r, __m256i* out) {
+  __m256i t[8], u[8];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_epi32(r[i], r[i + 1]);
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; i += 4) {
+    u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);
+    u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
+    u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
+    u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+#pragma GCC unroll 8
+  for (int g = 0; g < 4; ++g) {
+    out[g] = _mm256_permute2x128_si256(u[g], u[4 + g], 0x20);
+    out[4 + g] = _mm256_permute2x128_si256(u[g], u[4 + g], 0x31);
+  }
+}
+
+// The f16 at byte `off` of each of the 8 rows, as 8 floats.
+// (Inserted lane by lane: eight 2-byte stores read back as one vector would stall store forwarding.)
+HWY_INLINE __m256 Halves8(const uint8_t* const* rp, size_t off) {
+  auto at = [&](int i) {
+    uint16_t h;
+    std::memcpy(&h, rp[i] + off, 2);
+    return static_cast<int>(h);
+  };
+  __m128i v = _mm_cvtsi32_si128(at(0));
+  v = _mm_insert_epi16(v, at(1), 1);
+  v = _mm_insert_epi16(v, at(2), 2);
+  v = _mm_insert_epi16(v, at(3), 3);
+  v = _mm_insert_epi16(v, at(4), 4);
+  v = _mm_insert_epi16(v, at(5), 5);
+  v = _mm_insert_epi16(v, at(6), 6);
+  v = _mm_insert_epi16(v, at(7), 7);
+  return _mm256_cvtph_ps(v);
+}
+
+// A panel's rows are read one after the other into `stage` (kCode bytes at byte kOff of every
+// kBS-byte block), so the weights stream from memory in address order — the hardware prefetcher
+// follows one long stream, which it does not for 8 interleaved rows of a few cache lines each —
+// and the transposes then read L1.
+inline constexpr size_t kStagePrefetch = 2048;  // bytes ahead in the stream (rows are contiguous)
+
+template <size_t kBS, size_t kOff, size_t kCode>
+HWY_INLINE void StageRows(const uint8_t* const* rp, size_t nb, uint8_t* stage) {
+  static_assert(kCode == 16 || kCode == 32);
+  for (int i = 0; i < 8; ++i) {
+    const uint8_t* src = rp[i] + kOff;
+    uint8_t* dst = stage + i * nb * kCode;
+    for (size_t b = 0; b < nb; ++b) {
+      _mm_prefetch(reinterpret_cast<const char*>(src + b * kBS + kStagePrefetch), _MM_HINT_T0);
+      if (kCode == 16) {
+        _mm_store_si128(reinterpret_cast<__m128i*>(dst + 16 * b),
+                        _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + b * kBS)));
+      } else {
+        _mm256_store_si256(reinterpret_cast<__m256i*>(dst + 32 * b),
+                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + b * kBS)));
+      }
+    }
+  }
+}
+
+// Q4_0 (kBS 18) / Q4_1 (kBS 20): the 16 nibble bytes of a block, 4 × 4 bytes per row, transposed
+// before splitting: dword g's low nibbles are elements 4g..4g+3, its high nibbles 16+4g..16+4g+3.
+template <size_t kBS, bool kHasMin>
+inline void PackQ4(const uint8_t* const* rp, size_t nb, Panel8 pn, uint8_t* stage) {
+  constexpr size_t kQs = kHasMin ? 4 : 2;
+  StageRows<kBS, kQs, 16>(rp, nb, stage);
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const __m256 minus8 = _mm256_set1_ps(-8.0f);
+  const size_t ld = nb * 16;
+  auto pair = [&](int r, size_t b) {  // [row r | row r + 4] of block b
+    return _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(stage + r * ld + 16 * b))),
+        _mm_load_si128(reinterpret_cast<const __m128i*>(stage + (r + 4) * ld + 16 * b)), 1);
+  };
+  for (size_t b = 0; b < nb; ++b) {
+    const size_t off = b * kBS;
+    const __m256i y0 = pair(0, b), y1 = pair(1, b), y2 = pair(2, b), y3 = pair(3, b);
+    const __m256i t0 = _mm256_unpacklo_epi32(y0, y1), t1 = _mm256_unpackhi_epi32(y0, y1);
+    const __m256i t2 = _mm256_unpacklo_epi32(y2, y3), t3 = _mm256_unpackhi_epi32(y2, y3);
+    const __m256i d0 = _mm256_unpacklo_epi64(t0, t2), d1 = _mm256_unpackhi_epi64(t0, t2);
+    const __m256i d2 = _mm256_unpacklo_epi64(t1, t3), d3 = _mm256_unpackhi_epi64(t1, t3);
+    auto* out = reinterpret_cast<__m256i*>(pn.codes + b * 256);
+    _mm256_store_si256(out + 0, _mm256_and_si256(d0, low4));
+    _mm256_store_si256(out + 1, _mm256_and_si256(d1, low4));
+    _mm256_store_si256(out + 2, _mm256_and_si256(d2, low4));
+    _mm256_store_si256(out + 3, _mm256_and_si256(d3, low4));
+    _mm256_store_si256(out + 4, _mm256_and_si256(_mm256_srli_epi16(d0, 4), low4));
+    _mm256_store_si256(out + 5, _mm256_and_si256(_mm256_srli_epi16(d1, 4), low4));
+    _mm256_store_si256(out + 6, _mm256_and_si256(_mm256_srli_epi16(d2, 4), low4));
+    _mm256_store_si256(out + 7, _mm256_and_si256(_mm256_srli_epi16(d3, 4), low4));
+    const __m256 dw = Halves8(rp, off);
+    _mm256_store_ps(pn.dw + 8 * b, dw);
+    _mm256_store_ps(pn.m + 8 * b, kHasMin ? Halves8(rp, off + 2) : _mm256_mul_ps(dw, minus8));
+  }
+}
+
+// Q8_0: 32 signed codes per block and row, one 8 × 8 transpose per block.
+inline void PackQ8(const uint8_t* const* rp, size_t nb, Panel8 pn, uint8_t* stage) {
+  StageRows<sizeof(BlockQ8_0), 2, 32>(rp, nb, stage);
+  const size_t ld = nb * 32;
+  for (size_t b = 0; b < nb; ++b) {
+    __m256i r[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) r[i] = _mm256_load_si256(reinterpret_cast<const __m256i*>(stage + i * ld + 32 * b));
+    __m256i out[8];
+    Transpose8x8(r, out);
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; ++g) _mm256_store_si256(reinterpret_cast<__m256i*>(pn.codes + b * 256) + g, out[g]);
+    _mm256_store_ps(pn.dw + 8 * b, Halves8(rp, b * sizeof(BlockQ8_0)));
+  }
+}
+
+// Q5_0, Q5_1 and the K-quants: each row unpacked (UnpackBlocks) into `stage`, then transposed.
+inline void PackGeneric(GgmlType type, const uint8_t* const* rp, size_t row_bytes, size_t cols, int sub, Panel8 pn,
+                        uint8_t* stage) {
+  const size_t ldq = Align64(cols), nsub = cols / sub;
+  float* sdw = reinterpret_cast<float*>(stage + 8 * ldq);
+  float* sm = sdw + 8 * nsub;
+  const size_t nb = cols / GgmlTraitsOf(type).block_elems;
+  for (int i = 0; i < 8; ++i) {
+    // The next panel's row i, a panel ahead (see StageRows).
+    for (size_t o = 0; o < GgmlTraitsOf(type).block_bytes * nb; o += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(rp[i] + 8 * row_bytes + o), _MM_HINT_T0);
+    UnpackBlocks(type, rp[i], nb, stage + i * ldq, sdw + i * nsub, sm + i * nsub);
+  }
+  for (size_t c = 0; c < cols; c += 32) {
+    __m256i r[8], out[8];
+    for (int i = 0; i < 8; ++i) r[i] = _mm256_load_si256(reinterpret_cast<const __m256i*>(stage + i * ldq + c));
+    Transpose8x8(r, out);
+    for (int g = 0; g < 8; ++g) _mm256_store_si256(reinterpret_cast<__m256i*>(pn.codes + c * 8) + g, out[g]);
+  }
+  for (size_t j = 0; j < nsub; ++j) {
+    for (int i = 0; i < 8; ++i) {
+      pn.dw[8 * j + i] = sdw[i * nsub + j];
+      pn.m[8 * j + i] = sm[i * nsub + j];
+    }
+  }
+}
+
+// Rows [r0, r0 + 8) of w (clamped to the last row) → panel.
+inline void PackPanel8(const WeightView& w, size_t r0, Panel8 pn, uint8_t* stage) {
+  const uint8_t* rp[8];
+  for (size_t i = 0; i < 8; ++i) rp[i] = w.data + std::min(r0 + i, w.rows - 1) * w.row_bytes;
+  switch (w.type) {
+    case GgmlType::kQ4_0: return PackQ4<sizeof(BlockQ4_0), false>(rp, w.cols / 32, pn, stage);
+    case GgmlType::kQ4_1: return PackQ4<sizeof(BlockQ4_1), true>(rp, w.cols / 32, pn, stage);
+    case GgmlType::kQ8_0: return PackQ8(rp, w.cols / 32, pn, stage);
+    default: return PackGeneric(w.type, rp, w.row_bytes, w.cols, ops_internal::Int8SubOf(w.type), pn, stage);
+  }
+}
+
+HWY_INLINE __m256i Bcast4(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+// Stores the first n lanes of v to p.
+HWY_INLINE void StoreRows(float* p, __m256 v, size_t n) {
+  if (n == 8) return _mm256_storeu_ps(p, v);
+  alignas(32) float tmp[8];
+  _mm256_store_ps(tmp, v);
+  std::memcpy(p, tmp, n * sizeof(float));
+}
+
+// Lane i = the sum of the 8 lanes of v[i] (exact: 32-bit integers).
+HWY_INLINE __m256i TransposeSum8(const __m256i* v) {
+  auto pair32 = [](__m256i a, __m256i b) {
+    return _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b));
+  };
+  auto pair64 = [](__m256i a, __m256i b) {
+    return _mm256_add_epi32(_mm256_unpacklo_epi64(a, b), _mm256_unpackhi_epi64(a, b));
+  };
+  const __m256i lo = pair64(pair32(v[0], v[1]), pair32(v[2], v[3]));  // rows 0-3 | rows 0-3
+  const __m256i hi = pair64(pair32(v[4], v[5]), pair32(v[6], v[7]));  // rows 4-7 | rows 4-7
+  return _mm256_add_epi32(_mm256_permute2x128_si256(lo, hi, 0x20), _mm256_permute2x128_si256(lo, hi, 0x31));
+}
+
+// Q8_0 for few tokens: the 8 rows' codes staged row-major (no transpose) and their dw. Each block's
+// products are then 32-byte row vectors against the token's 32 bytes, summed across lanes by
+// TransposeSum8 — the same exact sums the panel kernel gets, for about half its work at one token.
+inline void StageQ8(const uint8_t* const* rp, size_t nb, Panel8 pn, uint8_t* stage) {
+  StageRows<sizeof(BlockQ8_0), 2, 32>(rp, nb, stage);
+  for (size_t b = 0; b < nb; ++b) _mm256_store_ps(pn.dw + 8 * b, Halves8(rp, b * sizeof(BlockQ8_0)));
+}
+
+// Group g's weight vector w (codes + 32 g) and the operand vpmaddubsw / vpdpbusd take for it:
+// w itself, or |w| for the signed codes (whose sign then moves to x: OperandX).
+template <bool kSigned>
+HWY_INLINE __m256i LoadGroup(const uint8_t* codes, int g, __m256i* w) {
+  *w = _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + 32 * g));
+  return kSigned ? _mm256_abs_epi8(*w) : *w;
+}
+// Token bytes x4[0, 4) broadcast, negated where w is negative (zero where w is zero) if signed.
+template <bool kSigned>
+HWY_INLINE __m256i OperandX(const uint8_t* x4, __m256i w) {
+  const __m256i xb = Bcast4(x4);
+  return kSigned ? _mm256_sign_epi8(xb, w) : xb;
+}
+
+// ---- The integer products of one sub-block, per token: isum[t] lane i = Σ q · xq of row i.
+// kBatch: how many vpmaddubsw results fit one int16 sum (codes < 2^bits: 8 for 4 bits, 4 for 5,
+// 2 for 6, 1 for the signed 8-bit codes, which go through the sign trick |w| · sign(x, w)).
+struct MaddubsDot {
+  // Lane i = Σ of the 4 products of bytes 4i..4i+3 (u8 × s8; no int16 saturation for |w| ≤ 128, |x| ≤ 127).
+  static HWY_INLINE __m256i Partial(__m256i u, __m256i s) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+  }
+  template <int kGroups, int kBatch, bool kSigned, int kT>
+  static HWY_INLINE void SubBlock(const uint8_t* codes, const uint8_t* const* xq, __m256i* isum) {
+    const __m256i ones = _mm256_set1_epi16(1);
+#pragma GCC unroll 4
+    for (int t = 0; t < kT; ++t) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int g0 = 0; g0 < kGroups; g0 += kBatch) {
+      __m256i s16[kT];
+#pragma GCC unroll 8
+      for (int g = g0; g < g0 + kBatch; ++g) {
+        __m256i w;
+        const __m256i aw = LoadGroup<kSigned>(codes, g, &w);
+#pragma GCC unroll 4
+        for (int t = 0; t < kT; ++t) {
+          const __m256i p = _mm256_maddubs_epi16(aw, OperandX<kSigned>(xq[t] + 4 * g, w));
+          s16[t] = g == g0 ? p : _mm256_add_epi16(s16[t], p);
+        }
+      }
+#pragma GCC unroll 4
+      for (int t = 0; t < kT; ++t) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], ones));
+    }
+  }
+};
+
+}  // namespace mm
+}  // namespace HWY_NAMESPACE
+}  // namespace chorus
+
+// The panel × token kernels and the path, once per product instruction (the AVX-VNNI copy is
+// compiled with that extension enabled and runs only on CPUs that have it).
+namespace chorus {
+namespace HWY_NAMESPACE {
+namespace mm {
+namespace maddubs {
+using Dot = MaddubsDot;
+#include "ops/int8_x86_body-inl.h"
+}  // namespace maddubs
+}  // namespace mm
+}  // namespace HWY_NAMESPACE
+}  // namespace chorus
+
+#if HWY_TARGET == HWY_AVX2
+#pragma GCC push_options
+#pragma GCC target("avxvnni")
+namespace chorus {
+namespace HWY_NAMESPACE {
+namespace mm {
+namespace avxvnni {
+struct Dot {
+  static HWY_INLINE __m256i Partial(__m256i u, __m256i s) {
+    return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, s);
+  }
+  template <int kGroups, int kBatch, bool kSigned, int kT>
+  static HWY_INLINE void SubBlock(const uint8_t* codes, const uint8_t* const* xq, __m256i* isum) {
+#pragma GCC unroll 4
+    for (int t = 0; t < kT; ++t) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int g = 0; g < kGroups; ++g) {
+      __m256i w;
+      const __m256i aw = LoadGroup<kSigned>(codes, g, &w);
+#pragma GCC unroll 4
+      for (int t = 0; t < kT; ++t) isum[t] = _mm256_dpbusd_avx_epi32(isum[t], aw, OperandX<kSigned>(xq[t] + 4 * g, w));
+    }
+  }
+};
+#include "ops/int8_x86_body-inl.h"
+}  // namespace avxvnni
+}  // namespace mm
+}  // namespace HWY_NAMESPACE
+}  // namespace chorus
+#pragma GCC pop_options
+#endif  // HWY_TARGET == HWY_AVX2
+
+#endif  // HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+HWY_AFTER_NAMESPACE();
+
+#endif  // include guard toggle

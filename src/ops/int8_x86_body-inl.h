@@ -1,0 +1,129 @@
+// The x86 panel × token kernels and their path, written once for any `Dot` (int8_x86-inl.h includes
+// this file inside one namespace per product instruction; no include guard on purpose).
+// Invariant: per (row, token) the float operations are int8_ref.h's, in its order.
+
+// y[t * ldy + i] for t < kT, i < n_rows: the panel × kT tokens (activation rows ld_act apart).
+template <int kSub, int kBatch, bool kSigned, int kT>
+HWY_INLINE void PanelTokens(const Panel8& pn, size_t cols, const uint8_t* act, size_t ld_act,
+                            const Int8ActLayout& l, float* y, size_t ldy, size_t n_rows) {
+  constexpr int kGroups = kSub / 4;
+  const size_t nsub = cols / kSub;
+  __m256 acc[kT];
+  const float* dx[kT];
+  const float* s[kT];
+#pragma GCC unroll 4
+  for (int t = 0; t < kT; ++t) {
+    acc[t] = _mm256_setzero_ps();
+    dx[t] = reinterpret_cast<const float*>(act + t * ld_act + l.dx_off);
+    s[t] = reinterpret_cast<const float*>(act + t * ld_act + l.s_off);
+  }
+  for (size_t j = 0; j < nsub; ++j) {
+    const uint8_t* xj[kT];
+#pragma GCC unroll 4
+    for (int t = 0; t < kT; ++t) xj[t] = act + t * ld_act + j * kSub;
+    __m256i isum[kT];
+    Dot::template SubBlock<kGroups, kBatch, kSigned, kT>(pn.codes + j * kSub * 8, xj, isum);
+    const __m256 dwv = _mm256_load_ps(pn.dw + 8 * j);
+    const __m256 mv = kSigned ? _mm256_setzero_ps() : _mm256_load_ps(pn.m + 8 * j);
+#pragma GCC unroll 4
+    for (int t = 0; t < kT; ++t) {
+      const __m256 sc = _mm256_mul_ps(dwv, _mm256_set1_ps(dx[t][j * kSub / 32]));
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), sc, acc[t]);
+      if (!kSigned) acc[t] = _mm256_fmadd_ps(mv, _mm256_set1_ps(s[t][j]), acc[t]);
+    }
+  }
+  for (int t = 0; t < kT; ++t) StoreRows(y + t * ldy, acc[t], n_rows);
+}
+
+// Q8_0 rows staged by StageQ8 × one token: y[i] for i < n_rows.
+HWY_INLINE void Q8RowsToken(const Panel8& pn, const uint8_t* stage, size_t nb, const uint8_t* act,
+                            const Int8ActLayout& l, float* y, size_t n_rows) {
+  const float* dx = reinterpret_cast<const float*>(act + l.dx_off);
+  __m256 acc = _mm256_setzero_ps();
+  for (size_t b = 0; b < nb; ++b) {
+    const __m256i xv = _mm256_load_si256(reinterpret_cast<const __m256i*>(act + 32 * b));
+    __m256i v[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) {
+      const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(stage + (i * nb + b) * 32));
+      v[i] = Dot::Partial(_mm256_abs_epi8(w), _mm256_sign_epi8(xv, w));
+    }
+    const __m256 sc = _mm256_mul_ps(_mm256_load_ps(pn.dw + 8 * b), _mm256_set1_ps(dx[b]));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(TransposeSum8(v)), sc, acc);
+  }
+  StoreRows(y, acc, n_rows);
+}
+
+// Panels (global 8-row groups) [g0, g1) × all tokens: each panel packed once per chunk of
+// kPanelTokChunk tokens and met by the chunk's tokens ≤ 4 at a time.
+// Up to this many tokens Q8_0 takes Q8RowsToken (its work grows with the tokens, the panel's does not).
+inline constexpr size_t kQ8DirectMaxTok = 2;
+
+template <int kSub, int kBatch, bool kSigned>
+void Int8Groups(const ops_internal::JobList& jobs, const uint8_t* act, size_t n_tok, size_t g0, size_t g1) {
+  const size_t cols = jobs.ws[0].cols;
+  const Int8ActLayout l = Int8ActLayoutOf(cols, kSub);
+  const size_t panel_bytes = Align64(Panel8Bytes(cols, kSub));
+  uint8_t* scratch = ops_internal::TileScratch().Get(panel_bytes + StageBytes(cols, kSub));
+  const Panel8 pn = Panel8At(scratch, cols, kSub);
+  uint8_t* stage = scratch + panel_bytes;
+  if (kSigned && n_tok <= kQ8DirectMaxTok) {  // Q8_0 decode: no transpose (same sums, same bits)
+    const size_t nb = cols / 32;
+    ops_internal::ForPanelTokens(
+        jobs, n_tok, ops_internal::kPanelTokChunk, g0, g1,
+        [&](const WeightView& w, size_t r0) {
+          const uint8_t* rp[8];
+          for (size_t i = 0; i < 8; ++i) rp[i] = w.data + std::min(r0 + i, w.rows - 1) * w.row_bytes;
+          StageQ8(rp, nb, pn, stage);
+        },
+        [&](size_t j, size_t r0, size_t n_rows, size_t t0, size_t nt) {
+          const size_t ldy = jobs.ws[j].rows;
+          for (size_t t = t0; t < t0 + nt; ++t)
+            Q8RowsToken(pn, stage, nb, act + t * l.stride, l, jobs.ys[j] + t * ldy + r0, n_rows);
+        });
+    return;
+  }
+  ops_internal::ForPanelTokens(
+      jobs, n_tok, ops_internal::kPanelTokChunk, g0, g1, [&](const WeightView& w, size_t r0) { PackPanel8(w, r0, pn, stage); },
+      [&](size_t j, size_t r0, size_t n_rows, size_t t0, size_t nt) {
+        const size_t ldy = jobs.ws[j].rows;
+        const uint8_t* a = act + t0 * l.stride;
+        float* y = jobs.ys[j] + t0 * ldy + r0;
+        switch (nt) {
+          case 1: return PanelTokens<kSub, kBatch, kSigned, 1>(pn, cols, a, l.stride, l, y, ldy, n_rows);
+          case 2: return PanelTokens<kSub, kBatch, kSigned, 2>(pn, cols, a, l.stride, l, y, ldy, n_rows);
+          case 3: return PanelTokens<kSub, kBatch, kSigned, 3>(pn, cols, a, l.stride, l, y, ldy, n_rows);
+          default: return PanelTokens<kSub, kBatch, kSigned, 4>(pn, cols, a, l.stride, l, y, ldy, n_rows);
+        }
+      });
+}
+
+// ws[0, n): one quantized type and cols (the caller checks). Quantize x once, then panels over the pool.
+inline void Int8Path(const WeightView* ws, float* const* ys, size_t n, const float* x, size_t n_tok,
+                     ThreadPool& pool) {
+  const GgmlType type = ws[0].type;
+  const size_t cols = ws[0].cols;
+  const int sub = ops_internal::Int8SubOf(type);
+  const Int8ActLayout l = Int8ActLayoutOf(cols, sub);
+  uint8_t* act = ops_internal::ActScratch().Get(l.stride * n_tok);
+  if (n_tok >= 32) {
+    ops_internal::ParallelRanges(pool, n_tok, 8, [&](size_t t0, size_t t1) {
+      QuantizeActsAvx2(x + t0 * cols, cols, t1 - t0, sub, act + t0 * l.stride);
+    });
+  } else {
+    QuantizeActsAvx2(x, cols, n_tok, sub, act);
+  }
+  const ops_internal::JobList jobs(ws, ys, n, kPanelRows8);
+  ops_internal::ParallelRanges(pool, jobs.total(), 1, [&](size_t g0, size_t g1) {
+    switch (type) {
+      case GgmlType::kQ4_0:
+      case GgmlType::kQ4_1:
+      case GgmlType::kQ4_K: return Int8Groups<32, 8, false>(jobs, act, n_tok, g0, g1);
+      case GgmlType::kQ5_0:
+      case GgmlType::kQ5_1:
+      case GgmlType::kQ5_K: return Int8Groups<32, 4, false>(jobs, act, n_tok, g0, g1);
+      case GgmlType::kQ6_K: return Int8Groups<16, 2, false>(jobs, act, n_tok, g0, g1);
+      default: return Int8Groups<32, 1, true>(jobs, act, n_tok, g0, g1);  // Q8_0
+    }
+  });
+}
