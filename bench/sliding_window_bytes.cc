@@ -78,6 +78,7 @@ Peak Agents(const ModelConfig& c, const KvStoreOptions& so, PrecisionPolicy& pol
   Feeder f{so.shape};
   Peak peak;
   auto doc = store.NewSequence(a.doc);
+  doc->set_keep_from(a.doc / kBlockTokens * kBlockTokens);  // its readers start after its last sealed block
   for (size_t done = 0; done < a.doc; done += 512) {
     const size_t n = std::min<size_t>(512, a.doc - done);
     f.Rows(n);
@@ -85,11 +86,16 @@ Peak Agents(const ModelConfig& c, const KvStoreOptions& so, PrecisionPolicy& pol
       if (!doc->AppendAndAttend(l, n, f.k.data(), f.v.data(), f.q.data(), f.out.data(), pool).ok()) std::exit(1);
     doc->Commit(n);
   }
-  doc->Freeze();
-  std::shared_ptr<const KvSequence> shared(std::move(doc));
+  std::vector<std::vector<BlockId>> tables;
+  std::vector<size_t> first;
+  for (size_t l = 0; l < c.n_layer; ++l) {
+    tables.push_back(doc->blocks(l));
+    first.push_back(doc->first_block(l));
+  }
+  const BorrowedBlocks shared{.tables = tables, .first = first};
   std::vector<std::unique_ptr<KvSequence>> agents;
   for (size_t i = 0; i < a.agents; ++i) {
-    agents.push_back(store.NewSequence(a.prompt + a.gen, shared));
+    agents.push_back(store.NewSequence(a.doc + a.prompt + a.gen, shared));
     f.Rows(a.prompt);
     for (size_t l = 0; l < c.n_layer; ++l)
       if (!agents.back()->AppendAndAttend(l, a.prompt, f.k.data(), f.v.data(), f.q.data(), f.out.data(), pool).ok())
@@ -97,6 +103,7 @@ Peak Agents(const ModelConfig& c, const KvStoreOptions& so, PrecisionPolicy& pol
     agents.back()->Commit(a.prompt);
     peak.See(store);
   }
+  doc.reset();  // the readers hold the document's blocks now (as the engine's prefix cache would)
   for (size_t step = 0; step < a.gen; ++step) {
     KvBatch batch(store);
     for (auto& s : agents) batch.Add(s.get(), 1);

@@ -3,7 +3,7 @@
 #
 # Usage: scripts/setup.sh [--no-build] [--with-peer] [-h|--help]
 #   1. apt-get update (once per run) + apt-get install -y of the Debian build/test packages
-#   2. python3 -m pip install numpy (only for the reference oracles / plots in scripts/)
+#   2. python3 -m pip install numpy openai (reference oracles / plots; the server tests' real client)
 #   3. scripts/fetch_model.sh  → models/SmolLM2-135M-Instruct.Q4_1.gguf (cached)
 #      scripts/fetch_model.sh gemma3-270m → models/gemma-3-270m-q4_k_m.gguf (cached, sha256-verified)
 #      scripts/fetch_encoder.sh → models/all-MiniLM-L6-v2/ (sentence encoder, cached)
@@ -41,7 +41,7 @@ fi
 
 apt_pkgs=(build-essential cmake ninja-build g++ clang libgtest-dev libgmock-dev
           libbenchmark-dev libhwy-dev nlohmann-json3-dev libcli11-dev libfmt-dev
-          libxxhash-dev libpcre2-dev python3 python3-pip)
+          libxxhash-dev libpcre2-dev libcpp-httplib-dev python3 python3-pip)
 
 # ---- 1. Debian packages ------------------------------------------------------------------
 step "1/4 Debian packages"
@@ -83,14 +83,16 @@ pip_install() {
   fi
 }
 
-# ---- 2. numpy ------------------------------------------------------------------------------
-step "2/4 python3 numpy (reference oracles only)"
-if python3 -c 'import numpy' 2>/dev/null; then
-  echo "    numpy $(python3 -c 'import numpy; print(numpy.__version__)') already installed"
-else
-  echo "    $ python3 -m pip install --quiet numpy"
-  pip_install --quiet numpy
-fi
+# ---- 2. Python packages ----------------------------------------------------------------------
+step "2/4 python3 numpy (reference oracles), openai (the server tests drive chorus serve with it)"
+for pkg in numpy openai; do
+  if python3 -c "import $pkg" 2>/dev/null; then
+    echo "    $pkg $(python3 -c "import $pkg; print($pkg.__version__)") already installed"
+  else
+    echo "    $ python3 -m pip install --quiet $pkg"
+    pip_install --quiet "$pkg"
+  fi
+done
 
 if [ "$peer" -eq 1 ]; then
   step "2b/4 llama-cpp-python (reference peer; compiles llama.cpp, ~15 min)"

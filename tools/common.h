@@ -22,6 +22,7 @@ RunFn AddEval(CLI::App& app);
 RunFn AddBench(CLI::App& app);
 RunFn AddAgents(CLI::App& app);
 RunFn AddEmbed(CLI::App& app);
+RunFn AddServe(CLI::App& app);
 std::pair<CLI::App*, RunFn> AddPolykvEval(CLI::App* eval);
 std::pair<CLI::App*, RunFn> AddComixEval(CLI::App* eval);
 std::pair<CLI::App*, RunFn> AddNeedleEval(CLI::App* eval);

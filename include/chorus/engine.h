@@ -1,11 +1,20 @@
 // chorus public API: one engine, shared documents (compressed once, read by every agent), agents
-// that decode together in one batch per step.
+// that decode together in one batch per step, and requests that reuse every cached prompt prefix.
 //
 //   auto engine = chorus::Engine::Open({.model_path = "model.gguf"}).value();
 //   auto doc = engine->Share(document_text).value();          // prefilled and compressed once
 //   auto a = engine->Spawn(doc, "\n\nQuestion: ...", {}).value();
 //   while (engine->running() > 0) engine->Step();             // one token for every agent
 //   engine->agent(a)->text;
+//
+// Serving: Submit(prompt tokens) queues a request; each Step admits what fits the KV budget
+// (leading 32-token blocks already held by the prefix cache — a running or finished request's, or
+// a context's — are borrowed, not recomputed), prefills waiting prompts in chunks beside the
+// running decodes, and decodes every running request by one token.
+//
+// The Engine is not thread-safe: one thread drives it (the server's engine loop does). Only
+// Tokenize, RenderChat, EstimateBytes and the const getters of the model (context_size,
+// vocab_size, model_name, fingerprint) read immutable state and may be called from any thread.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -22,6 +31,13 @@ namespace chorus {
 
 // EngineOptions::encoder_path value that selects Cocktail's fallback encoder explicitly.
 inline constexpr const char* kHiddenStateEncoder = "hidden-states";
+
+// Serving knobs (EngineOptions::serve).
+struct ServeOptions {
+  size_t prefill_chunk = 256;   // prompt tokens prefilled per step while others decode (multiple of 32)
+  size_t max_prefill = 512;     // per step when nothing decodes
+  size_t max_running = 256;     // requests decoding at once
+};
 
 struct EngineOptions {
   std::string model_path;
@@ -51,6 +67,7 @@ struct EngineOptions {
   // "" = the all-MiniLM-L6-v2 installed next to the model (scripts/fetch_encoder.sh) if present, else
   // the fallback; kHiddenStateEncoder forces the fallback.
   std::string encoder_path = "";
+  ServeOptions serve;
 };
 
 // How a Cocktail context was compressed (Engine::chunk_map).
@@ -65,6 +82,9 @@ struct ChunkMapReport {
   double reorder_seconds = 0;  // block-table permutation after sealing
 };
 
+// Where an agent (request) is: queued for admission, prefilling its prompt, decoding, finished.
+enum class AgentPhase { kWaiting, kPrefill, kDecode, kDone };
+
 struct AgentOptions {
   float temperature = 0.0f;  // 0 = greedy
   int top_k = 40;
@@ -74,17 +94,39 @@ struct AgentOptions {
   bool ignore_eog = false;  // benchmarks: keep generating past end-of-generation tokens
 };
 
+
 using ContextId = uint64_t;
 using AgentId = uint64_t;
 
 struct AgentState {
   std::string text;             // generated so far
   std::vector<int32_t> tokens;  // generated ids
-  size_t prompt_tokens = 0;
+  size_t prompt_tokens = 0;     // the whole prompt (a context's tokens included)
+  size_t cached_tokens = 0;     // prompt tokens whose KV was borrowed (context or prefix cache)
+  AgentPhase phase = AgentPhase::kWaiting;
   bool done = false;
-  std::string stop;             // "end of generation", "max tokens", "context full"
+  // "end of generation", "max tokens", "context full", "cancelled", "error" (then `error` says why)
+  std::string stop;
+  std::string error;
   size_t peak_private_bytes = 0;  // measured bytes of its own KV (blocks + window + table)
   double seconds = 0;           // wall time from spawn to done
+};
+
+// Counters and the prefix cache's bytes by kind (measured), for /metrics.
+struct EngineStats {
+  size_t waiting = 0, prefilling = 0, decoding = 0;
+  uint64_t steps = 0;
+  uint64_t prompt_tokens = 0;          // prompts of admitted requests
+  uint64_t prefilled_tokens = 0;       // prompt tokens computed
+  uint64_t generated_tokens = 0;
+  uint64_t prefix_queried_tokens = 0;  // prompt tokens looked up in the prefix cache
+  uint64_t prefix_hit_tokens = 0;      // of which borrowed
+  uint64_t evicted_blocks = 0;         // 32-token blocks (all layers) evicted from the cache
+  size_t cached_blocks = 0;
+  // Bytes: pinned contexts, unpinned cached blocks no sequence reads (evictable), everything
+  // else held (running requests' blocks, windows, tables), free under the budget.
+  size_t pinned_bytes = 0, cached_bytes = 0, in_use_bytes = 0, free_bytes = 0, total_bytes = 0, budget_bytes = 0;
+  size_t last_step_rows = 0, last_step_prefill_tokens = 0;
 };
 
 struct EngineKvReport {
@@ -118,12 +160,44 @@ class Engine {
   // The caller's reference to a context is dropped; it is freed when no running agent reads it.
   void Release(ContextId context);
 
-  // An agent whose prompt continues the context (context 0 = none); its prompt is prefilled now.
+  // An agent whose prompt continues the context (context 0 = none); its prompt is prefilled now
+  // (refused with the numbers if its KV does not fit the budget).
   Result<AgentId> Spawn(ContextId context, std::string_view prompt, const AgentOptions& options);
-  // Advances every running agent by one token, all in one batched forward pass.
+  // Queues a request with these prompt tokens (special tokens already in, e.g. from Tokenize of a
+  // rendered chat). Errors now: empty, ids outside the vocabulary, prompt + max_tokens beyond the
+  // context, or a KV need larger than the whole budget; otherwise a later Step admits it.
+  Result<AgentId> Submit(std::vector<int32_t> prompt, const AgentOptions& options);
+  // Ends a request at the next Step (stop "cancelled"); its private blocks go back to the pool.
+  void Cancel(AgentId id);
+  // Drops a finished agent's state (a long-running server must, or it grows). No-op otherwise.
+  void Forget(AgentId id);
+  // One scheduler step: admits waiting requests that fit, prefills a chunk of waiting prompts
+  // (32-token aligned, up to EngineOptions::prefill_chunk tokens while others decode) and advances
+  // every decoding agent by one token, all in one batched forward pass.
   Status Step();
-  size_t running() const;
+  size_t running() const;   // admitted and not finished
+  size_t waiting() const;   // submitted, not yet admitted
   const AgentState* agent(AgentId id) const;
+
+  // The model's tokenizer and chat template, for callers that build prompts (the server).
+  std::vector<int32_t> Tokenize(std::string_view text, bool add_special, bool parse_special) const;
+  struct ChatTurn {
+    std::string role, content;
+  };
+  // The prompt text for these messages with the model's chat template (generation prompt added).
+  Result<std::string> RenderChat(const std::vector<ChatTurn>& messages) const;
+  size_t context_size() const;  // positions per agent
+  size_t vocab_size() const;
+  // Bytes a request's own KV would take with nothing borrowed (prompt blocks at the shared
+  // formats, the answer at the private ones, window and tables): admission's projection.
+  size_t EstimateBytes(size_t prompt_tokens, size_t max_tokens) const;
+  // Live contexts and the measured bytes of a context's blocks.
+  std::vector<ContextId> Contexts() const;
+  size_t ContextBytes(ContextId context) const;
+  const std::string& model_name() const;
+  // Hex digest of the model and every KV setting that changes stored bytes (prefix keys use it).
+  std::string fingerprint() const;
+  EngineStats Stats() const;
 
   // Teacher-forced scoring of `text` as the continuation of a context (perplexity protocol):
   // the summed negative log-likelihood of its tokens 2..n (token 1 has no logits in the

@@ -1,199 +1,184 @@
-// Engine: shared contexts (prefilled once, compressed, frozen), agents on top of them, and the
-// batched step. The only place that knows the model, the KV layer and the policies together.
+// Engine: opening, shared contexts (prefilled once, their full blocks pinned in the prefix cache),
+// Cocktail contexts, scoring and reports. The scheduler (Submit, Spawn, Step) is in scheduler.cc.
+// The only place that knows the model, the KV layer and the policies together.
 #include "chorus/engine.h"
 
 #include <fmt/format.h>
 #include <xxhash.h>
 
 #include <algorithm>
-#include <map>
-#include <set>
 #include <thread>
 
 #include "engine/cocktail_plan.h"   // PlanCocktail, OpenTextEncoder, OpenCocktailEncoder
-#include "engine/kv_config.h"       // MakeKvConfig
-#include "kv/kv_batch.h"            // KvBatch
-#include "kv/kv_store.h"            // KvStore, KvSequence
-#include "model/forward.h"          // ForwardPass
-#include "model/model.h"            // Model
-#include "model/sampler.h"          // Sampler
-#include "ops/elementwise.h"         // LogSumExp
-#include "policy/cocktail_policy.h"  // CocktailPolicy
-#include "policy/comix_policy.h"    // ComixPolicy
-#include "policy/uniform_policy.h"  // UniformPolicy
-#include "util/timer.h"
+#include "engine/engine_impl.h"     // Engine::Impl
+#include "gguf/gguf.h"              // GgufFile (the model fingerprint)
+#include "model/chat_template.h"    // ApplyChatTemplate
+#include "ops/elementwise.h"        // LogSumExp
+#include "policy/cocktail_policy.h" // CocktailPolicy
 
 namespace chorus {
 namespace {
 
-// Shared-context blocks get the shared formats (or their context's Cocktail map), every other
-// sequence the private ones.
-class RoutingPolicy : public PrecisionPolicy {
- public:
-  RoutingPolicy(const KvConfig& shared, const KvConfig& priv)
-      : shared_(shared.k, shared.v, shared.sink_blocks), private_(priv.k, priv.v, priv.sink_blocks) {}
-  BlockFormats FormatFor(const BlockInfo& info) override {
-    if (auto it = cocktail_.find(info.seq_id); it != cocktail_.end()) return it->second->FormatFor(info);
-    if (all_) return all_->FormatFor(info);
-    return shared_ids_.count(info.seq_id) ? shared_.FormatFor(info) : private_.FormatFor(info);
-  }
-  void Observe(const Observation& obs) override {
-    if (all_) all_->Observe(obs);
-  }
-  void UseForAll(PrecisionPolicy* p) { all_ = p; }  // comix: one policy for every sequence
-  void MarkShared(uint64_t seq_id) { shared_ids_.insert(seq_id); }
-  void SetCocktail(uint64_t seq_id, std::unique_ptr<CocktailPolicy> p) { cocktail_[seq_id] = std::move(p); }
-  void Forget(uint64_t seq_id) {
-    shared_ids_.erase(seq_id);
-    cocktail_.erase(seq_id);
-  }
+uint64_t HashTokens(uint64_t seed, std::span<const int32_t> tokens, std::string_view extra = {}) {
+  XXH3_state_t* st = XXH3_createState();
+  XXH3_64bits_reset_withSeed(st, seed);
+  XXH3_64bits_update(st, tokens.data(), tokens.size_bytes());
+  XXH3_64bits_update(st, extra.data(), extra.size());
+  const uint64_t h = XXH3_64bits_digest(st);
+  XXH3_freeState(st);
+  return h;
+}
 
- private:
-  UniformPolicy shared_, private_;
-  std::set<uint64_t> shared_ids_;
-  PrecisionPolicy* all_ = nullptr;
-  std::map<uint64_t, std::unique_ptr<CocktailPolicy>> cocktail_;
-};
-
-size_t SequenceBytes(const KvSequence& s, const BlockPool& pool, size_t n_layer) {
-  size_t b = s.window_bytes() + s.table_bytes();
-  for (size_t l = 0; l < n_layer; ++l)
-    for (BlockId id : s.blocks(l)) b += BlockPool::BlockCost(pool.meta(id).k_bytes, pool.meta(id).v_bytes);
-  return b;
+// The model file's identity: its header (metadata + tensor index) and samples of its tensor data.
+uint64_t ModelFingerprint(const Model& m) {
+  XXH3_state_t* st = XXH3_createState();
+  XXH3_64bits_reset(st);
+  const GgufFile& f = m.gguf();
+  const size_t size = f.file_size();
+  XXH3_64bits_update(st, &size, sizeof size);
+  for (const GgufTensor& t : f.tensors()) {
+    XXH3_64bits_update(st, t.name.data(), t.name.size());
+    XXH3_64bits_update(st, &t.type, sizeof t.type);
+    XXH3_64bits_update(st, t.dims.data(), t.dims.size() * sizeof(uint64_t));
+    XXH3_64bits_update(st, t.data, std::min<size_t>(t.n_bytes, 256));  // a sample of every tensor
+  }
+  for (const GgufKv& kv : f.metadata()) XXH3_64bits_update(st, kv.key.data(), kv.key.size());
+  const uint64_t h = XXH3_64bits_digest(st);
+  XXH3_freeState(st);
+  return h;
 }
 
 }  // namespace
 
-struct Engine::Impl {
-  EngineOptions options;
-  std::unique_ptr<Model> model;
-  KvConfig shared_cfg, private_cfg;
-  std::unique_ptr<RoutingPolicy> policy;
-  std::unique_ptr<ComixPolicy> comix;  // set with --policy comix
-  std::unique_ptr<KvStore> store;
-  std::unique_ptr<ForwardPass> fwd;
-  std::unique_ptr<ThreadPool> pool;
-  size_t n_ctx = 0;
-  std::vector<float> logits;  // (rows, n_vocab)
+size_t Engine::Impl::fp16_bytes(size_t tokens) const {
+  const ModelConfig& c = model->config();
+  return tokens * c.n_layer * c.kv_dim() * 2 * sizeof(uint16_t);
+}
 
-  // A shared document's tokens (special tokens parsed), or why it cannot be shared.
-  Result<std::vector<int32_t>> DocumentTokens(std::string_view text) const {
-    std::vector<int32_t> tokens = model->tokenizer().Encode(text, /*add_special=*/true, /*parse_special=*/true);
-    if (tokens.empty()) return Status::Error("the shared document is empty");
-    if (tokens.size() >= n_ctx)
-      return Status::Error("the document has {} tokens but an agent's context holds {} (document + prompt + answer)",
-                           tokens.size(), n_ctx);
-    return tokens;
+Result<std::vector<int32_t>> Engine::Impl::DocumentTokens(std::string_view text) const {
+  std::vector<int32_t> tokens = model->tokenizer().Encode(text, /*add_special=*/true, /*parse_special=*/true);
+  const size_t specials = model->tokenizer().Encode("", true, true).size();  // BOS, when the model adds one
+  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos || tokens.size() <= specials)
+    return Status::Error("the shared document is empty");
+  if (tokens.size() >= n_ctx)
+    return Status::Error("the document has {} tokens but an agent's context holds {} (document + prompt + answer)",
+                         tokens.size(), n_ctx);
+  return tokens;
+}
+
+size_t Engine::Impl::SequenceOwnBytes(const KvSequence& s) const {
+  size_t b = s.window_bytes() + s.table_bytes();
+  const BlockPool& bp = store->pool();
+  for (size_t l = 0; l < model->config().n_layer; ++l)
+    for (size_t j = std::max(s.borrowed_blocks(), s.first_block(l)); j < s.sealed_blocks(l); ++j) {
+      const BlockId id = s.block(l, j);
+      b += BlockPool::BlockCost(bp.meta(id).k_bytes, bp.meta(id).v_bytes);
+    }
+  return b;
+}
+
+Result<std::unique_ptr<KvSequence>> Engine::Impl::PrefillDocument(std::span<const int32_t> tokens,
+                                                                  std::shared_ptr<CocktailPolicy> cocktail,
+                                                                  const Progress& progress) {
+  const size_t L = model->config().n_layer;
+  (void)L;
+  // A plain document starts from whatever prefix of it the cache holds (a request's, a context's).
+  Borrow b;
+  if (!cocktail) {
+    const std::vector<uint64_t> keys = PrefixCache::Keys(tokens, salt);
+    b = BorrowFromCache(keys, keys.size());
+    cache->Touch(std::span<const uint64_t>(keys).first(b.blocks));
   }
-
-  struct Context {
-    std::shared_ptr<KvSequence> seq;
-    uint64_t hash = 0;
-    size_t user_refs = 0;
-    size_t tokens = 0;
-  };
-  std::map<ContextId, Context> contexts;
-  std::map<uint64_t, ContextId> by_hash;
-  ContextId next_context = 1;
-  std::unique_ptr<TextEncoder> encoder;             // Cocktail's, opened on first use
-  std::map<ContextId, ChunkMapReport> chunk_maps;   // Cocktail contexts (stale ids are never reused)
-
-  struct Agent {
-    std::unique_ptr<KvSequence> seq;
-    std::shared_ptr<KvSequence> context;
-    std::unique_ptr<Sampler> sampler;
-    AgentOptions options;
-    AgentState state;
-    size_t reserved_bytes = 0;  // projected bytes still to be used (budget admission)
-    Timer timer;
-  };
-  std::map<AgentId, Agent> agents;
-  AgentId next_agent = 1;
-
-  size_t fp16_bytes(size_t tokens) const {
-    const ModelConfig& c = model->config();
-    return tokens * c.n_layer * c.kv_dim() * 2 * sizeof(uint16_t);
-  }
-
-  // Bytes an agent's own KV will take for `tokens` tokens at the private formats (blocks + window).
-  size_t ProjectedBytes(size_t tokens) const {
-    const ModelConfig& c = model->config();
-    const KvGeometry g = store->geometry();
-    const size_t block = BlockPool::BlockCost(KvBlockBytes(private_cfg.k, KvSide::kKey, g),
-                                              KvBlockBytes(private_cfg.v, KvSide::kValue, g));
-    // Window: ≤ 32 stored rows per layer (K and V), plus one layer's native rows while a step runs.
-    const WindowFormat wf = store->options().window;
-    const size_t rb = WindowRowBytes(wf, c.n_head_kv, c.head_dim);
-    const size_t window = c.n_layer * kBlockTokens * 2 * rb +
-                          kBlockTokens * 2 * (c.kv_dim() * sizeof(uint16_t) + (wf == WindowFormat::kF16 ? 0 : rb));
-    return c.n_layer * ((tokens / kBlockTokens) * block + (tokens / kBlockTokens + 1) * sizeof(BlockId)) + window;
-  }
-
-  size_t Reserved() const {
-    size_t r = 0;
-    for (const auto& [id, a] : agents)
-      if (!a.state.done) r += a.reserved_bytes;
-    return r;
-  }
-
-  void CollectContexts() {
-    for (auto it = contexts.begin(); it != contexts.end();) {
-      if (it->second.user_refs == 0 && it->second.seq.use_count() == 1) {
-        policy->Forget(it->second.seq->id());
-        if (comix) comix->RemoveUnit(it->second.seq->id());
-        by_hash.erase(it->second.hash);
-        it = contexts.erase(it);
-      } else {
-        ++it;
-      }
+  const size_t k = b.blocks;
+  std::unique_ptr<KvSequence> seq = store->NewSequence(tokens.size(), b.view());
+  // Readers recompute the document's tail block: its windowed layers keep what they will see.
+  seq->set_keep_from(tokens.size() / kBlockTokens * kBlockTokens);
+  const uint64_t sid = seq->id();
+  const bool unit = comix && !cocktail;  // a Cocktail context's map decides its blocks
+  if (cocktail) policy->SetCocktail(sid, std::move(cocktail), /*whole=*/true);
+  else policy->SetSharedBlocks(sid, SIZE_MAX);
+  if (unit) {
+    if (Status s = comix->AddUnit(sid, tokens.size() - k * kBlockTokens, k * kBlockTokens, 1.0,
+                                  fmt::format("shared #{}", next_context));
+        !s.ok()) {
+      policy->Forget(sid);
+      return s.Context("shared document");
     }
   }
-
-  // Samples the next token of agent a from `row` and records it; finishes the agent if it stops.
-  void Accept(Agent& a, const float* row) {
-    const Tokenizer& tok = model->tokenizer();
-    const int32_t t = a.sampler->Sample(row, model->config().n_vocab);
-    if (tok.IsEndOfGeneration(t) && !a.options.ignore_eog) {
-      Finish(a, "end of generation");
-      return;
+  counters.prefix_queried_tokens += tokens.size();
+  counters.prefix_hit_tokens += k * kBlockTokens;
+  for (size_t done = k * kBlockTokens; done < tokens.size();) {
+    const size_t n = std::min<size_t>(512, tokens.size() - done);
+    Status s = fwd->Run(tokens.subspan(done, n), *seq, *pool, LogitsFor::kLast, nullptr);
+    if (!s.ok()) {
+      policy->Forget(sid);
+      if (unit) comix->RemoveUnit(sid);
+      return s.Context("prefilling the shared document");
     }
-    a.state.tokens.push_back(t);
-    a.state.text += tok.TokenToPiece(t);
-    a.state.peak_private_bytes =
-        std::max(a.state.peak_private_bytes, SequenceBytes(*a.seq, store->pool(), model->config().n_layer));
-    if (a.state.tokens.size() >= static_cast<size_t>(a.options.max_tokens)) Finish(a, "max tokens");
-    else if (a.seq->size() >= a.seq->capacity()) Finish(a, "context full");
+    done += n;
+    counters.prefilled_tokens += n;
+    if (progress) progress(done, tokens.size());
   }
+  policy->Forget(sid);
+  return seq;
+}
 
-  // comix: a shared context read by k running agents is one unit of weight k.
-  void UpdateReaders(const KvSequence* ctx) {
-    if (!comix || !ctx) return;
-    size_t k = 0;
-    for (const auto& [id, a] : agents) k += !a.state.done && a.context.get() == ctx;
-    comix->SetWeight(ctx->id(), double(std::max<size_t>(1, k)));
+ContextId Engine::Impl::AddContext(std::vector<int32_t> tokens, const KvSequence& seq, uint64_t hash, bool pin) {
+  const size_t L = model->config().n_layer, full = tokens.size() / kBlockTokens;
+  Context c{.hash = hash, .user_refs = 1};
+  c.tables.assign(L, {});
+  c.first.assign(L, 0);
+  const BlockPool& bp = store->pool();
+  for (size_t l = 0; l < L; ++l) {
+    c.first[l] = std::min(seq.first_block(l), full);
+    for (size_t j = c.first[l]; j < full; ++j) {
+      const BlockId id = seq.block(l, j);
+      store->pool().Ref(id);
+      c.tables[l].push_back(id);
+      c.bytes += BlockPool::BlockCost(bp.meta(id).k_bytes, bp.meta(id).v_bytes);
+    }
   }
+  if (pin) {
+    c.keys = PrefixCache::Keys(tokens, salt);
+    std::vector<BlockId> ids(L);
+    for (size_t j = 0; j < full; ++j) {
+      for (size_t l = 0; l < L; ++l) ids[l] = seq.block(l, j);
+      cache->Insert(c.keys[j], j ? c.keys[j - 1] : 0, ids);  // present already when borrowed
+    }
+    cache->Pin(c.keys);
+  }
+  c.tokens = std::move(tokens);
+  const ContextId id = next_context++;
+  by_hash[hash] = id;
+  contexts.emplace(id, std::move(c));
+  return id;
+}
 
-  void Finish(Agent& a, const char* why) {
-    a.state.done = true;
-    a.state.stop = why;
-    a.state.seconds = a.timer.Seconds();
-    a.state.peak_private_bytes =
-        std::max(a.state.peak_private_bytes, SequenceBytes(*a.seq, store->pool(), model->config().n_layer));
-    if (comix) comix->RemoveUnit(a.seq->id());  // its bytes go to the others
-    a.seq.reset();  // its private blocks go back to the pool now
-    const KvSequence* ctx = a.context.get();
-    a.context.reset();
-    UpdateReaders(ctx);
-    a.reserved_bytes = 0;
-    CollectContexts();
+void Engine::Impl::CollectContexts() {
+  for (auto it = contexts.begin(); it != contexts.end();) {
+    Context& c = it->second;
+    bool read = false;
+    for (const auto& [aid, a] : agents) read = read || (a.context == it->first && a.seq);
+    if (c.user_refs == 0 && !read) {
+      if (!c.keys.empty()) cache->Unpin(c.keys);  // the blocks stay cached (evictable) after this
+      if (comix && c.comix_unit) comix->RemoveUnit(c.comix_unit);
+      for (const auto& t : c.tables)
+        for (BlockId b : t) store->pool().Unref(b);
+      by_hash.erase(c.hash);
+      it = contexts.erase(it);
+    } else {
+      ++it;
+    }
   }
-};
+}
 
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() {
   if (!impl_) return;
   impl_->agents.clear();
-  impl_->contexts.clear();
+  for (auto& [id, c] : impl_->contexts) c.user_refs = 0;
+  impl_->CollectContexts();
+  impl_->cache.reset();  // its pool refs go before the store
 }
 
 Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options) {
@@ -214,6 +199,12 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options) {
   impl->n_ctx = options.n_ctx ? options.n_ctx : std::min<size_t>(c.n_ctx_train, 8192);
   if (impl->n_ctx > c.n_ctx_train)
     return Status::Error("context {} exceeds the model's training context of {}", impl->n_ctx, c.n_ctx_train);
+  const ServeOptions& so = options.serve;
+  if (so.prefill_chunk < kBlockTokens || so.prefill_chunk % kBlockTokens || so.max_prefill < so.prefill_chunk ||
+      so.max_prefill % kBlockTokens || so.max_running < 1)
+    return Status::Error("prefill chunk {} / max prefill {} must be multiples of {} with chunk <= max, and max running "
+                         "{} >= 1",
+                         so.prefill_chunk, so.max_prefill, kBlockTokens, so.max_running);
   CHORUS_RETURN_IF_ERROR(ValidateCocktailOptions({.alpha = options.cocktail_alpha, .beta = options.cocktail_beta,
                                                    .chunk_tokens = options.cocktail_chunk_tokens}));
   if (!options.encoder_path.empty() && options.encoder_path != kHiddenStateEncoder) {
@@ -240,16 +231,25 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options) {
   const bool f16_shared = options.shared_k == "f16" && options.shared_v == "f16" && options.policy == "uniform";
   auto window = ParseWindowFormat(options.kv_window == "auto" ? (f16_shared ? "f16" : "q8") : options.kv_window);
   if (!window.ok()) return window.status().Context("kv_window");
-  KvStoreOptions so{.n_layer = c.n_layer,
-                    .shape = {.n_head = c.n_head, .n_head_kv = c.n_head_kv, .head_dim = c.head_dim},
-                    .budget_bytes = options.kv_budget_bytes,
-                    .window = *window,
-                    .layer_window = c.layer_window};
-  impl->store = std::make_unique<KvStore>(so, impl->policy.get());
+  KvStoreOptions sto{.n_layer = c.n_layer,
+                     .shape = {.n_head = c.n_head, .n_head_kv = c.n_head_kv, .head_dim = c.head_dim},
+                     .budget_bytes = options.kv_budget_bytes,
+                     .window = *window,
+                     .layer_window = c.layer_window};
+  impl->store = std::make_unique<KvStore>(sto, impl->policy.get());
+  impl->cache = std::make_unique<PrefixCache>(impl->store->pool());
+  // Everything that changes a block's bytes goes into the prefix keys.
+  const std::string settings = fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", options.shared_k, options.shared_v,
+                                           options.private_k, options.private_v, options.sink_blocks,
+                                           WindowFormatName(*window), options.policy, options.comix_family,
+                                           options.kv_avg_bits, options.kv_budget_bytes);
+  impl->salt = XXH3_64bits_withSeed(settings.data(), settings.size(), ModelFingerprint(*impl->model));
   // CoMix decides a block's bits from every layer observed so far: a one-block micro-batch lets
   // all layers see a document's first tokens before most of its blocks are sealed (512 at once
   // would seal layer 0's blocks knowing only layer 0 — the allocation then follows layer order).
-  impl->fwd = std::make_unique<ForwardPass>(*impl->model, options.policy == "comix" ? kBlockTokens : 512);
+  // Batched steps take up to max_running decode rows beside a prefill chunk in one pass.
+  impl->fwd = std::make_unique<ForwardPass>(*impl->model, options.policy == "comix" ? kBlockTokens : 512,
+                                            so.max_prefill + so.max_running);
   const int threads = options.threads > 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
   impl->pool = std::make_unique<ThreadPool>(threads);
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
@@ -257,52 +257,22 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options) {
 
 Result<ContextId> Engine::Share(std::string_view text, const Progress& progress) {
   Impl& m = *impl_;
-  CHORUS_ASSIGN_OR_RETURN(const std::vector<int32_t> tokens, m.DocumentTokens(text));
-  const std::string& name = m.model->config().name;
-  XXH3_state_t* st = XXH3_createState();
-  XXH3_64bits_reset(st);
-  XXH3_64bits_update(st, name.data(), name.size());
-  XXH3_64bits_update(st, &m.model->config().n_vocab, sizeof(size_t));
-  XXH3_64bits_update(st, tokens.data(), tokens.size() * sizeof(int32_t));
-  const uint64_t hash = XXH3_64bits_digest(st);
-  XXH3_freeState(st);
+  CHORUS_ASSIGN_OR_RETURN(std::vector<int32_t> tokens, m.DocumentTokens(text));
+  const uint64_t hash = HashTokens(m.salt, tokens);
   if (auto it = m.by_hash.find(hash); it != m.by_hash.end()) {
     m.contexts[it->second].user_refs++;
     return it->second;
   }
-  std::shared_ptr<KvSequence> seq = m.store->NewSequence(tokens.size());
-  m.policy->MarkShared(seq->id());
-  if (m.comix) {
-    if (Status s = m.comix->AddUnit(seq->id(), tokens.size(), 0, 1.0, fmt::format("shared #{}", m.next_context));
-        !s.ok()) {
-      m.policy->Forget(seq->id());
-      return s.Context("shared document");
-    }
-  }
-  for (size_t done = 0; done < tokens.size(); done += 512) {
-    const size_t n = std::min<size_t>(512, tokens.size() - done);
-    const bool last = done + n == tokens.size();
-    m.logits.resize(m.model->config().n_vocab);
-    Status s = m.fwd->Run(std::span<const int32_t>(tokens).subspan(done, n), *seq, *m.pool, LogitsFor::kLast,
-                          last ? m.logits.data() : nullptr);
-    if (!s.ok()) {
-      m.policy->Forget(seq->id());
-      if (m.comix) m.comix->RemoveUnit(seq->id());
-      return s.Context("prefilling the shared document");
-    }
-    if (progress) progress(done + n, tokens.size());
-  }
-  seq->Freeze();
-  const ContextId id = m.next_context++;
-  m.contexts[id] = Impl::Context{std::move(seq), hash, 1, tokens.size()};
-  m.by_hash[hash] = id;
+  CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<KvSequence> seq, m.PrefillDocument(tokens, nullptr, progress));
+  const ContextId id = m.AddContext(std::move(tokens), *seq, hash, /*pin=*/true);
+  if (m.comix) m.contexts.at(id).comix_unit = seq->id();  // its blocks stay in CoMix's accounting
   return id;
 }
 
 Result<ContextId> Engine::ShareFor(std::string_view text, const std::vector<std::string>& queries,
                                    const Progress& progress) {
   Impl& m = *impl_;
-  CHORUS_ASSIGN_OR_RETURN(const std::vector<int32_t> tokens, m.DocumentTokens(text));
+  CHORUS_ASSIGN_OR_RETURN(std::vector<int32_t> tokens, m.DocumentTokens(text));
   if (!m.encoder) {  // first use: the installed sentence encoder, else the model's own hidden states
     CHORUS_ASSIGN_OR_RETURN(m.encoder, OpenCocktailEncoder(m.options.encoder_path, m.options.model_path, *m.model,
                                                            *m.fwd, *m.pool));
@@ -320,41 +290,21 @@ Result<ContextId> Engine::ShareFor(std::string_view text, const std::vector<std:
     const char c = rep.blocks[b];
     (c == 'S' ? rep.sink : c == 'F' ? rep.fp16 : c == '4' ? rep.int4 : rep.int2)++;
   }
-  const std::string& name = m.model->config().name;
-  XXH3_state_t* st = XXH3_createState();
-  XXH3_64bits_reset(st);
-  XXH3_64bits_update(st, "cocktail", 8);
-  XXH3_64bits_update(st, name.data(), name.size());
-  XXH3_64bits_update(st, &m.model->config().n_vocab, sizeof(size_t));
-  XXH3_64bits_update(st, tokens.data(), tokens.size() * sizeof(int32_t));
-  XXH3_64bits_update(st, rep.blocks.data(), rep.blocks.size());
-  const uint64_t hash = XXH3_64bits_digest(st);
-  XXH3_freeState(st);
+  const uint64_t hash = HashTokens(m.salt ^ 0xc0c7a11, tokens, rep.blocks);
   if (auto it = m.by_hash.find(hash); it != m.by_hash.end()) {
     m.contexts[it->second].user_refs++;
     return it->second;
   }
   Timer t_prefill;
-  std::shared_ptr<KvSequence> seq = m.store->NewSequence(tokens.size());
-  m.policy->SetCocktail(seq->id(), std::make_unique<CocktailPolicy>(plan.blocks, sink));
-  for (size_t done = 0; done < tokens.size(); done += 512) {
-    const size_t n = std::min<size_t>(512, tokens.size() - done);
-    Status s = m.fwd->Run(std::span<const int32_t>(tokens).subspan(done, n), *seq, *m.pool, LogitsFor::kLast,
-                          nullptr);
-    if (!s.ok()) {
-      m.policy->Forget(seq->id());
-      return s.Context("prefilling the shared document");
-    }
-    if (progress) progress(done + n, tokens.size());
-  }
-  seq->Freeze();
+  auto map = std::make_shared<CocktailPolicy>(plan.blocks, sink);
+  CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<KvSequence> seq, m.PrefillDocument(tokens, map, progress));
   rep.prefill_seconds = t_prefill.Seconds();
+  // Not pinned in the prefix cache: its blocks' precision was chosen for these queries.
+  const ContextId id = m.AddContext(std::move(tokens), *seq, hash, /*pin=*/false);
+  m.contexts.at(id).cocktail = std::move(map);
   Timer t_reorder;
-  CHORUS_RETURN_IF_ERROR(seq->ReorderByFormat());
+  SortBlocksByFormat(m.contexts.at(id).tables, m.store->pool(), m.model->config().layer_window);
   rep.reorder_seconds = t_reorder.Seconds();
-  const ContextId id = m.next_context++;
-  m.contexts[id] = Impl::Context{std::move(seq), hash, 1, tokens.size()};
-  m.by_hash[hash] = id;
   m.chunk_maps[id] = std::move(rep);
   return id;
 }
@@ -372,79 +322,6 @@ void Engine::Release(ContextId context) {
   impl_->CollectContexts();
 }
 
-Result<AgentId> Engine::Spawn(ContextId context, std::string_view prompt, const AgentOptions& options) {
-  Impl& m = *impl_;
-  std::shared_ptr<KvSequence> ctx;
-  size_t ctx_tokens = 0;
-  if (context != 0) {
-    auto it = m.contexts.find(context);
-    if (it == m.contexts.end()) return Status::Error("unknown or freed context {}", context);
-    ctx = it->second.seq;
-    ctx_tokens = it->second.tokens;
-  }
-  if (options.max_tokens < 1) return Status::Error("max_tokens must be >= 1, got {}", options.max_tokens);
-  SamplingOptions so{.temperature = options.temperature, .top_k = options.top_k, .top_p = options.top_p,
-                     .seed = options.seed};
-  CHORUS_RETURN_IF_ERROR(ValidateSampling(so));
-  const Tokenizer& tok = m.model->tokenizer();
-  const std::vector<int32_t> tokens = tok.Encode(prompt, /*add_special=*/context == 0, /*parse_special=*/true);
-  if (tokens.empty()) return Status::Error("the agent's prompt is empty");
-  const size_t own = tokens.size() + static_cast<size_t>(options.max_tokens);
-  if (ctx_tokens + own > m.n_ctx)
-    return Status::Error("document ({}) + prompt ({}) + max_tokens ({}) = {} tokens exceed the context of {}",
-                         ctx_tokens, tokens.size(), options.max_tokens, ctx_tokens + own, m.n_ctx);
-  const size_t need = m.ProjectedBytes(own);
-  const size_t budget = m.store->pool().budget();
-  if (budget != 0 && !m.comix) {  // comix admits through its own 2-bit projection below
-    const size_t used = m.store->Usage().total() + m.Reserved();
-    if (used + need > budget)
-      return Status::Error("agent refused: its KV needs about {} bytes ({} prompt + {} answer tokens at {}/{}), "
-                           "but only {} of the {}-byte budget are free",
-                           need, tokens.size(), options.max_tokens, KvFormatName(m.private_cfg.k),
-                           KvFormatName(m.private_cfg.v), used > budget ? 0 : budget - used, budget);
-  }
-  Impl::Agent a;
-  a.seq = m.store->NewSequence(own, ctx);
-  a.context = ctx;
-  if (m.comix)
-    CHORUS_RETURN_IF_ERROR(m.comix->AddUnit(a.seq->id(), own, ctx_tokens, 1.0, fmt::format("agent {}", m.next_agent)));
-  a.sampler = std::make_unique<Sampler>(so);
-  a.options = options;
-  a.state.prompt_tokens = tokens.size();
-  a.reserved_bytes = need;
-  m.logits.resize(m.model->config().n_vocab);
-  if (Status s = m.fwd->Run(tokens, *a.seq, *m.pool, LogitsFor::kLast, m.logits.data()); !s.ok()) {
-    if (m.comix) m.comix->RemoveUnit(a.seq->id());
-    return s;
-  }
-  const AgentId id = m.next_agent++;
-  Impl::Agent& placed = m.agents[id] = std::move(a);
-  m.UpdateReaders(placed.context.get());
-  m.Accept(placed, m.logits.data());
-  return id;
-}
-
-Status Engine::Step() {
-  Impl& m = *impl_;
-  std::vector<Impl::Agent*> live;
-  for (auto& [id, a] : m.agents)
-    if (!a.state.done) live.push_back(&a);
-  const size_t V = m.model->config().n_vocab;
-  for (size_t b0 = 0; b0 < live.size(); b0 += 512) {
-    const size_t n = std::min<size_t>(512, live.size() - b0);
-    KvBatch batch(*m.store);
-    std::vector<int32_t> tokens(n);
-    for (size_t i = 0; i < n; ++i) {
-      tokens[i] = live[b0 + i]->state.tokens.back();
-      batch.Add(live[b0 + i]->seq.get(), 1);
-    }
-    m.logits.resize(n * V);
-    CHORUS_RETURN_IF_ERROR(m.fwd->Run(tokens, batch, *m.pool, LogitsFor::kAll, m.logits.data()));
-    for (size_t i = 0; i < n; ++i) m.Accept(*live[b0 + i], m.logits.data() + i * V);
-  }
-  return Status::Ok();
-}
-
 Result<Engine::ScoreResult> Engine::Score(ContextId context, std::string_view text) {
   const std::vector<int32_t> tokens = impl_->model->tokenizer().Encode(text, false, false);
   return Score(context, std::span<const int32_t>(tokens));
@@ -454,16 +331,19 @@ Result<Engine::ScoreResult> Engine::Score(ContextId context, std::span<const int
   Impl& m = *impl_;
   auto it = m.contexts.find(context);
   if (it == m.contexts.end()) return Status::Error("unknown or freed context {}", context);
+  const Impl::Context& ctx = it->second;
   const size_t V = m.model->config().n_vocab;
   for (int32_t t : tokens)
     if (t < 0 || static_cast<size_t>(t) >= V) return Status::Error("token id {} outside the vocabulary", t);
   if (tokens.size() < 2) return Status::Error("the text to score needs at least 2 tokens");
-  if (it->second.tokens + tokens.size() > m.n_ctx)
-    return Status::Error("context ({}) + text ({}) exceed the context of {}", it->second.tokens, tokens.size(),
-                         m.n_ctx);
-  auto seq = m.store->NewSequence(tokens.size(), it->second.seq);
+  if (ctx.tokens.size() + tokens.size() > m.n_ctx)
+    return Status::Error("context ({}) + text ({}) exceed the context of {}", ctx.tokens.size(), tokens.size(), m.n_ctx);
+  // The context's full blocks are borrowed; its tail is prefilled, then the text is scored.
+  const size_t borrowed = ctx.tokens.size() / kBlockTokens * kBlockTokens;
+  auto seq = m.store->NewSequence(ctx.tokens.size() + tokens.size(), {.tables = ctx.tables, .first = ctx.first});
   if (m.comix)
-    CHORUS_RETURN_IF_ERROR(m.comix->AddUnit(seq->id(), tokens.size(), it->second.tokens, 1.0, "scored text"));
+    CHORUS_RETURN_IF_ERROR(m.comix->AddUnit(seq->id(), ctx.tokens.size() + tokens.size() - borrowed, borrowed, 1.0,
+                                            "scored text"));
   struct Unregister {
     ComixPolicy* p;
     uint64_t id;
@@ -471,6 +351,9 @@ Result<Engine::ScoreResult> Engine::Score(ContextId context, std::span<const int
       if (p) p->RemoveUnit(id);
     }
   } unregister{m.comix.get(), seq->id()};
+  if (borrowed < ctx.tokens.size())
+    CHORUS_RETURN_IF_ERROR(m.fwd->Run(std::span<const int32_t>(ctx.tokens).subspan(borrowed), *seq, *m.pool,
+                                      LogitsFor::kLast, nullptr));
   ScoreResult r;
   std::vector<float> logits(std::min<size_t>(512, tokens.size()) * V);
   for (size_t done = 0; done < tokens.size(); done += 512) {
@@ -485,27 +368,37 @@ Result<Engine::ScoreResult> Engine::Score(ContextId context, std::span<const int
   return r;
 }
 
-size_t Engine::running() const {
-  size_t n = 0;
-  for (const auto& [id, a] : impl_->agents) n += !a.state.done;
-  return n;
-}
-
-const AgentState* Engine::agent(AgentId id) const {
-  auto it = impl_->agents.find(id);
-  return it == impl_->agents.end() ? nullptr : &it->second.state;
-}
-
 EngineKvReport Engine::KvReport() const {
   const Impl& m = *impl_;
   EngineKvReport r;
-  const size_t L = m.model->config().n_layer;
-  for (const auto& [id, c] : m.contexts) r.shared_bytes += SequenceBytes(*c.seq, m.store->pool(), L);
+  for (const auto& [id, c] : m.contexts) r.shared_bytes += c.bytes;
   for (const auto& [id, a] : m.agents)
-    if (a.seq) r.private_bytes += SequenceBytes(*a.seq, m.store->pool(), L);
+    if (a.seq) r.private_bytes += m.SequenceOwnBytes(*a.seq);
   r.total_bytes = m.store->Usage().total();
   r.budget_bytes = m.store->pool().budget();
   return r;
+}
+
+EngineStats Engine::Stats() const {
+  const Impl& m = *impl_;
+  EngineStats s = m.counters;
+  for (const auto& [id, a] : m.agents) {
+    s.waiting += a.state.phase == AgentPhase::kWaiting;
+    s.prefilling += a.state.phase == AgentPhase::kPrefill;
+    s.decoding += a.state.phase == AgentPhase::kDecode;
+  }
+  const PrefixCache::Report cr = m.cache->Stats();
+  s.cached_blocks = cr.blocks;
+  s.evicted_blocks = cr.evicted_blocks;
+  s.total_bytes = m.store->Usage().total();
+  s.pinned_bytes = cr.pinned_bytes;
+  for (const auto& [id, c] : m.contexts)
+    if (c.keys.empty()) s.pinned_bytes += c.bytes;  // Cocktail contexts: held, not in the cache
+  s.cached_bytes = cr.idle_bytes;
+  s.in_use_bytes = s.total_bytes - std::min(s.total_bytes, s.pinned_bytes + s.cached_bytes);
+  s.budget_bytes = m.store->pool().budget();
+  s.free_bytes = s.budget_bytes > s.total_bytes ? s.budget_bytes - s.total_bytes : 0;
+  return s;
 }
 
 std::string Engine::AllocationReport(bool events) const {
@@ -520,11 +413,38 @@ Engine::AllocationStats Engine::AllocationTiming() const {
 
 size_t Engine::ContextTokens(ContextId context) const {
   auto it = impl_->contexts.find(context);
-  return it == impl_->contexts.end() ? 0 : it->second.tokens;
+  return it == impl_->contexts.end() ? 0 : it->second.tokens.size();
 }
 
 size_t Engine::Fp16Bytes(size_t tokens) const { return impl_->fp16_bytes(tokens); }
-
 size_t Engine::live_contexts() const { return impl_->contexts.size(); }
+
+std::vector<int32_t> Engine::Tokenize(std::string_view text, bool add_special, bool parse_special) const {
+  return impl_->model->tokenizer().Encode(text, add_special, parse_special);
+}
+
+Result<std::string> Engine::RenderChat(const std::vector<ChatTurn>& messages) const {
+  auto tmpl = impl_->model->chat_template();
+  if (!tmpl) return Status::Error("the model has no chat template (tokenizer.chat_template): use completions");
+  std::vector<ChatMessage> msgs;
+  for (const ChatTurn& t : messages) msgs.push_back({t.role, t.content});
+  return ApplyChatTemplate(*tmpl, msgs, /*add_generation_prompt=*/true);
+}
+
+size_t Engine::context_size() const { return impl_->n_ctx; }
+size_t Engine::vocab_size() const { return impl_->model->config().n_vocab; }
+
+std::vector<ContextId> Engine::Contexts() const {
+  std::vector<ContextId> ids;
+  for (const auto& [id, c] : impl_->contexts) ids.push_back(id);
+  return ids;
+}
+
+size_t Engine::ContextBytes(ContextId context) const {
+  auto it = impl_->contexts.find(context);
+  return it == impl_->contexts.end() ? 0 : it->second.bytes;
+}
+const std::string& Engine::model_name() const { return impl_->model->config().name; }
+std::string Engine::fingerprint() const { return fmt::format("{:016x}", impl_->salt); }
 
 }  // namespace chorus

@@ -12,6 +12,7 @@
 namespace chorus {
 
 using BlockId = uint32_t;
+inline constexpr BlockId kNoBlock = UINT32_MAX;  // "no block here" (freed by a sliding window)
 
 struct BlockMeta {
   KvFormat k_format;

@@ -1,12 +1,136 @@
-// KvBatch: append per sequence, then attention grouped by prefix with stacked queries.
+// KvBatch and AttendRows: append per sequence, then attention grouped by shared leading blocks
+// with stacked queries (see kv_batch.h).
 #include "kv/kv_batch.h"
 
 #include <algorithm>
 #include <map>
 
 namespace chorus {
+namespace {
 
-KvBatch::KvBatch(const KvStore& store) : store_(store), shape_(store.options().shape) {}
+constexpr size_t kStackTokens = 32;  // consecutive tokens of one sequence stacked per pass
+
+// Rows [t0, t1) of entry e, stacked together.
+struct Segment {
+  size_t entry, t0, t1;
+};
+struct Chunk {
+  size_t common = 0;  // leading blocks every row of the chunk sees and all its sequences share
+  std::vector<Segment> segs;
+};
+
+// Leading blocks two sequences share in the layer of their last Append (the same blocks = the
+// same bytes in the pool), counted from block 0: tables that start at different live blocks (a
+// sliding window) share nothing here.
+size_t SharedRun(const KvSequence& a, const KvSequence& b) {
+  if (a.views_first() != 0 || b.views_first() != 0) return 0;
+  const auto va = a.views(), vb = b.views();
+  size_t n = 0;
+  while (n < va.size() && n < vb.size() && va[n].k == vb[n].k && va[n].v == vb[n].v) ++n;
+  return n;
+}
+
+}  // namespace
+
+void AttendRows(KvStore& store, size_t layer, std::span<const BatchRows> entries, const float* q, float* out,
+                ThreadPool& pool) {
+  const AttentionShape& sh = store.options().shape;
+  const size_t q_dim = sh.q_dim(), hd = sh.head_dim, group = sh.n_head / sh.n_head_kv;
+  const size_t threads = std::max(1, pool.size());
+  // Groups: entries whose first row sees blocks and whose tables start with the same block.
+  std::vector<std::vector<size_t>> groups;
+  std::map<const uint8_t*, size_t> by_first;
+  for (size_t e = 0; e < entries.size(); ++e) {
+    const KvSequence& s = *entries[e].seq;
+    if (s.size() / kBlockTokens == 0 || s.views().empty() || s.views_first() != 0) {
+      groups.push_back({e});
+      continue;
+    }
+    auto [it, fresh] = by_first.emplace(s.views()[0].k, groups.size());
+    if (fresh) groups.push_back({});
+    groups[it->second].push_back(e);
+  }
+  std::vector<Chunk> chunks;
+  for (const std::vector<size_t>& g : groups) {
+    const KvSequence& first = *entries[g[0]].seq;
+    size_t common = first.size() / kBlockTokens;
+    for (size_t e : g)
+      common = std::min({common, entries[e].seq->size() / kBlockTokens, SharedRun(first, *entries[e].seq)});
+    // One-row entries (decode) are packed into at most `threads` chunks; longer ones (prefill)
+    // give one chunk per stack of kStackTokens consecutive tokens.
+    std::vector<size_t> singles;
+    for (size_t e : g) {
+      if (entries[e].n == 1) {
+        singles.push_back(e);
+        continue;
+      }
+      for (size_t t0 = 0; t0 < entries[e].n; t0 += kStackTokens)
+        chunks.push_back({common, {{e, t0, std::min(entries[e].n, t0 + kStackTokens)}}});
+    }
+    const size_t packs = std::min(singles.size(), threads);
+    for (size_t p = 0; p < packs; ++p) {
+      Chunk c{.common = common};
+      for (size_t i = singles.size() * p / packs; i < singles.size() * (p + 1) / packs; ++i)
+        c.segs.push_back({singles[i], 0, 1});
+      chunks.push_back(std::move(c));
+    }
+  }
+  store.EnsureThreads(threads);
+  const size_t units = chunks.size() * sh.n_head_kv;
+  pool.Run([&](int ti, int nt) {
+    BlockAttention& att = *store.attn_[ti];
+    std::vector<float>& qs = store.stack_q_[ti];
+    for (size_t u = ti; u < units; u += nt) {
+      const Chunk& c = chunks[u / sh.n_head_kv];
+      const auto hk = static_cast<uint32_t>(u % sh.n_head_kv);
+      size_t nq = 0;
+      for (const Segment& s : c.segs) nq += (s.t1 - s.t0) * group;
+      qs.resize(nq * hd);
+      float* dst = qs.data();
+      for (const Segment& s : c.segs)
+        for (size_t t = s.t0; t < s.t1; ++t, dst += group * hd)
+          std::copy_n(q + (entries[s.entry].row0 + t) * q_dim + hk * group * hd, group * hd, dst);
+      att.Begin(qs.data(), nq);
+      // Sliding-window layers: the chunk's latest window edge. What lies before it is folded per
+      // row with the row's own edge first; from it on, blocks are folded once for the stack. On
+      // global layers the edge is 0. Every row meets its blocks in order, each once, with its own
+      // mask — as alone.
+      size_t edge = 0;
+      for (const Segment& s : c.segs)
+        edge = std::max(edge, entries[s.entry].seq->VisibleFrom(layer, s.t1 - 1));
+      if (edge > 0) {
+        size_t q0 = 0;
+        for (const Segment& s : c.segs) {
+          const KvSequence& seq = *entries[s.entry].seq;
+          const size_t seen = (seq.size() + s.t0) / kBlockTokens;
+          for (size_t t = s.t0; t < s.t1; ++t, q0 += group)
+            seq.AddOwnBlocks(att, hk, q0, group, seen, SegmentRange{.lo = seq.VisibleFrom(layer, t), .end = edge});
+        }
+      }
+      // The shared run: once for every stacked query.
+      entries[c.segs[0].entry].seq->AddOwnBlocks(att, hk, 0, nq, c.common, SegmentRange{.begin = edge});
+      size_t q0 = 0;
+      for (const Segment& s : c.segs) {
+        const KvSequence& seq = *entries[s.entry].seq;
+        const size_t ns = (s.t1 - s.t0) * group;
+        const size_t seen = (seq.size() + s.t0) / kBlockTokens;  // blocks every token of the stack sees
+        // Blocks [common, seen), from the edge on, once for the stack (FoldBlocks skips [0, common)
+        // through the range's begin).
+        if (seen > c.common)
+          seq.AddOwnBlocks(att, hk, q0, ns, seen,
+                           SegmentRange{.begin = std::max(edge, c.common * kBlockTokens)});
+        for (size_t t = s.t0; t < s.t1; ++t) {
+          const size_t qi = q0 + (t - s.t0) * group;
+          seq.AddOwn(att, t, hk, qi, group, seen);
+          att.Finish(out + (entries[s.entry].row0 + t) * q_dim + hk * group * hd, qi, group);
+        }
+        q0 += ns;
+      }
+    }
+  });
+}
+
+KvBatch::KvBatch(KvStore& store) : store_(store) {}
 
 void KvBatch::Clear() {
   entries_.clear();
@@ -19,67 +143,20 @@ void KvBatch::Add(KvSequence* seq, size_t n) {
 }
 
 void KvBatch::Commit(size_t n) {
-  for (const Entry& e : entries_) e.seq->Commit(e.n);
+  for (const BatchRows& e : entries_) e.seq->Commit(e.n);
 }
 
 Status KvBatch::AppendAndAttend(size_t layer, size_t n, const float* k, const float* v, const float* q, float* out,
                                 ThreadPool& pool) {
   if (n != rows()) return Status::Error("KvBatch: {} rows given, {} planned", n, rows());
-  const size_t kv_dim = shape_.kv_dim(), q_dim = shape_.q_dim(), hd = shape_.head_dim;
-  const size_t group = shape_.n_head / shape_.n_head_kv;
-  for (const Entry& e : entries_) {
+  const size_t kv_dim = store_.options().shape.kv_dim(), q_dim = store_.options().shape.q_dim();
+  for (const BatchRows& e : entries_) {
     store_.policy().Observe(Observation{.seq_id = e.seq->id(), .layer = layer, .n = e.n, .q = q + e.row0 * q_dim,
                                         .k = k + e.row0 * kv_dim, .v = v + e.row0 * kv_dim, .q_dim = q_dim,
                                         .kv_dim = kv_dim});
     CHORUS_RETURN_IF_ERROR(e.seq->Append(layer, e.n, k + e.row0 * kv_dim, v + e.row0 * kv_dim));
   }
-  if (attn_.size() < static_cast<size_t>(pool.size())) {
-    attn_.clear();
-    for (int i = 0; i < pool.size(); ++i) attn_.push_back(std::make_unique<BlockAttention>(store_.geometry()));
-  }
-  // Rows grouped by prefix: (row, entry index) lists.
-  std::map<const KvSequence*, std::vector<std::pair<size_t, size_t>>> by_prefix;
-  for (size_t ei = 0; ei < entries_.size(); ++ei)
-    for (size_t t = 0; t < entries_[ei].n; ++t) by_prefix[entries_[ei].seq->prefix()].push_back({t, ei});
-  for (const auto& [prefix, rows] : by_prefix) {
-    // Units: (kv head, chunk of rows); each thread reads the prefix once for its chunk.
-    const size_t chunks = std::min<size_t>(rows.size(), std::max<size_t>(1, pool.size()));
-    const size_t units = shape_.n_head_kv * chunks;
-    pool.Run([&](int ti, int nt) {
-      BlockAttention& att = *attn_[ti];
-      std::vector<float> stacked;  // (rows in chunk × group, hd)
-      for (size_t u = ti; u < units; u += nt) {
-        const auto hk = static_cast<uint32_t>(u % shape_.n_head_kv);
-        const size_t c = u / shape_.n_head_kv;
-        const size_t r0 = rows.size() * c / chunks, r1 = rows.size() * (c + 1) / chunks;
-        stacked.resize((r1 - r0) * group * hd);
-        for (size_t r = r0; r < r1; ++r) {
-          const Entry& e = entries_[rows[r].second];
-          const float* src = q + (e.row0 + rows[r].first) * q_dim + hk * group * hd;
-          std::copy_n(src, group * hd, stacked.data() + (r - r0) * group * hd);
-        }
-        att.Begin(stacked.data(), (r1 - r0) * group);
-        // Sliding-window layers: the prefix from the chunk's latest window edge on is read once for
-        // all; what lies before it is folded per row with the row's own edge (first, as alone).
-        size_t edge = 0;
-        for (size_t r = r0; r < r1; ++r) edge = std::max(edge, entries_[rows[r].second].seq->VisibleFrom(layer, rows[r].first));
-        if (edge > 0) {
-          for (size_t r = r0; r < r1; ++r) {
-            const Entry& e = entries_[rows[r].second];
-            e.seq->AddPrefix(att, layer, hk, (r - r0) * group, group,
-                             SegmentRange{.lo = e.seq->VisibleFrom(layer, rows[r].first), .end = edge});
-          }
-        }
-        const Entry& first = entries_[rows[r0].second];
-        first.seq->AddPrefix(att, layer, hk, 0, (r1 - r0) * group, SegmentRange{.begin = edge});  // shared: once for all
-        for (size_t r = r0; r < r1; ++r) {
-          const Entry& e = entries_[rows[r].second];
-          e.seq->AddOwn(att, rows[r].first, hk, (r - r0) * group, group);
-          att.Finish(out + (e.row0 + rows[r].first) * q_dim + hk * group * hd, (r - r0) * group, group);
-        }
-      }
-    });
-  }
+  AttendRows(store_, layer, entries_, q, out, pool);
   return Status::Ok();
 }
 

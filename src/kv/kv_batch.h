@@ -1,19 +1,33 @@
-// KvBatch: several sequences advancing in one forward call (batched multi-agent decode). Rows of
-// one sequence are contiguous. Attention is grouped by shared prefix: the prefix's blocks are read
-// once per step for every query of every agent reading it (queries stacked), then each agent's
-// own blocks and window are folded into its own queries, and the two are merged by log-sum-exp.
+// KvBatch: several sequences advancing in one forward call (batched multi-agent decode, chunked
+// prefill beside it). Rows of one sequence are contiguous. Attention is grouped by shared leading
+// blocks: sequences whose tables start with the same blocks (a shared document, a cached prompt
+// prefix) have their queries stacked and that run read once per step for all of them; then each
+// sequence's own blocks and native rows are folded into its own queries.
+// Invariant: a row's result does not depend on which other rows share the batch (the same blocks
+// meet the same per-block updates in the same order; the kernels give stacked queries their own bits).
 #pragma once
 #include <cstddef>
-#include <memory>
+#include <span>
 #include <vector>
 
-#include "kv/kv_store.h"  // KvSequence, BlockAttention
+#include "kv/kv_store.h"  // KvSequence, KvStore
 
 namespace chorus {
 
+// Rows [row0, row0 + n) of a batch are the next n tokens of seq.
+struct BatchRows {
+  KvSequence* seq;
+  size_t row0, n;
+};
+
+// The attention of every row over what its token sees, after each sequence's Append of `layer`:
+// q (rows, q_dim) scaled, out (rows, q_dim).
+void AttendRows(KvStore& store, size_t layer, std::span<const BatchRows> entries, const float* q, float* out,
+                ThreadPool& pool);
+
 class KvBatch final : public SequenceKv {
  public:
-  explicit KvBatch(const KvStore& store);
+  explicit KvBatch(KvStore& store);
 
   void Clear();
   // Adds the next n rows of the batch for `seq` (which must outlive the forward call).
@@ -28,15 +42,9 @@ class KvBatch final : public SequenceKv {
   void Commit(size_t n) override;
 
  private:
-  struct Entry {
-    KvSequence* seq;
-    size_t row0, n;
-  };
-  const KvStore& store_;
-  AttentionShape shape_;
-  std::vector<Entry> entries_;
-  std::vector<size_t> positions_;  // (rows) absolute position of each row
-  std::vector<std::unique_ptr<BlockAttention>> attn_;  // per pool thread
+  KvStore& store_;
+  std::vector<BatchRows> entries_;
+  std::vector<size_t> positions_;  // (rows) position of each row in its sequence
 };
 
 }  // namespace chorus

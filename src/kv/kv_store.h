@@ -1,12 +1,17 @@
 // KvStore: the block-based KV layer — a BlockPool shared by all sequences, the precision policy
 // asked at sealing time, and per-sequence KvSequence objects (block table per layer + a native
-// window for the newest tokens, f16 or q8 rows). Invariant: a block is sealed once, when its 32 tokens are
-// complete, with the formats the policy picked; it is never re-quantized.
+// window for the newest tokens, f16 or q8 rows). A sequence may start with blocks borrowed from
+// others (a shared document, a cached prompt prefix): they are refcounted, read in place, and the
+// batch attention reads a leading run that several sequences share once for all of them.
+// Invariant: a block is sealed once, when its 32 tokens are complete, with the formats the policy
+// picked; it is never re-quantized, and never changed while any sequence holds it. A sliding-window
+// layer frees a sequence's leading blocks once no token it will still compute can see them.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <set>
+#include <span>
 #include <vector>
 
 #include "kv/block_attention.h"  // BlockView, BlockAttention
@@ -32,8 +37,7 @@ struct KvStoreOptions {
   std::vector<uint32_t> layer_window;
 };
 
-// A run of attention segments (sealed blocks, a frozen prefix's native tail) selected by the
-// position of their first token, folded for queries that see positions >= lo (a sliding window's
+// A run of sealed blocks selected by the position of their first token, folded for queries that see positions >= lo (a sliding window's
 // edge; 0 = everything). Defaults: all of them, unmasked.
 struct SegmentRange {
   size_t lo = 0;                // first position the queries see: earlier rows are masked
@@ -52,6 +56,16 @@ struct KvUsage {
 };
 
 class KvSequence;
+struct BatchRows;
+
+// Blocks a new sequence starts with (a shared document's, a cached prefix's): per layer, the
+// live blocks [first[l], n) of the run's n blocks (a sliding-window layer may have dropped the
+// leading ones: first[l] > 0; empty `first` = all layers from 0).
+struct BorrowedBlocks {
+  std::span<const std::vector<BlockId>> tables;  // (n_layer) ids of blocks [first[l], n)
+  std::span<const size_t> first;                 // (n_layer) or empty
+  size_t blocks() const;                         // n
+};
 
 class KvStore {
  public:
@@ -61,10 +75,10 @@ class KvStore {
   KvStore(const KvStore&) = delete;
   KvStore& operator=(const KvStore&) = delete;
 
-  // A new empty sequence of at most `capacity` tokens of its own. With a prefix (a frozen
-  // sequence of this store, e.g. a shared document), its tokens continue after the prefix's
-  // positions and attend to the prefix's blocks and tail too; the prefix stays alive while read.
-  std::unique_ptr<KvSequence> NewSequence(size_t capacity, std::shared_ptr<const KvSequence> prefix = nullptr);
+  // A new sequence of at most `capacity` tokens. With borrowed blocks, the sequence starts with
+  // them (size() = 32 × their count, one reference taken on each) and its own tokens continue
+  // after them; what a sliding-window layer's tokens need of the run must be live.
+  std::unique_ptr<KvSequence> NewSequence(size_t capacity, const BorrowedBlocks& borrowed = {});
 
   BlockPool& pool() { return pool_; }
   const BlockPool& pool() const { return pool_; }
@@ -72,21 +86,33 @@ class KvStore {
   const KvStoreOptions& options() const { return options_; }
   KvGeometry geometry() const;
   KvUsage Usage() const;
+  // The first block of layer `layer` a token at `pos` sees (0 on a global layer).
+  size_t FirstVisibleBlock(size_t layer, size_t pos) const;
 
  private:
   friend class KvSequence;
+  friend void AttendRows(KvStore& store, size_t layer, std::span<const BatchRows> entries, const float* q,
+                         float* out, ThreadPool& pool);
   KvStoreOptions options_;
   PrecisionPolicy* policy_;
   BlockPool pool_;
   std::set<const KvSequence*> live_;
   uint64_t next_seq_id_ = 1;
-  // Scratch shared by every sequence (one sequence appends or attends at a time; KvBatch has its
-  // own attention scratch): a block being encoded, and the per-thread attention states of
-  // KvSequence::AppendAndAttend. Held once per store, not once per agent.
+  // Scratch shared by every sequence (one call appends or attends at a time): a block being
+  // encoded, and the per-thread attention states and stacked queries of the batch attention.
+  // Held once per store, not once per agent.
   AlignedBuffer<float> seal_k_, seal_v_;                // (32, kv_dim) f32
   std::vector<std::unique_ptr<BlockAttention>> attn_;  // per pool thread
-  std::vector<std::vector<float>> stack_q_;           // per pool thread: stacked queries of a token run
+  std::vector<std::vector<float>> stack_q_;           // per pool thread: (stacked queries, head_dim)
+  void EnsureThreads(size_t n);
 };
+
+// Reorders each global layer's block table so blocks of equal (K, V) formats are contiguous
+// (stable, by format): Cocktail's reorder (METHODS.md §3 step 5). Exact for readers that see every
+// block of the table (keys carry their RoPE positions); only ids move, no block is copied or
+// re-encoded. Sliding-window layers mask by position: their tables keep their order.
+void SortBlocksByFormat(std::vector<std::vector<BlockId>>& tables, const BlockPool& pool,
+                        std::span<const uint32_t> layer_window = {});
 
 class KvSequence final : public SequenceKv {
  public:
@@ -94,51 +120,50 @@ class KvSequence final : public SequenceKv {
   KvSequence(const KvSequence&) = delete;
   KvSequence& operator=(const KvSequence&) = delete;
 
-  size_t size() const override { return size_; }  // own tokens (after the prefix)
+  size_t size() const override { return size_; }  // tokens held, borrowed blocks included
   size_t capacity() const override { return capacity_; }
-  size_t Position(size_t t) const override { return base_pos_ + size_ + t; }
   Status AppendAndAttend(size_t layer, size_t n, const float* k, const float* v, const float* q, float* out,
                          ThreadPool& pool) override;
-  // The batch is done: its tokens become part of the sequence and the native rows of the batch
-  // (scratch between Append and the attention of each layer) are given back.
+  // The batch is done: its tokens become part of the sequence, the native rows of the batch
+  // (scratch between Append and the attention of each layer) are given back, and sliding-window
+  // layers free the blocks no later token can see (see keep_from).
   void Commit(size_t n) override;
 
-  // Read-only from now on (a shared context): Append fails, sequences may use it as a prefix. A q8
-  // window tail is decoded once into the f16 rows its readers attend, and its q8 rows are freed.
-  void Freeze();
-  bool frozen() const { return frozen_; }
-  // Cocktail's reorder (METHODS.md §3 step 5): permutes each layer's block table of a frozen
-  // sequence so blocks of equal (K, V) formats are contiguous (stable, by format). Exact: every
-  // reader of a frozen context sees all of it, and keys carry their RoPE positions. No block is
-  // copied or re-encoded — only ids move. Call it before any reader attends. Error if not frozen.
-  Status ReorderByFormat();
-  const KvSequence* prefix() const { return prefix_.get(); }
-  size_t base_position() const { return base_pos_; }
-
   // The two halves of AppendAndAttend, for batches of several sequences (kv/kv_batch.h):
-  // Append stores and seals this layer's K/V of the next n own tokens (native rows kept for the
-  // attention of this layer); AddPrefix / AddOwn fold the prefix, and the keys visible to own
-  // token t of the batch, into queries [q0, q0+nq) of att.
+  // Append stores and seals this layer's K/V of the next n tokens (native rows kept for the
+  // attention of this layer); AddOwn folds the keys visible to token t of the batch into queries
+  // [q0, q0+nq) of att: blocks [from_block, (size()+t)/32) (its window's edge applied) and the
+  // native rows of its block.
   Status Append(size_t layer, size_t n, const float* k, const float* v);
-  void AddPrefix(BlockAttention& att, size_t layer, uint32_t kv_head, size_t q0, size_t nq,
-                 const SegmentRange& range = {}) const;
-  // Own sealed blocks [first live, to_block) of the layer of the last Append, within `range`.
+  // Blocks [first live, to_block) of the layer of the last Append, within `range`.
   void AddOwnBlocks(BlockAttention& att, uint32_t kv_head, size_t q0, size_t nq, size_t to_block,
                     const SegmentRange& range = {}) const;
-  // Everything else own token t of the batch sees (its window's edge applied): own blocks
-  // [from_block, t's block) — those before were already folded in, stacked with other tokens'
-  // queries — and the native rows of its block.
+  // from_block: blocks before it were already folded in (stacked with other tokens' queries).
   void AddOwn(BlockAttention& att, size_t t, uint32_t kv_head, size_t q0, size_t nq, size_t from_block = 0) const;
-  // First absolute position own token t of the batch sees in `layer` (0 on a global layer).
+  // First position token t of the batch sees in `layer` (0 on a global layer).
   size_t VisibleFrom(size_t layer, size_t t) const;
+  // Views of the live blocks of the layer of the last Append (the attention that follows reads them).
+  std::span<const BlockView> views() const { return views_; }
+  size_t views_first() const { return views_first_; }
+
+  // Sliding-window layers keep every block a token at position `pos` would see, even when the
+  // sequence's own next token sees less (others will compute from there: a document's readers
+  // recompute its tail block; a prompt's blocks wait until the prefix cache holds them).
+  // SIZE_MAX (the default): free as the sequence moves on.
+  void set_keep_from(size_t pos) { keep_from_ = pos; }
 
   uint64_t id() const { return id_; }
-  // Live sealed blocks of a layer: own block indices [first_block(layer), sealed_blocks(layer)).
-  // A sliding-window layer frees its leading blocks once no reader's window can reach them.
+  // Live sealed blocks of a layer: block indices [first_block(layer), sealed_blocks(layer)).
   const std::vector<BlockId>& blocks(size_t layer) const { return tables_[layer]; }
   size_t first_block(size_t layer) const { return dropped_[layer]; }
   size_t sealed_blocks(size_t layer) const { return dropped_[layer] + tables_[layer].size(); }
+  // The block id of block index j of a layer, or kNoBlock if it was freed (sliding window).
+  BlockId block(size_t layer, size_t j) const {
+    return j >= dropped_[layer] && j < sealed_blocks(layer) ? tables_[layer][j - dropped_[layer]] : kNoBlock;
+  }
   size_t window_tokens(size_t layer) const { return size_ - sealed_blocks(layer) * kBlockTokens; }
+  // Leading blocks per layer that came from NewSequence's `borrowed` (not sealed by this sequence).
+  size_t borrowed_blocks() const { return borrowed_; }
   size_t window_bytes() const;
   size_t table_bytes() const;
 
@@ -146,8 +171,8 @@ class KvSequence final : public SequenceKv {
   friend class KvStore;
   KvSequence(KvStore& store, uint64_t id, size_t capacity);
   Status Seal(size_t layer, size_t n_full, const uint16_t* nat_k, const uint16_t* nat_v);
-  // Frees the leading blocks of every sliding-window layer that the next token (position
-  // base_pos_ + size_) — and so every later token and every reader of a frozen prefix — cannot see.
+  // Frees the leading blocks of every sliding-window layer that no token from
+  // min(size_, keep_from_) on can see.
   void FreeOutOfWindow();
   size_t Window(size_t layer) const;  // 0 = global
 
@@ -155,16 +180,14 @@ class KvSequence final : public SequenceKv {
   uint64_t id_;
   size_t capacity_;
   size_t size_ = 0;
-  size_t base_pos_ = 0;   // absolute position of own token 0 (= prefix length)
-  bool frozen_ = false;
-  std::shared_ptr<const KvSequence> prefix_;
-  std::vector<std::vector<BlockId>> tables_;     // (n_layer, live sealed blocks)
+  size_t borrowed_ = 0;                          // leading blocks per layer not sealed here
+  size_t keep_from_ = SIZE_MAX;
+  std::vector<std::vector<BlockId>> tables_;     // (n_layer, live sealed blocks) one pool ref each
   std::vector<size_t> dropped_;                  // (n_layer) leading blocks freed (sliding window)
-  mutable std::vector<std::vector<BlockView>> prefix_views_;  // (n_layer) views when used as a frozen prefix
-  std::vector<BlockView> views_;                 // this layer's live own blocks, set by Append
-  size_t views_first_ = 0;                       // own block index of views_[0]
+  std::vector<BlockView> views_;                 // this layer's live blocks, set by Append
+  size_t views_first_ = 0;                       // block index of views_[0]
   size_t views_window_ = 0;                      // sliding window of the layer of views_ (0 = global)
-  size_t nat_base_ = 0;                          // own index of nat_ row 0
+  size_t nat_base_ = 0;                          // index of nat_ row 0
   // (n_layer) stored rows (WindowRowBytes each) of the tokens after the last sealed block.
   std::vector<AlignedBuffer<uint8_t>> win_k_, win_v_;
   // (window + batch, kv_dim) fp16 native rows of the layer being computed: read by this
@@ -173,9 +196,6 @@ class KvSequence final : public SequenceKv {
   // (q8 windows only), from which the new window is copied.
   AlignedBuffer<uint16_t> nat_k_, nat_v_;
   AlignedBuffer<uint8_t> natw_k_, natw_v_;
-  // A frozen q8-window sequence's tails decoded once to the f16 rows its readers attend.
-  std::vector<AlignedBuffer<uint16_t>> tail_k_, tail_v_;
-  const uint16_t* TailRows(size_t layer, bool keys) const;
 };
 
 }  // namespace chorus

@@ -4,6 +4,7 @@
 // Matmuls read the quantized weights directly (ops/matmul).
 #include "model/forward.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -11,9 +12,10 @@
 
 namespace chorus {
 
-ForwardPass::ForwardPass(const Model& model, size_t max_batch)
-    : model_(model), c_(model.config()), max_batch_(max_batch < 1 ? 1 : max_batch) {
-  const size_t b = max_batch_;
+ForwardPass::ForwardPass(const Model& model, size_t max_batch, size_t max_rows)
+    : model_(model), c_(model.config()), max_batch_(max_batch < 1 ? 1 : max_batch),
+      max_rows_(std::max(max_rows, max_batch_)) {
+  const size_t b = max_rows_;
   x_.Resize(b * c_.n_embd);
   xn_.Resize(b * c_.n_embd);
   q_.Resize(b * c_.q_dim());
@@ -59,11 +61,28 @@ Status ForwardPass::Run(std::span<const int32_t> tokens, SequenceKv& kv, ThreadP
     const size_t n = std::min(max_batch_, tokens.size() - done);
     const bool last_piece = done + n == tokens.size();
     float* out = nullptr;
-    if (which == LogitsFor::kAll) out = logits + done * c_.n_vocab;
-    else if (last_piece) out = logits;
-    CHORUS_RETURN_IF_ERROR(RunBatch(tokens.subspan(done, n), kv, pool, which, out));
+    rows_.clear();
+    if (logits && which == LogitsFor::kAll) {
+      out = logits + done * c_.n_vocab;
+      for (size_t t = 0; t < n; ++t) rows_.push_back(t);
+    } else if (logits && last_piece) {
+      out = logits;
+      rows_.push_back(n - 1);
+    }
+    CHORUS_RETURN_IF_ERROR(RunBatch(tokens.subspan(done, n), kv, pool, rows_, out));
   }
   return Status::Ok();
+}
+
+Status ForwardPass::RunRows(std::span<const int32_t> tokens, SequenceKv& kv, ThreadPool& pool,
+                            std::span<const size_t> logit_rows, float* logits) {
+  CHORUS_RETURN_IF_ERROR(CheckInput(tokens, kv));
+  if (tokens.size() > max_rows_)
+    return Status::Error("a batch of {} rows exceeds the forward pass's {} rows", tokens.size(), max_rows_);
+  for (size_t i = 0; i < logit_rows.size(); ++i)
+    if (logit_rows[i] >= tokens.size() || (i > 0 && logit_rows[i] <= logit_rows[i - 1]))
+      return Status::Error("logit rows must be ascending indices below {}", tokens.size());
+  return RunBatch(tokens, kv, pool, logit_rows, logits);
 }
 
 Status ForwardPass::MeanHidden(std::span<const int32_t> tokens, SequenceKv& kv, ThreadPool& pool, float* mean) {
@@ -73,7 +92,7 @@ Status ForwardPass::MeanHidden(std::span<const int32_t> tokens, SequenceKv& kv, 
   std::vector<float> row(d);
   for (size_t done = 0; done < tokens.size(); done += max_batch_) {
     const size_t n = std::min(max_batch_, tokens.size() - done);
-    CHORUS_RETURN_IF_ERROR(RunBatch(tokens.subspan(done, n), kv, pool, LogitsFor::kLast, nullptr));
+    CHORUS_RETURN_IF_ERROR(RunBatch(tokens.subspan(done, n), kv, pool, {}, nullptr));
     for (size_t t = 0; t < n; ++t) {  // x_ still holds this micro-batch's final residual stream
       RmsNorm(x_.data() + t * d, model_.weights().output_norm, d, c_.rms_eps, row.data());
       for (size_t i = 0; i < d; ++i) acc[i] += row[i];
@@ -84,7 +103,7 @@ Status ForwardPass::MeanHidden(std::span<const int32_t> tokens, SequenceKv& kv, 
 }
 
 Status ForwardPass::RunBatch(std::span<const int32_t> tokens, SequenceKv& kv, ThreadPool& pool,
-                             LogitsFor which, float* logits) {
+                             std::span<const size_t> logit_rows, float* logits) {
   const size_t n = tokens.size(), d = c_.n_embd;
   const ModelWeights& w = model_.weights();
   // Global layers: rope.freq_base with the linear scale and rope_freqs; local (sliding-window)
@@ -140,13 +159,11 @@ Status ForwardPass::RunBatch(std::span<const int32_t> tokens, SequenceKv& kv, Th
     Add(proj_.data(), n * d, x_.data());
   }
   kv.Commit(n);
-  if (!logits) return Status::Ok();
-  const size_t first = which == LogitsFor::kAll ? 0 : n - 1;
-  const size_t rows = n - first;
-  for (size_t t = first; t < n; ++t)
-    RmsNorm(x_.data() + t * d, w.output_norm, d, c_.rms_eps, xn_.data() + (t - first) * d);
-  MatMul(w.output, xn_.data(), rows, logits, pool);
-  if (c_.final_logit_softcap > 0) SoftCap(logits, rows * c_.n_vocab, c_.final_logit_softcap);
+  if (!logits || logit_rows.empty()) return Status::Ok();
+  for (size_t i = 0; i < logit_rows.size(); ++i)
+    RmsNorm(x_.data() + logit_rows[i] * d, w.output_norm, d, c_.rms_eps, xn_.data() + i * d);
+  MatMul(w.output, xn_.data(), logit_rows.size(), logits, pool);
+  if (c_.final_logit_softcap > 0) SoftCap(logits, logit_rows.size() * c_.n_vocab, c_.final_logit_softcap);
   return Status::Ok();
 }
 

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "kv/dense_kv_cache.h"  // DenseKvCache
 #include "kv/kv_store.h"        // KvStoreOptions
@@ -20,14 +21,23 @@ enum class LogitsFor { kLast, kAll };
 
 class ForwardPass {
  public:
-  // max_batch: tokens per internal micro-batch (longer inputs are processed in pieces).
-  ForwardPass(const Model& model, size_t max_batch = 512);
+  // max_batch: tokens per internal micro-batch of Run (longer inputs are processed in pieces).
+  // max_rows: the most rows one RunRows call may take (a batch of several sequences is one
+  // micro-batch); 0 = max_batch. Scratch is sized for the larger of the two.
+  explicit ForwardPass(const Model& model, size_t max_batch = 512, size_t max_rows = 0);
 
   // Appends `tokens` at positions [kv.size(), kv.size() + n) and writes logits:
   // kLast → (n_vocab) of the last token; kAll → (n, n_vocab).
   // Errors: empty input, token id out of range, cache capacity exceeded (nothing is written then).
   Status Run(std::span<const int32_t> tokens, SequenceKv& kv, ThreadPool& pool, LogitsFor which,
              float* logits);
+
+  // One micro-batch (tokens.size() ≤ max_rows()): e.g. the rows of a KvBatch (several sequences,
+  // decode and prefill rows together). Logits (logit_rows.size(), n_vocab) of the listed rows
+  // only, in that order (ascending row indices).
+  Status RunRows(std::span<const int32_t> tokens, SequenceKv& kv, ThreadPool& pool,
+                 std::span<const size_t> logit_rows, float* logits);
+  size_t max_rows() const { return max_rows_; }
 
   // Like Run, but instead of logits writes the mean over the tokens of the final-norm hidden states
   // (n_embd floats): the model's own sentence embedding (Cocktail's fallback encoder).
@@ -42,14 +52,15 @@ class ForwardPass {
   // Token ids inside the vocabulary, at least one, and room for them in kv.
   Status CheckInput(std::span<const int32_t> tokens, const SequenceKv& kv) const;
   Status RunBatch(std::span<const int32_t> tokens, SequenceKv& kv, ThreadPool& pool,
-                  LogitsFor which, float* logits);
+                  std::span<const size_t> logit_rows, float* logits);
   // Per head of the n rows of q_/k_: QK-norm (when the model has it), RoPE with the layer's table;
   // queries scaled by ModelConfig::query_scale().
   void PrepareQk(size_t layer, size_t n, ThreadPool& pool);
 
   const Model& model_;
   const ModelConfig& c_;
-  size_t max_batch_;
+  size_t max_batch_, max_rows_;
+  std::vector<size_t> rows_;     // scratch: the logit rows of a Run micro-batch
   AlignedBuffer<float> x_;       // (max_batch, n_embd) residual stream
   AlignedBuffer<float> xn_;      // (max_batch, n_embd) normed input
   AlignedBuffer<float> q_;       // (max_batch, q_dim)

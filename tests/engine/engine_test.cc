@@ -83,12 +83,18 @@ TEST(Engine, LifecycleUnderLoad) {
   }
   while (engine->running()) ASSERT_TRUE(engine->Step().ok());
   EXPECT_EQ(joined, 10);
-  EXPECT_EQ(engine->KvReport().private_bytes, 0u);  // every finished agent freed its blocks
+  EXPECT_EQ(engine->KvReport().private_bytes, 0u);  // every finished agent freed its own blocks
   const size_t shared = engine->KvReport().shared_bytes;
-  EXPECT_EQ(engine->KvReport().total_bytes, shared);
+  // What stays: the context (pinned) and the prompt blocks agents sealed (cached, evictable).
+  EXPECT_EQ(engine->KvReport().total_bytes, shared + engine->Stats().cached_bytes);
+  EXPECT_EQ(engine->Stats().in_use_bytes, 0u);
+  EXPECT_EQ(engine->Stats().pinned_bytes, shared);
   engine->Release(*ctx);
   EXPECT_EQ(engine->live_contexts(), 0u);
-  EXPECT_EQ(engine->KvReport().total_bytes, 0u);  // the context is freed with its last reader
+  // Released with its last reader: unpinned, its blocks are cached prefixes now, nothing in use.
+  EXPECT_EQ(engine->Stats().pinned_bytes, 0u);
+  EXPECT_EQ(engine->Stats().in_use_bytes, 0u);
+  EXPECT_EQ(engine->KvReport().total_bytes, engine->Stats().cached_bytes);
   for (const auto& [id, pm] : spawned) {
     ContextId unused;
     EXPECT_EQ(engine->agent(id)->text, Alone(&unused, pm.first, pm.second)) << pm.first;

@@ -1,4 +1,4 @@
-// Cocktail's reorder (KvSequence::ReorderByFormat) and group-wise attention: a frozen context whose
+// Cocktail's reorder (SortBlocksByFormat) and group-wise attention: a context's block tables whose
 // blocks are permuted so equal formats are contiguous gives the same attention as the original
 // order (and as the double-precision reference over the same compressed blocks), moves no bytes,
 // and is folded in one kernel group per format.
@@ -41,9 +41,9 @@ size_t Runs(const std::vector<BlockView>& v) {
   return r;
 }
 
-std::vector<BlockView> Views(const KvSequence& s, size_t layer, const BlockPool& bp) {
+std::vector<BlockView> Views(const std::vector<BlockId>& table, const BlockPool& bp) {
   std::vector<BlockView> out;
-  for (BlockId id : s.blocks(layer)) out.push_back({bp.k_data(id), bp.v_data(id), bp.meta(id).k_format, bp.meta(id).v_format});
+  for (BlockId id : table) out.push_back({bp.k_data(id), bp.v_data(id), bp.meta(id).k_format, bp.meta(id).v_format});
   return out;
 }
 
@@ -52,22 +52,26 @@ TEST(KvReorder, GroupedAttentionEqualsOriginalOrder) {
   KvStore store({.n_layer = kLayers, .shape = kShape}, &policy);
   std::mt19937 rng(7);
   std::normal_distribution<float> nd;
-  const size_t n_ctx = 13 * kBlockTokens + 7, kv_dim = kShape.kv_dim(), q_dim = kShape.q_dim(), hd = kShape.head_dim;
+  const size_t n_ctx = 13 * kBlockTokens, kv_dim = kShape.kv_dim(), q_dim = kShape.q_dim(), hd = kShape.head_dim;
   std::vector<float> k(n_ctx * kv_dim), v(n_ctx * kv_dim), k1(kv_dim), v1(kv_dim), q1(q_dim);
   for (auto& x : k) x = nd(rng) * 2.0f;
   for (auto& x : v) x = nd(rng);
   for (auto& x : k1) x = nd(rng) * 2.0f;
   for (auto& x : v1) x = nd(rng);
   for (auto& x : q1) x = nd(rng) * 0.125f;
-  std::shared_ptr<KvSequence> ctx = store.NewSequence(n_ctx);
-  for (size_t l = 0; l < kLayers; ++l) ASSERT_TRUE(ctx->Append(l, n_ctx, k.data(), v.data()).ok());
-  ctx->Commit(n_ctx);
-  EXPECT_FALSE(ctx->ReorderByFormat().ok());  // not frozen yet: readers could be inside it
-  ctx->Freeze();
+  auto seq = store.NewSequence(n_ctx);
+  for (size_t l = 0; l < kLayers; ++l) ASSERT_TRUE(seq->Append(l, n_ctx, k.data(), v.data()).ok());
+  seq->Commit(n_ctx);
+  std::vector<std::vector<BlockId>> tables(kLayers);  // the context: its block tables
+  for (size_t l = 0; l < kLayers; ++l) {
+    tables[l] = seq->blocks(l);
+    for (BlockId id : tables[l]) store.pool().Ref(id);
+  }
+  seq.reset();
 
   ThreadPool pool(1);
   const auto attend = [&](std::vector<float>& out) {  // one agent token over the context, every layer
-    auto agent = store.NewSequence(1, ctx);
+    auto agent = store.NewSequence(n_ctx + 1, {.tables = tables});
     out.assign(kLayers * q_dim, 0.0f);
     for (size_t l = 0; l < kLayers; ++l)
       ASSERT_TRUE(agent->AppendAndAttend(l, 1, k1.data(), v1.data(), q1.data(), out.data() + l * q_dim, pool).ok());
@@ -75,21 +79,21 @@ TEST(KvReorder, GroupedAttentionEqualsOriginalOrder) {
   };
   std::vector<float> before, after;
   std::vector<std::vector<BlockView>> orig(kLayers);
-  for (size_t l = 0; l < kLayers; ++l) orig[l] = Views(*ctx, l, store.pool());
+  for (size_t l = 0; l < kLayers; ++l) orig[l] = Views(tables[l], store.pool());
   attend(before);
 
   const size_t bytes = store.pool().bytes_in_use(), blocks = store.pool().live_blocks();
   std::vector<std::vector<BlockId>> ids_before(kLayers);
-  for (size_t l = 0; l < kLayers; ++l) ids_before[l] = ctx->blocks(l);
-  ASSERT_TRUE(ctx->ReorderByFormat().ok());
+  for (size_t l = 0; l < kLayers; ++l) ids_before[l] = tables[l];
+  SortBlocksByFormat(tables, store.pool());
   // No copy: the same blocks (ids, hence payload addresses) in a new order, the same bytes.
   EXPECT_EQ(store.pool().bytes_in_use(), bytes);
   EXPECT_EQ(store.pool().live_blocks(), blocks);
   for (size_t l = 0; l < kLayers; ++l) {
-    EXPECT_NE(ctx->blocks(l), ids_before[l]);  // it did move something
-    EXPECT_EQ(std::multiset<BlockId>(ctx->blocks(l).begin(), ctx->blocks(l).end()),
+    EXPECT_NE(tables[l], ids_before[l]);  // it did move something
+    EXPECT_EQ(std::multiset<BlockId>(tables[l].begin(), tables[l].end()),
               std::multiset<BlockId>(ids_before[l].begin(), ids_before[l].end()));
-    const auto re = Views(*ctx, l, store.pool());
+    const auto re = Views(tables[l], store.pool());
     std::set<std::pair<KvFormat, KvFormat>> formats;
     for (const auto& b : re) formats.insert({b.k_format, b.v_format});
     EXPECT_EQ(Runs(re), formats.size()) << "equal formats must be contiguous";
@@ -154,7 +158,7 @@ TEST(KvReorder, GroupedAttentionEqualsOriginalOrder) {
   for (size_t l = 0; l < kLayers; ++l) {
     const size_t g0 = att.groups();
     att.Begin(q1.data(), group);
-    att.AddBlocks(Views(*ctx, l, store.pool()), 0);
+    att.AddBlocks(Views(tables[l], store.pool()), 0);
     att.Finish(out.data());
     EXPECT_EQ(att.groups() - g0, 3u);
     const size_t g1 = att.groups();
@@ -162,6 +166,8 @@ TEST(KvReorder, GroupedAttentionEqualsOriginalOrder) {
     att.AddBlocks(orig[l], 0);
     EXPECT_EQ(att.groups() - g1, Runs(orig[l]));
   }
+  for (auto& t : tables)
+    for (BlockId id : t) store.pool().Unref(id);
 }
 
 }  // namespace

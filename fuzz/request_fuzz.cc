@@ -1,0 +1,51 @@
+// request_fuzz: the OpenAI request parser on arbitrary bytes (as an HTTP body arrives). Every input
+// must parse into an in-range request or one ApiError naming a field — never crash, hang or throw —
+// and what parses must render back into valid JSON responses.
+#include <cstdint>
+#include <cstdlib>
+#include <string_view>
+
+#include "server/protocol.h"
+#include "server/text_stream.h"
+
+using namespace chorus::server;
+
+static void Check(bool ok) {
+  if (!ok) std::abort();
+}
+
+static void Exercise(const ParsedRequest& p) {
+  if (const auto* e = std::get_if<ApiError>(&p)) {
+    Check(e->status >= 400 && e->status < 600 && !e->message.empty());
+    (void)ErrorJson(*e).dump();
+    return;
+  }
+  const GenerationRequest& r = std::get<GenerationRequest>(p);
+  Check(r.temperature >= 0 && r.temperature <= 2);
+  Check(r.top_p > 0 && r.top_p <= 1);
+  Check(!r.max_tokens || *r.max_tokens >= 1);
+  Check(r.stop.size() <= 4);
+  for (const auto& s : r.stop) Check(!s.empty());
+  Check(r.endpoint != Endpoint::kChat || !r.messages.empty());
+  ResponseIds ids{.id = "x", .created = 1, .model = r.model, .fingerprint = "f"};
+  std::string text;
+  for (const auto& m : r.messages) text += m.content;
+  text += r.prompt;
+  // Stream the user's text as if the model had said it, through the stop strings.
+  TextStream ts(r.stop);
+  for (size_t i = 1; i <= text.size() && i < 4096; i += 7) (void)ts.Feed(std::string_view(text).substr(0, i), false);
+  (void)ts.Feed(text, true);
+  (void)SseData(ChatChunk(ids, ts.emitted(), true, ""));
+  (void)ChatResponse(ids, text, "stop", {}).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  (void)CompletionResponse(ids, text, "length", {}).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view body(reinterpret_cast<const char*>(data), size);
+  Exercise(ParseChatCompletion(body));
+  Exercise(ParseCompletion(body));
+  auto c = ParseContextRequest(body);
+  if (auto* e = std::get_if<ApiError>(&c)) Check(!e->message.empty());
+  (void)IsValidUtf8(body);
+  return 0;
+}

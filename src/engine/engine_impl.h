@@ -1,0 +1,123 @@
+// Engine::Impl: what one engine holds — the model, the KV store and its policies, the prefix cache,
+// contexts and agents (requests) — and the steps they go through. Internal to src/engine.
+// Invariants: every live block is held by a sequence, a context or the prefix cache (refcounts);
+// an agent is in exactly one phase; `waiting` lists exactly the agents in kWaiting, FIFO.
+#pragma once
+#include <deque>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "chorus/engine.h"
+#include "encoder/text_encoder.h"   // TextEncoder
+#include "engine/kv_config.h"       // KvConfig
+#include "engine/prefix_cache.h"    // PrefixCache
+#include "engine/routing_policy.h"  // RoutingPolicy
+#include "kv/kv_store.h"            // KvStore, KvSequence
+#include "model/forward.h"          // ForwardPass
+#include "model/model.h"            // Model
+#include "model/sampler.h"          // Sampler
+#include "policy/comix_policy.h"    // ComixPolicy
+#include "util/thread_pool.h"
+#include "util/timer.h"
+#include "kv/kv_batch.h"             // KvBatch
+
+namespace chorus {
+
+struct Engine::Impl {
+  EngineOptions options;
+  std::unique_ptr<Model> model;
+  KvConfig shared_cfg, private_cfg;
+  std::unique_ptr<RoutingPolicy> policy;
+  std::unique_ptr<ComixPolicy> comix;  // set with --policy comix
+  std::unique_ptr<KvStore> store;
+  std::unique_ptr<PrefixCache> cache;  // after store: destroyed first (it holds pool refs)
+  std::unique_ptr<ForwardPass> fwd;
+  std::unique_ptr<ThreadPool> pool;
+  size_t n_ctx = 0;
+  uint64_t salt = 0;             // prefix keys: model fingerprint + every KV setting
+  std::vector<float> logits;     // (rows, n_vocab)
+  EngineStats counters;          // the monotonic counters of Stats()
+
+  struct Context {
+    std::vector<int32_t> tokens;
+    std::vector<std::vector<BlockId>> tables;  // (n_layer) live full blocks [first[l], n), one ref each
+    std::vector<size_t> first;                 // (n_layer) a sliding-window layer keeps only its tail
+    std::vector<uint64_t> keys;                // pinned in the cache (empty for Cocktail contexts)
+    uint64_t hash = 0;
+    size_t user_refs = 0;
+    size_t bytes = 0;                          // measured: the blocks' cost
+    uint64_t comix_unit = 0;                   // comix: the unit its blocks were sealed under
+    std::shared_ptr<CocktailPolicy> cocktail;  // a Cocktail context's map (its readers' tail block follows it)
+  };
+  std::map<ContextId, Context> contexts;
+  std::map<uint64_t, ContextId> by_hash;
+  ContextId next_context = 1;
+  std::unique_ptr<TextEncoder> encoder;             // Cocktail's, opened on first use
+  std::map<ContextId, ChunkMapReport> chunk_maps;   // Cocktail contexts (stale ids are never reused)
+
+  struct Agent {
+    std::vector<int32_t> prompt;   // every prompt token (a context's first)
+    std::vector<uint64_t> keys;    // prefix keys of the prompt's full blocks
+    ContextId context = 0;         // Spawn(context): borrow its tables
+    bool cacheable = true;         // its prompt blocks may enter the prefix cache
+    std::unique_ptr<KvSequence> seq;  // from admission until finished
+    size_t prefilled = 0;          // prompt tokens in seq (borrowed included)
+    size_t inserted = 0;           // prompt blocks already in the cache
+    bool cancel = false;
+    std::unique_ptr<Sampler> sampler;
+    AgentOptions options;
+    AgentState state;
+    size_t reserved_bytes = 0;     // projected bytes still to be used (budget admission)
+    Timer timer;
+  };
+  std::map<AgentId, Agent> agents;
+  std::deque<AgentId> waiting;
+  AgentId next_agent = 1;
+  std::string last_refusal;      // why the last TryAdmit said kNotNow
+
+  // --- engine.cc
+  size_t fp16_bytes(size_t tokens) const;
+  Result<std::vector<int32_t>> DocumentTokens(std::string_view text) const;
+  // Prefills `tokens` into a new sequence (borrowing what the prefix cache holds when `from_cache`),
+  // sealed with the shared formats or under a Cocktail map, and returns it with its full blocks.
+  Result<std::unique_ptr<KvSequence>> PrefillDocument(std::span<const int32_t> tokens,
+                                                      std::shared_ptr<CocktailPolicy> cocktail,
+                                                      const Progress& progress);
+  ContextId AddContext(std::vector<int32_t> tokens, const KvSequence& seq, uint64_t hash, bool pin);
+  void CollectContexts();
+  size_t SequenceOwnBytes(const KvSequence& s) const;
+
+  // --- scheduler.cc
+  // Validates and registers a request (phase kWaiting, not queued).
+  Result<AgentId> NewAgent(std::vector<int32_t> prompt, ContextId context, const AgentOptions& options);
+  // The longest run of the keys' blocks a request may borrow from the cache (at most max_blocks;
+  // a sliding-window layer needs the blocks its first computed token sees): the run's length, and
+  // its tables and first blocks per layer.
+  struct Borrow {
+    size_t blocks = 0;
+    std::vector<std::vector<BlockId>> tables;
+    std::vector<size_t> first;
+    BorrowedBlocks view() const { return {.tables = tables, .first = first}; }
+  };
+  Borrow BorrowFromCache(std::span<const uint64_t> keys, size_t max_blocks) const;
+  // Bytes a request's own KV will take (prompt of len tokens, max_tokens answer) if `borrowed`
+  // leading blocks come from elsewhere.
+  size_t ProjectedBytes(size_t len, size_t max_tokens, size_t borrowed) const;
+  size_t Reserved() const;
+  // Admission: borrow, check the budget (evicting idle cached blocks if needed), register with
+  // CoMix. kNotNow: does not fit yet (nothing changed); an error: it can never run.
+  enum class Admit { kAdmitted, kNotNow };
+  Result<Admit> TryAdmit(AgentId id, Agent& a);
+  // Prefills the rest of the prompt now, alone (Spawn), and samples the first token.
+  Status PrefillNow(AgentId id, Agent& a);
+  // Offers the agent's newly sealed prompt blocks to the prefix cache.
+  void InsertPromptBlocks(AgentId id, Agent& a);
+  void Accept(AgentId id, const float* row);
+  // comix: a context read by k running agents is one unit of weight k.
+  void UpdateReaders(ContextId context);
+  void Finish(AgentId id, const char* why, std::string error = "");
+  Status RunStep();
+};
+
+}  // namespace chorus

@@ -1,0 +1,177 @@
+// PrefixCache: chained keys, LRU-of-leaves eviction, pins and in-flight keys (see prefix_cache.h).
+#include "engine/prefix_cache.h"
+
+#include <xxhash.h>
+
+#include <unordered_set>
+
+#include "util/check.h"
+
+namespace chorus {
+
+uint64_t PrefixCache::ChainKey(uint64_t parent, std::span<const int32_t> tokens, uint64_t salt) {
+  XXH3_state_t* st = XXH3_createState();
+  XXH3_64bits_reset_withSeed(st, salt);
+  XXH3_64bits_update(st, &parent, sizeof parent);
+  XXH3_64bits_update(st, tokens.data(), tokens.size_bytes());
+  uint64_t k = XXH3_64bits_digest(st);
+  XXH3_freeState(st);
+  return k == 0 ? 1 : k;  // 0 means "no parent"
+}
+
+std::vector<uint64_t> PrefixCache::Keys(std::span<const int32_t> tokens, uint64_t salt) {
+  std::vector<uint64_t> keys;
+  uint64_t parent = 0;
+  for (size_t b = 0; (b + 1) * kBlockTokens <= tokens.size(); ++b) {
+    parent = ChainKey(parent, tokens.subspan(b * kBlockTokens, kBlockTokens), salt);
+    keys.push_back(parent);
+  }
+  return keys;
+}
+
+PrefixCache::~PrefixCache() {
+  for (auto& [key, e] : entries_)
+    for (BlockId id : e.ids)
+      if (id != kNoBlock) pool_.Unref(id);
+}
+
+size_t PrefixCache::Match(std::span<const uint64_t> keys) const {
+  size_t n = 0;
+  while (n < keys.size() && entries_.count(keys[n])) ++n;
+  return n;
+}
+
+const std::vector<BlockId>* PrefixCache::Blocks(uint64_t key) const {
+  auto it = entries_.find(key);
+  return it == entries_.end() ? nullptr : &it->second.ids;
+}
+
+void PrefixCache::Touch(std::span<const uint64_t> keys) {
+  const uint64_t now = ++clock_;
+  for (uint64_t k : keys) {
+    auto it = entries_.find(k);
+    if (it == entries_.end()) continue;
+    Entry& e = it->second;
+    if (leaves_.erase({e.last_use, k})) leaves_.insert({now, k});
+    e.last_use = now;
+  }
+}
+
+bool PrefixCache::Insert(uint64_t key, uint64_t parent, std::span<const BlockId> ids) {
+  if (entries_.count(key)) return false;
+  Entry* p = nullptr;
+  if (parent != 0) {
+    auto it = entries_.find(parent);
+    if (it == entries_.end()) return false;
+    p = &it->second;
+  }
+  Entry e{.parent = parent, .ids = {ids.begin(), ids.end()}, .last_use = ++clock_};
+  for (BlockId id : ids) {
+    if (id == kNoBlock) continue;  // a sliding-window layer had freed it
+    pool_.Ref(id);
+    e.bytes += BlockPool::BlockCost(pool_.meta(id).k_bytes, pool_.meta(id).v_bytes);
+  }
+  if (p) {
+    if (p->children++ == 0) leaves_.erase({p->last_use, parent});
+  }
+  leaves_.insert({e.last_use, key});
+  entries_.emplace(key, std::move(e));
+  pending_.erase(key);  // computed: waiters match it now
+  return true;
+}
+
+void PrefixCache::Pin(std::span<const uint64_t> keys) {
+  for (uint64_t k : keys) {
+    auto it = entries_.find(k);
+    CHORUS_CHECK(it != entries_.end());
+    if (it->second.pins++ == 0) leaves_.erase({it->second.last_use, k});
+  }
+}
+
+void PrefixCache::Unpin(std::span<const uint64_t> keys) {
+  for (uint64_t k : keys) {
+    auto it = entries_.find(k);
+    CHORUS_CHECK(it != entries_.end() && it->second.pins > 0);
+    Entry& e = it->second;
+    if (--e.pins == 0 && e.children == 0) leaves_.insert({e.last_use, k});
+  }
+}
+
+bool PrefixCache::Idle(const Entry& e) const {
+  for (BlockId id : e.ids)
+    if (id != kNoBlock && pool_.meta(id).refs > 1) return false;
+  return true;
+}
+
+void PrefixCache::Drop(uint64_t key) {
+  auto it = entries_.find(key);
+  CHORUS_CHECK(it != entries_.end() && it->second.children == 0 && it->second.pins == 0);
+  Entry& e = it->second;
+  leaves_.erase({e.last_use, key});
+  for (BlockId id : e.ids)
+    if (id != kNoBlock) pool_.Unref(id);
+  if (e.parent != 0) {
+    Entry& p = entries_.at(e.parent);
+    if (--p.children == 0 && p.pins == 0) leaves_.insert({p.last_use, e.parent});
+  }
+  entries_.erase(it);
+  ++evicted_;
+}
+
+size_t PrefixCache::Evict(size_t need) {
+  size_t freed = 0;
+  // Oldest idle leaf first. Dropping a leaf can expose its parent as a leaf older than the rest,
+  // so the scan starts again from the oldest after every drop.
+  for (auto it = leaves_.begin(); it != leaves_.end() && freed < need;) {
+    const uint64_t key = it->second;
+    const Entry& e = entries_.at(key);
+    if (!Idle(e)) {
+      ++it;
+      continue;
+    }
+    freed += e.bytes;
+    Drop(key);
+    it = leaves_.begin();
+  }
+  return freed;
+}
+
+size_t PrefixCache::EvictableBytes() const {
+  // An entry can be evicted eventually iff it and everything continuing it is idle and unpinned.
+  std::unordered_set<uint64_t> blocked;
+  for (const auto& [key, e] : entries_) {
+    if (e.pins == 0 && Idle(e)) continue;
+    for (uint64_t k = key; k != 0 && blocked.insert(k).second; k = entries_.at(k).parent) {
+    }
+  }
+  size_t bytes = 0;
+  for (const auto& [key, e] : entries_)
+    if (!blocked.count(key)) bytes += e.bytes;
+  return bytes;
+}
+
+void PrefixCache::MarkPending(uint64_t owner, std::span<const uint64_t> keys) {
+  for (uint64_t k : keys)
+    if (!entries_.count(k) && pending_.emplace(k, owner).second) pending_by_owner_.emplace(owner, k);
+}
+
+void PrefixCache::ClearPending(uint64_t owner) {
+  auto [b, e] = pending_by_owner_.equal_range(owner);
+  for (auto it = b; it != e; ++it) {
+    auto p = pending_.find(it->second);
+    if (p != pending_.end() && p->second == owner) pending_.erase(p);
+  }
+  pending_by_owner_.erase(b, e);
+}
+
+PrefixCache::Report PrefixCache::Stats() const {
+  Report r{.blocks = entries_.size(), .evicted_blocks = evicted_};
+  for (const auto& [key, e] : entries_) {
+    if (e.pins > 0) r.pinned_bytes += e.bytes;
+    else if (Idle(e)) r.idle_bytes += e.bytes;
+    else r.active_bytes += e.bytes;
+  }
+  return r;
+}
+
+}  // namespace chorus

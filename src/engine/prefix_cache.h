@@ -1,0 +1,94 @@
+// PrefixCache: sealed 32-token prompt blocks (all layers) keyed by a chained content hash, shared
+// by every request whose prompt starts with the same tokens under the same KV settings. Blocks of
+// finished requests stay cached (the cache holds one pool reference on each) until evicted least
+// recently used; a block is never evicted while a sequence reads it (pool refs > 1), while it is
+// pinned (an explicit context), or while a cached block continues it (leaves go first, so every
+// cached key stays reachable from the first block).
+// Invariant: Entry::bytes == Σ BlockPool::BlockCost of its ids; the cache's ref is the last one
+// standing exactly when no sequence reads the block.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <set>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "kv/block_pool.h"  // BlockPool, BlockId
+
+namespace chorus {
+
+class PrefixCache {
+ public:
+  // The key of the block of `tokens` (32 ids) that follows the block keyed `parent` (0 for the
+  // first block). `salt` carries everything that changes stored bytes: model fingerprint,
+  // formats, sink, window, policy.
+  static uint64_t ChainKey(uint64_t parent, std::span<const int32_t> tokens, uint64_t salt);
+  // Keys of every full 32-token block of a prompt.
+  static std::vector<uint64_t> Keys(std::span<const int32_t> tokens, uint64_t salt);
+
+  explicit PrefixCache(BlockPool& pool) : pool_(pool) {}
+  ~PrefixCache();
+  PrefixCache(const PrefixCache&) = delete;
+  PrefixCache& operator=(const PrefixCache&) = delete;
+
+  // How many of keys[0..) are cached in a row from the first.
+  size_t Match(std::span<const uint64_t> keys) const;
+  // The block ids (n_layer) of a cached key, nullptr if absent. A sliding-window layer's id may be
+  // kNoBlock: the sequence that sealed it had freed it before the cache got it.
+  const std::vector<BlockId>* Blocks(uint64_t key) const;
+  // Marks keys[0, n) used now (LRU clock).
+  void Touch(std::span<const uint64_t> keys);
+  // Adds a sealed block under `key` (continuing `parent`, which must be cached unless 0): the
+  // cache takes one pool reference on each id. False (nothing changes) if the key is present or
+  // the parent is not.
+  bool Insert(uint64_t key, uint64_t parent, std::span<const BlockId> ids);
+  // Explicit contexts: pinned keys are never evicted. Pins count (two contexts may share blocks).
+  void Pin(std::span<const uint64_t> keys);
+  void Unpin(std::span<const uint64_t> keys);
+
+  // Evicts least-recently-used evictable leaves until at least `need` bytes went back to the pool
+  // (freed, not just unreferenced) or nothing evictable is left. Returns the bytes freed.
+  size_t Evict(size_t need);
+  // Bytes that Evict could free now (idle, unpinned blocks).
+  size_t EvictableBytes() const;
+
+  // In-flight prompts: keys a running prefill will insert (a request whose next block is pending
+  // waits for it instead of computing it again). Owner = the request's id.
+  void MarkPending(uint64_t owner, std::span<const uint64_t> keys);
+  void ClearPending(uint64_t owner);
+  bool IsPending(uint64_t key) const { return pending_.count(key) > 0; }
+
+  struct Report {
+    size_t blocks = 0;
+    size_t pinned_bytes = 0;  // blocks some context pins
+    size_t idle_bytes = 0;    // unpinned blocks only the cache holds (what eviction can free)
+    size_t active_bytes = 0;  // unpinned blocks some sequence reads
+    uint64_t evicted_blocks = 0;
+  };
+  Report Stats() const;
+  size_t size() const { return entries_.size(); }
+
+ private:
+  struct Entry {
+    uint64_t parent = 0;
+    std::vector<BlockId> ids;  // (n_layer), one pool ref each held by the cache
+    size_t bytes = 0;
+    size_t children = 0;
+    size_t pins = 0;
+    uint64_t last_use = 0;
+  };
+  bool Idle(const Entry& e) const;  // only the cache holds its blocks
+  void Drop(uint64_t key);          // unrefs the blocks, erases the entry, updates the parent
+
+  BlockPool& pool_;
+  std::unordered_map<uint64_t, Entry> entries_;
+  std::set<std::pair<uint64_t, uint64_t>> leaves_;  // (last_use, key) of unpinned leaves: eviction order
+  std::unordered_map<uint64_t, uint64_t> pending_;   // key → owner
+  std::multimap<uint64_t, uint64_t> pending_by_owner_;
+  uint64_t clock_ = 0;
+  uint64_t evicted_ = 0;
+};
+
+}  // namespace chorus

@@ -1,0 +1,407 @@
+// The engine's scheduler: requests (agents) from submission to finish — admission against the KV
+// budget with prefix-cache borrowing, chunked prefill beside the running decodes, one batched
+// forward per step, and the prompt blocks each request seals offered to the prefix cache.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "engine/engine_impl.h"  // Engine::Impl
+
+namespace chorus {
+
+// ---- bookkeeping ---------------------------------------------------------------------------
+
+Result<AgentId> Engine::Impl::NewAgent(std::vector<int32_t> prompt, ContextId context, const AgentOptions& options) {
+  if (options.max_tokens < 1) return Status::Error("max_tokens must be >= 1, got {}", options.max_tokens);
+  SamplingOptions so{.temperature = options.temperature, .top_k = options.top_k, .top_p = options.top_p,
+                     .seed = options.seed};
+  CHORUS_RETURN_IF_ERROR(ValidateSampling(so));
+  if (prompt.empty()) return Status::Error("the agent's prompt is empty");
+  const size_t V = model->config().n_vocab;
+  for (int32_t t : prompt)
+    if (t < 0 || static_cast<size_t>(t) >= V) return Status::Error("prompt token id {} is outside the vocabulary [0, {})", t, V);
+  const size_t total = prompt.size() + static_cast<size_t>(options.max_tokens);
+  if (total > n_ctx)
+    return Status::Error("prompt ({} tokens) + max_tokens ({}) = {} tokens exceed the context of {}", prompt.size(),
+                         options.max_tokens, total, n_ctx);
+  Agent a;
+  a.context = context;
+  a.cacheable = context == 0 || !contexts.at(context).keys.empty();
+  if (a.cacheable) a.keys = PrefixCache::Keys(prompt, salt);
+  a.sampler = std::make_unique<Sampler>(so);
+  a.options = options;
+  a.state.prompt_tokens = prompt.size();
+  a.prompt = std::move(prompt);
+  // Can it ever run? Its own KV (nothing borrowed) must fit next to the pinned contexts.
+  const size_t budget = store->pool().budget();
+  if (budget != 0 && !comix) {
+    size_t pinned = 0;
+    for (const auto& [cid, c] : contexts) pinned += c.bytes;
+    const size_t best = context ? contexts.at(context).tokens.size() / kBlockTokens : 0;
+    const size_t need = ProjectedBytes(a.prompt.size(), options.max_tokens, std::min(best, (a.prompt.size() - 1) / kBlockTokens));
+    if (need + pinned > budget)
+      return Status::Error("request refused: its KV needs about {} bytes ({} prompt + {} answer tokens), more than the "
+                           "{}-byte budget leaves beside {} bytes of pinned contexts",
+                           need, a.prompt.size(), options.max_tokens, budget, pinned);
+  }
+  const AgentId id = next_agent++;
+  agents.emplace(id, std::move(a));
+  return id;
+}
+
+size_t Engine::Impl::ProjectedBytes(size_t len, size_t max_tokens, size_t borrowed) const {
+  const ModelConfig& c = model->config();
+  const KvGeometry g = store->geometry();
+  auto cost = [&](const KvConfig& cfg) {
+    return BlockPool::BlockCost(KvBlockBytes(cfg.k, KvSide::kKey, g), KvBlockBytes(cfg.v, KvSide::kValue, g));
+  };
+  const size_t f16 = BlockPool::BlockCost(KvBlockBytes(KvFormat::kF16, KvSide::kKey, g),
+                                          KvBlockBytes(KvFormat::kF16, KvSide::kValue, g));
+  const size_t total = len + max_tokens;
+  const size_t prompt_blocks = len / kBlockTokens, all_blocks = total / kBlockTokens;
+  size_t blocks = 0;
+  for (size_t b = borrowed; b < all_blocks; ++b)
+    blocks += b < shared_cfg.sink_blocks ? f16 : b < prompt_blocks ? cost(shared_cfg) : cost(private_cfg);
+  // Window: ≤ 32 stored rows per layer (K and V), plus one layer's native rows while a step runs
+  // (the window and the step's rows of this sequence, f16, and their stored copy for q8 windows).
+  const WindowFormat wf = store->options().window;
+  const size_t rb = WindowRowBytes(wf, c.n_head_kv, c.head_dim);
+  const size_t step_rows = kBlockTokens + std::min(len - borrowed * kBlockTokens, options.serve.max_prefill);
+  const size_t window = c.n_layer * kBlockTokens * 2 * rb +
+                        step_rows * 2 * (c.kv_dim() * sizeof(uint16_t) + (wf == WindowFormat::kF16 ? 0 : rb));
+  return c.n_layer * (blocks + (all_blocks + 1) * sizeof(BlockId)) + window;
+}
+
+size_t Engine::Impl::Reserved() const {
+  size_t r = 0;
+  for (const auto& [id, a] : agents)
+    if (a.seq) {
+      const size_t held = SequenceOwnBytes(*a.seq);
+      r += a.reserved_bytes > held ? a.reserved_bytes - held : 0;  // what it has yet to take
+    }
+  return r;
+}
+
+void Engine::Impl::UpdateReaders(ContextId context) {
+  auto it = contexts.find(context);
+  if (!comix || it == contexts.end() || it->second.comix_unit == 0) return;
+  size_t k = 0;
+  for (const auto& [id, a] : agents) k += a.seq && a.context == context;
+  comix->SetWeight(it->second.comix_unit, double(std::max<size_t>(1, k)));
+}
+
+// ---- admission -----------------------------------------------------------------------------
+
+Engine::Impl::Borrow Engine::Impl::BorrowFromCache(std::span<const uint64_t> keys, size_t max_blocks) const {
+  const size_t L = model->config().n_layer;
+  size_t k = std::min(cache->Match(keys), max_blocks);
+  // A windowed layer's first computed token (at 32·k) must find every block it sees in the cache.
+  auto usable = [&](size_t n) {
+    for (size_t l = 0; l < L; ++l)
+      for (size_t j = store->FirstVisibleBlock(l, n * kBlockTokens); j < n; ++j)
+        if ((*cache->Blocks(keys[j]))[l] == kNoBlock) return false;
+    return true;
+  };
+  while (k > 0 && !usable(k)) --k;
+  Borrow b{.blocks = k};
+  if (k == 0) return b;
+  b.tables.assign(L, {});
+  b.first.assign(L, 0);
+  for (size_t l = 0; l < L; ++l) {
+    b.first[l] = store->FirstVisibleBlock(l, k * kBlockTokens);
+    for (size_t j = b.first[l]; j < k; ++j) b.tables[l].push_back((*cache->Blocks(keys[j]))[l]);
+  }
+  return b;
+}
+
+Result<Engine::Impl::Admit> Engine::Impl::TryAdmit(AgentId id, Agent& a) {
+  const size_t len = a.prompt.size();
+  const size_t max_borrow = (len - 1) / kBlockTokens;  // at least one token is computed: its logits
+  Borrow borrow;
+  BorrowedBlocks borrowed;
+  if (a.context) {  // all of the context's full blocks (its prompt is the context + at least a token)
+    const Context& ctx = contexts.at(a.context);
+    borrowed = {.tables = ctx.tables, .first = ctx.first};
+  } else if (a.cacheable) {
+    borrow = BorrowFromCache(a.keys, max_borrow);
+    borrowed = borrow.view();
+  }
+  const size_t k = borrowed.blocks();
+  const size_t total = len + static_cast<size_t>(a.options.max_tokens);
+  const size_t need = ProjectedBytes(len, a.options.max_tokens, k);
+  // The borrowed blocks are referenced first, so making room cannot evict them.
+  std::unique_ptr<KvSequence> seq = store->NewSequence(total, borrowed);
+  const size_t budget = store->pool().budget();
+  if (budget != 0 && !comix) {  // comix admits through its own 2-bit projection below
+    auto used = [&] { return store->Usage().total() + Reserved(); };
+    if (used() + need > budget) cache->Evict(used() + need - budget);
+    if (used() + need > budget) {
+      const size_t u = used();
+      last_refusal = fmt::format("its KV needs about {} bytes ({} prompt tokens, {} of them cached, + {} answer tokens "
+                                 "at {}/{}), but only {} of the {}-byte budget are free",
+                                 need, len, k * kBlockTokens, a.options.max_tokens, KvFormatName(private_cfg.k),
+                                 KvFormatName(private_cfg.v), u > budget ? 0 : budget - u, budget);
+      return Admit::kNotNow;
+    }
+  }
+  if (comix) {
+    if (Status s = comix->AddUnit(seq->id(), total - k * kBlockTokens, k * kBlockTokens, 1.0, fmt::format("agent {}", id));
+        !s.ok()) {
+      last_refusal = s.message();
+      return Admit::kNotNow;
+    }
+  }
+  policy->SetSharedBlocks(seq->id(), len / kBlockTokens);  // prompt blocks: the shared formats
+  if (a.context && contexts.at(a.context).cocktail)        // a Cocktail document's tail block: its map
+    policy->SetCocktail(seq->id(), contexts.at(a.context).cocktail, /*whole=*/false);
+  if (a.cacheable) seq->set_keep_from(k * kBlockTokens);  // windowed layers keep blocks until cached
+  a.seq = std::move(seq);
+  a.prefilled = k * kBlockTokens;
+  a.inserted = k;
+  a.reserved_bytes = need;
+  a.state.cached_tokens = k * kBlockTokens;
+  a.state.phase = AgentPhase::kPrefill;
+  a.timer = Timer();
+  counters.prompt_tokens += len;
+  counters.prefix_queried_tokens += len;
+  counters.prefix_hit_tokens += k * kBlockTokens;
+  if (a.cacheable) {
+    cache->Touch(std::span<const uint64_t>(a.keys).first(k));
+    cache->MarkPending(id, std::span<const uint64_t>(a.keys).subspan(k));
+  }
+  UpdateReaders(a.context);
+  return Admit::kAdmitted;
+}
+
+void Engine::Impl::InsertPromptBlocks(AgentId id, Agent& a) {
+  if (!a.cacheable || !a.seq) return;
+  const size_t L = model->config().n_layer, prompt_blocks = a.prompt.size() / kBlockTokens;
+  const size_t upto = std::min(a.seq->sealed_blocks(0), prompt_blocks);
+  std::vector<BlockId> ids(L);
+  bool stuck = false;
+  for (size_t j = a.inserted; j < upto; ++j) {
+    for (size_t l = 0; l < L; ++l) ids[l] = a.seq->block(l, j);
+    // Present already (another request computed it too): that copy stays; ours is private.
+    if (!cache->Insert(a.keys[j], j ? a.keys[j - 1] : 0, ids) && !cache->Blocks(a.keys[j])) {
+      stuck = true;  // its parent was evicted: nothing after it can be reached in the cache
+      break;
+    }
+    a.inserted = j + 1;
+  }
+  // Windowed layers may free what the cache now holds (or what will never get there).
+  a.seq->set_keep_from(stuck || a.inserted == prompt_blocks ? SIZE_MAX : a.inserted * kBlockTokens);
+}
+
+// ---- generation ----------------------------------------------------------------------------
+
+void Engine::Impl::Accept(AgentId id, const float* row) {
+  Agent& a = agents.at(id);
+  const Tokenizer& tok = model->tokenizer();
+  const int32_t t = a.sampler->Sample(row, model->config().n_vocab);
+  if (tok.IsEndOfGeneration(t) && !a.options.ignore_eog) {
+    Finish(id, "end of generation");
+    return;
+  }
+  a.state.tokens.push_back(t);
+  a.state.text += tok.TokenToPiece(t);
+  counters.generated_tokens++;
+  a.state.peak_private_bytes = std::max(a.state.peak_private_bytes, SequenceOwnBytes(*a.seq));
+  if (a.state.tokens.size() >= static_cast<size_t>(a.options.max_tokens)) Finish(id, "max tokens");
+  else if (a.seq->size() >= a.seq->capacity()) Finish(id, "context full");
+}
+
+void Engine::Impl::Finish(AgentId id, const char* why, std::string error) {
+  Agent& a = agents.at(id);
+  if (a.state.done) return;
+  a.state.done = true;
+  a.state.phase = AgentPhase::kDone;
+  a.state.stop = why;
+  a.state.error = std::move(error);
+  a.state.seconds = a.timer.Seconds();
+  if (a.seq) {
+    a.state.peak_private_bytes = std::max(a.state.peak_private_bytes, SequenceOwnBytes(*a.seq));
+    InsertPromptBlocks(id, a);  // what it sealed of its prompt stays useful to others
+    if (comix) comix->RemoveUnit(a.seq->id());  // its bytes go to the others
+    policy->Forget(a.seq->id());
+    a.seq.reset();  // its private blocks go back to the pool now
+  }
+  cache->ClearPending(id);
+  waiting.erase(std::remove(waiting.begin(), waiting.end(), id), waiting.end());
+  a.reserved_bytes = 0;
+  if (a.context) {
+    UpdateReaders(a.context);
+    CollectContexts();
+  }
+}
+
+Status Engine::Impl::PrefillNow(AgentId id, Agent& a) {
+  logits.resize(model->config().n_vocab);
+  const size_t n = a.prompt.size() - a.prefilled;
+  Status s = fwd->Run(std::span<const int32_t>(a.prompt).subspan(a.prefilled), *a.seq, *pool, LogitsFor::kLast,
+                      logits.data());
+  if (!s.ok()) {
+    Finish(id, "error", s.message());
+    return s;
+  }
+  counters.prefilled_tokens += n;
+  a.prefilled = a.prompt.size();
+  InsertPromptBlocks(id, a);
+  cache->ClearPending(id);
+  a.state.phase = AgentPhase::kDecode;
+  Accept(id, logits.data());
+  return Status::Ok();
+}
+
+Status Engine::Impl::RunStep() {
+  const ServeOptions& so = options.serve;
+  for (auto& [id, a] : agents)
+    if (a.cancel && !a.state.done) Finish(id, "cancelled");
+  // Admission, first come first served; a request whose next prompt block another request is
+  // computing right now waits for it (then borrows it) instead of computing it twice.
+  size_t active = 0;
+  for (const auto& [id, a] : agents) active += a.seq != nullptr;
+  for (auto it = waiting.begin(); it != waiting.end() && active < so.max_running;) {
+    Agent& a = agents.at(*it);
+    if (a.cacheable && !a.context) {
+      const size_t k = std::min(cache->Match(a.keys), (a.prompt.size() - 1) / kBlockTokens);
+      if (k < a.keys.size() && cache->IsPending(a.keys[k])) {
+        ++it;
+        continue;
+      }
+    }
+    auto r = TryAdmit(*it, a);
+    if (!r.ok()) {
+      const AgentId id = *it;
+      it = waiting.erase(it);
+      Finish(id, "error", r.status().message());
+      continue;
+    }
+    if (*r == Admit::kNotNow) break;
+    it = waiting.erase(it);
+    ++active;
+  }
+  // The step's rows: every decoding agent's next token, then prompt chunks of prefilling ones.
+  struct Row {
+    AgentId id;
+    size_t n;
+    bool logits;
+  };
+  std::vector<Row> plan;
+  std::vector<int32_t> tokens;
+  for (auto& [id, a] : agents)
+    if (a.state.phase == AgentPhase::kDecode) {
+      plan.push_back({id, 1, true});
+      tokens.push_back(a.state.tokens.back());
+    }
+  const size_t decode_rows = tokens.size();
+  size_t budget = decode_rows ? so.prefill_chunk : so.max_prefill;
+  for (auto& [id, a] : agents) {
+    if (a.state.phase != AgentPhase::kPrefill || budget == 0) continue;
+    const size_t left = a.prompt.size() - a.prefilled;
+    size_t take = std::min(left, budget);
+    if (comix) take = std::min(take, kBlockTokens - a.prefilled % kBlockTokens);  // one block per pass (see Open)
+    if (take < left && (a.prefilled + take) % kBlockTokens && take > (a.prefilled + take) % kBlockTokens)
+      take -= (a.prefilled + take) % kBlockTokens;  // end chunks on block boundaries
+    plan.push_back({id, take, take == left});
+    tokens.insert(tokens.end(), a.prompt.begin() + a.prefilled, a.prompt.begin() + a.prefilled + take);
+    budget -= take;
+  }
+  if (plan.empty()) return Status::Ok();
+  KvBatch batch(*store);
+  std::vector<size_t> logit_rows;
+  for (const Row& r : plan) {
+    batch.Add(agents.at(r.id).seq.get(), r.n);
+    if (r.logits) logit_rows.push_back(batch.rows() - 1);
+  }
+  logits.resize(logit_rows.size() * model->config().n_vocab);
+  counters.steps++;
+  counters.last_step_rows = tokens.size();
+  counters.last_step_prefill_tokens = tokens.size() - decode_rows;
+  if (Status s = fwd->RunRows(tokens, batch, *pool, logit_rows, logits.data()); !s.ok()) {
+    for (const Row& r : plan) Finish(r.id, "error", s.message());
+    return s;
+  }
+  const float* row = logits.data();
+  for (const Row& r : plan) {
+    Agent& a = agents.at(r.id);
+    if (a.state.phase == AgentPhase::kPrefill) {
+      a.prefilled += r.n;
+      counters.prefilled_tokens += r.n;
+      InsertPromptBlocks(r.id, a);
+      if (a.prefilled == a.prompt.size()) {
+        cache->ClearPending(r.id);
+        a.state.phase = AgentPhase::kDecode;
+      }
+    }
+    if (r.logits) {
+      Accept(r.id, row);
+      row += model->config().n_vocab;
+    }
+  }
+  return Status::Ok();
+}
+
+// ---- public --------------------------------------------------------------------------------
+
+Result<AgentId> Engine::Spawn(ContextId context, std::string_view prompt, const AgentOptions& options) {
+  Impl& m = *impl_;
+  std::vector<int32_t> tokens;
+  if (context != 0) {
+    auto it = m.contexts.find(context);
+    if (it == m.contexts.end()) return Status::Error("unknown or freed context {}", context);
+    tokens = it->second.tokens;
+  }
+  const std::vector<int32_t> own = m.model->tokenizer().Encode(prompt, /*add_special=*/context == 0, /*parse_special=*/true);
+  if (own.empty()) return Status::Error("the agent's prompt is empty");
+  tokens.insert(tokens.end(), own.begin(), own.end());
+  CHORUS_ASSIGN_OR_RETURN(const AgentId id, m.NewAgent(std::move(tokens), context, options));
+  Impl::Agent& a = m.agents.at(id);
+  auto r = m.TryAdmit(id, a);
+  if (!r.ok() || *r == Impl::Admit::kNotNow) {
+    const Status s = r.ok() ? Status::Error("agent refused: {}", m.last_refusal) : r.status();
+    m.agents.erase(id);
+    return s;
+  }
+  CHORUS_RETURN_IF_ERROR(m.PrefillNow(id, a));
+  return id;
+}
+
+Result<AgentId> Engine::Submit(std::vector<int32_t> prompt, const AgentOptions& options) {
+  Impl& m = *impl_;
+  CHORUS_ASSIGN_OR_RETURN(const AgentId id, m.NewAgent(std::move(prompt), 0, options));
+  m.waiting.push_back(id);
+  return id;
+}
+
+void Engine::Cancel(AgentId id) {
+  auto it = impl_->agents.find(id);
+  if (it == impl_->agents.end() || it->second.state.done) return;
+  if (it->second.state.phase == AgentPhase::kWaiting) impl_->Finish(id, "cancelled");
+  else it->second.cancel = true;
+}
+
+void Engine::Forget(AgentId id) {
+  auto it = impl_->agents.find(id);
+  if (it != impl_->agents.end() && it->second.state.done) impl_->agents.erase(it);
+}
+
+Status Engine::Step() { return impl_->RunStep(); }
+
+size_t Engine::running() const {
+  size_t n = 0;
+  for (const auto& [id, a] : impl_->agents) n += a.seq != nullptr;
+  return n;
+}
+
+size_t Engine::waiting() const { return impl_->waiting.size(); }
+
+size_t Engine::EstimateBytes(size_t prompt_tokens, size_t max_tokens) const {
+  return impl_->ProjectedBytes(std::max<size_t>(prompt_tokens, 1), max_tokens, 0);
+}
+
+const AgentState* Engine::agent(AgentId id) const {
+  auto it = impl_->agents.find(id);
+  return it == impl_->agents.end() ? nullptr : &it->second.state;
+}
+
+}  // namespace chorus

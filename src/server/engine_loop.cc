@@ -1,0 +1,182 @@
+// EngineLoop: submit, cancel, step, publish — on one thread (see engine_loop.h).
+#include "server/engine_loop.h"
+
+#include <future>
+
+namespace chorus::server {
+namespace {
+
+const char* FinishReason(const AgentState& st) {
+  if (st.stop == "end of generation") return "stop";
+  if (st.stop == "max tokens" || st.stop == "context full") return "length";
+  if (st.stop == "cancelled") return "cancelled";
+  return "error";
+}
+
+void FinishChannel(Channel& ch, const std::string& finish, const std::string& error, int status) {
+  std::lock_guard lock(ch.mu);
+  if (ch.done) return;
+  ch.done = true;
+  ch.finish = finish;
+  ch.error = error;
+  ch.error_status = status;
+  ch.version++;
+  ch.cv.notify_all();
+}
+
+}  // namespace
+
+EngineLoop::EngineLoop(Engine& engine, ServerMetrics& metrics, size_t max_queue)
+    : engine_(engine), metrics_(metrics), max_queue_(max_queue) {}
+
+EngineLoop::~EngineLoop() { Stop(); }
+
+void EngineLoop::Start() { thread_ = std::thread([this] { Run(); }); }
+
+void EngineLoop::Stop(const std::string& reason) {
+  {
+    std::lock_guard lock(mu_);
+    if (!stop_) stop_reason_ = reason;
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+bool EngineLoop::Enqueue(std::shared_ptr<Channel> ch) {
+  {
+    std::lock_guard lock(mu_);
+    if (stop_ || queued_.load() >= max_queue_) return false;
+    inbox_.push_back(std::move(ch));
+    queued_++;
+  }
+  cv_.notify_all();
+  return true;
+}
+
+void EngineLoop::RunOnLoop(const std::function<void(Engine&)>& job) {
+  if (std::this_thread::get_id() == thread_.get_id()) return job(engine_);
+  std::promise<void> done;
+  auto fut = done.get_future();
+  {
+    std::lock_guard lock(mu_);
+    if (stop_ || !thread_.joinable()) return;  // nothing runs after Stop
+    jobs_.push_back([&](Engine& e) {
+      job(e);
+      done.set_value();
+    });
+  }
+  cv_.notify_all();
+  fut.wait();
+}
+
+void EngineLoop::Publish(AgentId id, Channel& ch, const AgentState& st) {
+  std::lock_guard lock(ch.mu);
+  if (ch.done) return;
+  ch.text = st.text;
+  ch.completion_tokens = st.tokens.size();
+  ch.cached_tokens = st.cached_tokens;
+  if (st.done) {
+    ch.done = true;
+    ch.finish = FinishReason(st);
+    ch.error = st.error;
+    ch.error_status = 500;
+  }
+  ch.version++;
+  ch.cv.notify_all();
+}
+
+void EngineLoop::Run() {
+  std::vector<std::shared_ptr<Channel>> incoming;
+  std::vector<std::function<void(Engine&)>> jobs;
+  for (;;) {
+    {
+      std::unique_lock lock(mu_);
+      if (!stop_ && inbox_.empty() && jobs_.empty() && live_.empty())
+        cv_.wait(lock, [&] { return stop_ || !inbox_.empty() || !jobs_.empty(); });
+      if (stop_) break;
+      incoming.assign(inbox_.begin(), inbox_.end());
+      inbox_.clear();
+      jobs.assign(jobs_.begin(), jobs_.end());
+      jobs_.clear();
+    }
+    for (auto& job : jobs) job(engine_);
+    for (auto& ch : incoming) {
+      if (ch->cancel) {
+        FinishChannel(*ch, "cancelled", "", 499);
+        metrics_.CountCancelled();
+        continue;
+      }
+      auto id = engine_.Submit(ch->prompt, ch->options);
+      if (!id.ok()) {
+        FinishChannel(*ch, "error", id.status().message(), 400);
+        continue;
+      }
+      live_[*id] = Live{ch, 0, ch->arrival};
+    }
+    for (auto& [id, l] : live_)
+      if (l.ch->cancel) engine_.Cancel(id);
+    const bool work = engine_.running() + engine_.waiting() > 0;
+    if (work) {
+      if (Status s = engine_.Step(); !s.ok()) std::fprintf(stderr, "chorus serve: step failed: %s\n", s.message().c_str());
+      const EngineStats st = engine_.Stats();
+      metrics_.ObserveBatch(st.last_step_rows, st.last_step_prefill_tokens);
+    }
+    const auto now = Clock::now();
+    for (auto it = live_.begin(); it != live_.end();) {
+      const AgentState* st = engine_.agent(it->first);
+      Live& l = it->second;
+      if (!st) {  // cannot happen: only the loop forgets
+        FinishChannel(*l.ch, "error", "the request vanished from the engine", 500);
+        it = live_.erase(it);
+        continue;
+      }
+      if (st->tokens.size() > l.seen_tokens) {
+        const double dt = std::chrono::duration<double>(now - l.last_token).count();
+        if (l.seen_tokens == 0) metrics_.ObserveTtft(dt);
+        else
+          for (size_t t = l.seen_tokens; t < st->tokens.size(); ++t) metrics_.ObserveInterToken(dt);
+        l.seen_tokens = st->tokens.size();
+        l.last_token = now;
+      }
+      Publish(it->first, *l.ch, *st);
+      if (st->done) {
+        if (st->stop == "cancelled") metrics_.CountCancelled();
+        engine_.Forget(it->first);
+        it = live_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    EngineStats s = engine_.Stats();
+    queued_ = s.waiting;
+    metrics_.Publish({.running = s.prefilling + s.decoding, .waiting = s.waiting,
+                      .kv_pinned = s.pinned_bytes, .kv_in_use = s.in_use_bytes, .kv_cached = s.cached_bytes,
+                      .kv_free = s.free_bytes, .kv_budget = s.budget_bytes, .kv_total = s.total_bytes,
+                      .contexts = engine_.live_contexts(), .cached_blocks = s.cached_blocks,
+                      .prefix_queried_tokens = s.prefix_queried_tokens, .prefix_hit_tokens = s.prefix_hit_tokens,
+                      .evicted_blocks = s.evicted_blocks, .prompt_tokens = s.prompt_tokens,
+                      .prefilled_tokens = s.prefilled_tokens, .generated_tokens = s.generated_tokens,
+                      .steps = s.steps});
+  }
+  // Stopping: every request in flight or queued gets the reason as its final event.
+  std::string reason;
+  {
+    std::lock_guard lock(mu_);
+    reason = stop_reason_;
+    for (auto& ch : inbox_) FinishChannel(*ch, "error", reason, 503);
+    inbox_.clear();
+    for (auto& job : jobs_) job(engine_);  // waiters must not hang
+    jobs_.clear();
+  }
+  for (auto& [id, l] : live_) {
+    engine_.Cancel(id);
+    FinishChannel(*l.ch, "error", reason, 503);
+  }
+  if (!live_.empty()) (void)engine_.Step();  // cancelled requests give their blocks back
+  for (auto& [id, l] : live_) engine_.Forget(id);
+  live_.clear();
+  queued_ = 0;
+}
+
+}  // namespace chorus::server

@@ -1,0 +1,96 @@
+// EngineLoop: the one thread that drives the Engine. HTTP threads hand requests over through a
+// bounded inbox and read each request's progress back from its Channel; the loop submits, cancels,
+// steps and publishes (text so far, phase, cached tokens, finish) after every step, and keeps the
+// metrics. Nothing else touches the Engine while the loop runs.
+// Invariants: a Channel is finished exactly once (done = true, with a finish reason or an error);
+// after Stop every channel is finished and the engine holds no request.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "chorus/engine.h"
+#include "server/metrics.h"  // ServerMetrics
+
+namespace chorus::server {
+
+using Clock = std::chrono::steady_clock;
+
+// One request between its HTTP thread and the loop.
+struct Channel {
+  // Set before Enqueue, read by the loop.
+  std::vector<int32_t> prompt;
+  AgentOptions options;
+  Clock::time_point arrival = Clock::now();
+  std::atomic<bool> cancel{false};  // the client went away or a stop string ended it
+
+  // Written by the loop under mu; the HTTP thread waits on cv.
+  std::mutex mu;
+  std::condition_variable cv;
+  std::string text;             // everything generated so far
+  size_t completion_tokens = 0;
+  size_t cached_tokens = 0;     // prompt tokens borrowed from the prefix cache
+  bool done = false;
+  std::string finish;           // "stop" | "length" | "cancelled" | "error"
+  std::string error;            // with finish == "error"
+  int error_status = 500;       // HTTP status for errors before the first token
+  uint64_t version = 0;         // bumped on every publish
+};
+
+struct ContextInfo {
+  ContextId id = 0;
+  size_t tokens = 0, bytes = 0;
+  std::string formats;
+};
+
+class EngineLoop {
+ public:
+  // max_queue: requests waiting for admission (inbox + engine queue) beyond which Enqueue refuses.
+  EngineLoop(Engine& engine, ServerMetrics& metrics, size_t max_queue);
+  ~EngineLoop();  // Stop()
+  void Start();
+  // Finishes every request with `reason` as an error, waits for the thread. Idempotent.
+  void Stop(const std::string& reason = "the server is shutting down");
+
+  // Hands a request to the loop; false when the queue is full (the caller answers 503).
+  bool Enqueue(std::shared_ptr<Channel> ch);
+  size_t queued() const { return queued_.load(); }
+
+  // Runs `job` on the loop thread between steps and waits for it (contexts: the engine's Share,
+  // Release and the listing run there, so the engine stays single-threaded).
+  void RunOnLoop(const std::function<void(Engine&)>& job);
+
+ private:
+  void Run();
+  void Publish(AgentId id, Channel& ch, const AgentState& st);
+
+  Engine& engine_;
+  ServerMetrics& metrics_;
+  const size_t max_queue_;
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Channel>> inbox_;
+  std::deque<std::function<void(Engine&)>> jobs_;
+  bool stop_ = false;
+  std::atomic<size_t> queued_{0};
+  std::string stop_reason_;
+  // Loop thread only.
+  struct Live {
+    std::shared_ptr<Channel> ch;
+    size_t seen_tokens = 0;
+    Clock::time_point last_token;
+  };
+  std::map<AgentId, Live> live_;
+};
+
+}  // namespace chorus::server

@@ -1,0 +1,58 @@
+// HttpServer: the OpenAI-compatible HTTP endpoints of `chorus serve` over cpp-httplib. Each request
+// is parsed and validated on its HTTP thread (protocol.h), tokenized, handed to the EngineLoop, and
+// answered from its Channel — as one JSON object or as server-sent events. Uses include/chorus only.
+// Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, POST|GET /v1/contexts,
+// DELETE /v1/contexts/{id}, GET /health, GET /metrics (Prometheus text).
+#pragma once
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "chorus/engine.h"
+#include "server/engine_loop.h"  // EngineLoop
+#include "server/metrics.h"      // ServerMetrics
+
+namespace httplib {
+class Server;
+}
+
+namespace chorus::server {
+
+struct HttpOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;            // 0 = any free port (printed)
+  std::string api_key;        // non-empty: /v1/* needs "Authorization: Bearer <key>"
+  size_t max_queue = 64;      // requests waiting for admission before 503
+  size_t max_body_bytes = 8 << 20;
+  size_t default_max_tokens = 1024;  // when a request gives none (capped by the context)
+  std::string model_id;       // what /v1/models lists and responses carry
+  int http_threads = 0;       // 0 = max_queue + engine max_running + 16 (streams hold a thread each)
+  double retry_after_s = 1;   // Retry-After on 503
+};
+
+class HttpServer {
+ public:
+  HttpServer(Engine& engine, const HttpOptions& options);
+  ~HttpServer();
+  // Binds the socket: an error naming the address when it is in use or invalid.
+  Status Bind();
+  int port() const { return port_; }
+  // Serves until Shutdown (blocking).
+  void Serve();
+  // Every stream in flight gets a final error event, then the listener stops. Thread-safe.
+  void Shutdown(const std::string& reason = "the server is shutting down");
+  ServerMetrics& metrics() { return metrics_; }
+
+ private:
+  void Routes();
+  Engine& engine_;
+  HttpOptions options_;
+  ServerMetrics metrics_;
+  EngineLoop loop_;
+  std::unique_ptr<httplib::Server> http_;
+  int port_ = 0;
+  std::atomic<bool> shutting_down_{false};
+  std::atomic<uint64_t> next_id_{1};
+};
+
+}  // namespace chorus::server

@@ -1,0 +1,374 @@
+// OpenAI request parsing/validation and response rendering (see protocol.h).
+#include "server/protocol.h"
+
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+namespace chorus::server {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr int kMaxDepth = 64;  // JSON nesting a request may have (messages → parts → object)
+
+ApiError Bad(std::string param, std::string message, std::string code = "invalid_value") {
+  return ApiError{.status = 400, .message = std::move(message), .param = std::move(param), .code = std::move(code)};
+}
+
+// A bound in an error message: "2", "0.5".
+std::string fmt_number(double v) {
+  if (v == std::floor(v) && std::fabs(v) < 1e15) return std::to_string(static_cast<int64_t>(v));
+  return json(v).dump();
+}
+
+struct TooDeep : std::runtime_error {
+  TooDeep() : std::runtime_error("too deep") {}
+};
+
+// The body as a JSON object, or the error a client should see.
+std::variant<json, ApiError> ParseObject(std::string_view body) {
+  if (body.empty()) return Bad("", "the request body is empty; expected a JSON object", "invalid_json");
+  json j;
+  try {
+    j = json::parse(body.begin(), body.end(), [](int depth, json::parse_event_t, json&) {
+      if (depth > kMaxDepth) throw TooDeep();
+      return true;
+    });
+  } catch (const TooDeep&) {
+    return Bad("", "the request body nests JSON deeper than " + std::to_string(kMaxDepth) + " levels", "invalid_json");
+  } catch (const json::parse_error& e) {
+    // The message quotes what was last read, which may be the offending bytes: keep it UTF-8.
+    const std::string what = json(e.what()).dump(-1, ' ', true, json::error_handler_t::replace);
+    if (what.find("UTF-8") != std::string::npos)
+      return Bad("", "the request body is not valid UTF-8 (" + what + ")", "invalid_utf8");
+    return Bad("", "the request body is not valid JSON (" + what + ")", "invalid_json");
+  }
+  if (!j.is_object()) return Bad("", std::string("the request body must be a JSON object, got ") + j.type_name(), "invalid_json");
+  return j;
+}
+
+// A present, non-null field (OpenAI clients send null for "not given").
+const json* Field(const json& obj, const char* name) {
+  auto it = obj.find(name);
+  return it == obj.end() || it->is_null() ? nullptr : &*it;
+}
+
+std::optional<ApiError> GetBool(const json& obj, const char* name, bool* out) {
+  const json* f = Field(obj, name);
+  if (!f) return std::nullopt;
+  if (!f->is_boolean()) return Bad(name, std::string("'") + name + "' must be a boolean, got " + f->type_name(), "invalid_type");
+  *out = f->get<bool>();
+  return std::nullopt;
+}
+
+std::optional<ApiError> GetNumber(const json& obj, const char* name, double lo, double hi, bool lo_open, float* out) {
+  const json* f = Field(obj, name);
+  if (!f) return std::nullopt;
+  if (!f->is_number()) return Bad(name, std::string("'") + name + "' must be a number, got " + f->type_name(), "invalid_type");
+  const double v = f->get<double>();
+  if (!std::isfinite(v) || v > hi || v < lo || (lo_open && v == lo))
+    return Bad(name, std::string("'") + name + "' must be in " + (lo_open ? "(" : "[") + fmt_number(lo) + ", " +
+                         fmt_number(hi) + "], got " + f->dump());
+  *out = static_cast<float>(v);
+  return std::nullopt;
+}
+
+std::optional<ApiError> GetInt(const json& obj, const char* name, int64_t lo, int64_t hi, std::optional<int64_t>* out) {
+  const json* f = Field(obj, name);
+  if (!f) return std::nullopt;
+  if (!f->is_number_integer())
+    return Bad(name, std::string("'") + name + "' must be an integer, got " + (f->is_number() ? f->dump() : f->type_name()),
+               "invalid_type");
+  if (f->is_number_unsigned() && f->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+    return Bad(name, std::string("'") + name + "' must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + f->dump());
+  const int64_t v = f->get<int64_t>();
+  if (v < lo || v > hi)
+    return Bad(name, std::string("'") + name + "' must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + f->dump());
+  *out = v;
+  return std::nullopt;
+}
+
+// Fields whose non-default values chorus does not implement: refused rather than ignored.
+std::optional<ApiError> RejectUnsupported(const json& obj, Endpoint ep) {
+  if (const json* n = Field(obj, "n"); n && !(n->is_number_integer() && n->get<int64_t>() == 1))
+    return Bad("n", "only n = 1 is supported (one choice per request), got " + n->dump(), "unsupported_value");
+  if (const json* b = Field(obj, "best_of"); b && !(b->is_number_integer() && b->get<int64_t>() == 1))
+    return Bad("best_of", "only best_of = 1 is supported, got " + b->dump(), "unsupported_value");
+  for (const char* name : {"presence_penalty", "frequency_penalty"})
+    if (const json* p = Field(obj, name); p && !(p->is_number() && p->get<double>() == 0.0))
+      return Bad(name, std::string("'") + name + "' is not supported (only 0), got " + p->dump(), "unsupported_value");
+  if (const json* l = Field(obj, "logprobs"); l && !(l->is_boolean() && !l->get<bool>()) && !(l->is_number_integer() && l->get<int64_t>() == 0))
+    return Bad("logprobs", "logprobs are not supported", "unsupported_value");
+  if (const json* l = Field(obj, "top_logprobs"); l && !(l->is_number_integer() && l->get<int64_t>() == 0))
+    return Bad("top_logprobs", "top_logprobs are not supported", "unsupported_value");
+  for (const char* name : {"tools", "functions", "tool_choice", "function_call"})
+    if (const json* t = Field(obj, name); t && !(t->is_array() && t->empty()) && !(t->is_string() && t->get<std::string>() == "none"))
+      return Bad(name, std::string("'") + name + "' is not supported (no tool calling)", "unsupported_value");
+  if (const json* lb = Field(obj, "logit_bias"); lb && !(lb->is_object() && lb->empty()))
+    return Bad("logit_bias", "logit_bias is not supported", "unsupported_value");
+  if (const json* rf = Field(obj, "response_format")) {
+    const json* type = rf->is_object() ? Field(*rf, "type") : nullptr;
+    if (!type || !type->is_string() || type->get<std::string>() != "text")
+      return Bad("response_format", "only response_format {\"type\": \"text\"} is supported", "unsupported_value");
+  }
+  if (ep == Endpoint::kCompletion) {
+    if (const json* e = Field(obj, "echo"); e && !(e->is_boolean() && !e->get<bool>()))
+      return Bad("echo", "echo is not supported", "unsupported_value");
+    if (const json* s = Field(obj, "suffix"); s && !(s->is_string() && s->get<std::string>().empty()))
+      return Bad("suffix", "suffix (insertion) is not supported", "unsupported_value");
+  }
+  return std::nullopt;
+}
+
+// The fields both endpoints share: model, sampling, length, stop, stream.
+std::optional<ApiError> ParseCommon(const json& obj, const ProtocolLimits& limits, GenerationRequest* r) {
+  if (auto e = RejectUnsupported(obj, r->endpoint)) return e;
+  if (const json* m = Field(obj, "model")) {
+    if (!m->is_string()) return Bad("model", std::string("'model' must be a string, got ") + m->type_name(), "invalid_type");
+    r->model = m->get<std::string>();
+  }
+  if (auto e = GetNumber(obj, "temperature", 0.0, 2.0, false, &r->temperature)) return e;
+  if (auto e = GetNumber(obj, "top_p", 0.0, 1.0, true, &r->top_p)) return e;
+  std::optional<int64_t> v;
+  if (auto e = GetInt(obj, "top_k", 0, 1 << 20, &v)) return e;
+  if (v) r->top_k = static_cast<int>(*v);
+  v.reset();
+  const char* len_field = Field(obj, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+  if (auto e = GetInt(obj, len_field, 1, static_cast<int64_t>(limits.max_tokens), &v)) return e;
+  if (v) r->max_tokens = static_cast<int>(*v);
+  v.reset();
+  if (auto e = GetInt(obj, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), &v)) return e;
+  if (v) r->seed = static_cast<uint64_t>(*v);
+  if (const json* s = Field(obj, "stop")) {
+    std::vector<std::string> stops;
+    if (s->is_string()) {
+      stops.push_back(s->get<std::string>());
+    } else if (s->is_array()) {
+      for (const json& x : *s) {
+        if (!x.is_string()) return Bad("stop", std::string("'stop' must be a string or an array of strings, got an array holding ") + x.type_name(), "invalid_type");
+        stops.push_back(x.get<std::string>());
+      }
+    } else {
+      return Bad("stop", std::string("'stop' must be a string or an array of strings, got ") + s->type_name(), "invalid_type");
+    }
+    if (stops.size() > limits.max_stop)
+      return Bad("stop", "at most " + std::to_string(limits.max_stop) + " stop strings, got " + std::to_string(stops.size()));
+    for (const std::string& x : stops) {
+      if (x.empty()) return Bad("stop", "stop strings must not be empty");
+      if (x.size() > limits.max_stop_bytes)
+        return Bad("stop", "a stop string may have at most " + std::to_string(limits.max_stop_bytes) + " bytes, got " + std::to_string(x.size()));
+    }
+    r->stop = std::move(stops);
+  }
+  if (auto e = GetBool(obj, "stream", &r->stream)) return e;
+  if (const json* so = Field(obj, "stream_options")) {
+    if (!so->is_object()) return Bad("stream_options", std::string("'stream_options' must be an object, got ") + so->type_name(), "invalid_type");
+    if (!r->stream) return Bad("stream_options", "'stream_options' is only allowed with stream = true");
+    if (auto e = GetBool(*so, "include_usage", &r->include_usage)) {
+      e->param = "stream_options.include_usage";
+      return e;
+    }
+  }
+  if (auto e = GetBool(obj, "ignore_eos", &r->ignore_eos)) return e;
+  return std::nullopt;
+}
+
+// A message's content: a string, or an array of {"type": "text", "text": ...} parts.
+std::optional<ApiError> ContentText(const json& content, const std::string& where, std::string* out) {
+  if (content.is_string()) {
+    *out = content.get<std::string>();
+    return std::nullopt;
+  }
+  if (!content.is_array())
+    return Bad(where, "'" + where + "' must be a string or an array of text parts, got " + content.type_name(), "invalid_type");
+  for (size_t i = 0; i < content.size(); ++i) {
+    const json& part = content[i];
+    const std::string at = where + "[" + std::to_string(i) + "]";
+    if (!part.is_object()) return Bad(at, "'" + at + "' must be an object", "invalid_type");
+    const json* type = Field(part, "type");
+    if (!type || !type->is_string()) return Bad(at + ".type", "'" + at + ".type' must be a string", "invalid_type");
+    if (type->get<std::string>() != "text")
+      return Bad(at + ".type", "only text content parts are supported, got '" + type->get<std::string>() + "'", "unsupported_value");
+    const json* text = Field(part, "text");
+    if (!text || !text->is_string()) return Bad(at + ".text", "'" + at + ".text' must be a string", "invalid_type");
+    *out += text->get<std::string>();
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+ParsedRequest ParseChatCompletion(std::string_view body, const ProtocolLimits& limits) {
+  auto parsed = ParseObject(body);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
+  const json& obj = std::get<json>(parsed);
+  GenerationRequest r;
+  r.endpoint = Endpoint::kChat;
+  const json* msgs = Field(obj, "messages");
+  if (!msgs) return Bad("messages", "'messages' is required", "missing_field");
+  if (!msgs->is_array()) return Bad("messages", std::string("'messages' must be an array, got ") + msgs->type_name(), "invalid_type");
+  if (msgs->empty()) return Bad("messages", "'messages' must hold at least one message");
+  if (msgs->size() > limits.max_messages)
+    return Bad("messages", "at most " + std::to_string(limits.max_messages) + " messages, got " + std::to_string(msgs->size()));
+  for (size_t i = 0; i < msgs->size(); ++i) {
+    const json& m = (*msgs)[i];
+    const std::string at = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) return Bad(at, "'" + at + "' must be an object, got " + m.type_name(), "invalid_type");
+    const json* role = Field(m, "role");
+    if (!role) return Bad(at + ".role", "'" + at + ".role' is required", "missing_field");
+    if (!role->is_string()) return Bad(at + ".role", "'" + at + ".role' must be a string", "invalid_type");
+    ChatTurn turn{.role = role->get<std::string>()};
+    if (turn.role == "developer") turn.role = "system";
+    if (turn.role != "system" && turn.role != "user" && turn.role != "assistant")
+      return Bad(at + ".role", "'" + at + ".role' must be system, developer, user or assistant, got '" + turn.role + "'" +
+                                   (turn.role == "tool" || turn.role == "function" ? " (no tool calling)" : ""),
+                 "unsupported_value");
+    const json* content = Field(m, "content");
+    if (!content) {
+      if (turn.role != "assistant") return Bad(at + ".content", "'" + at + ".content' is required", "missing_field");
+    } else if (auto e = ContentText(*content, at + ".content", &turn.content)) {
+      return *e;
+    }
+    r.messages.push_back(std::move(turn));
+  }
+  if (auto e = ParseCommon(obj, limits, &r)) return *e;
+  return r;
+}
+
+ParsedRequest ParseCompletion(std::string_view body, const ProtocolLimits& limits) {
+  auto parsed = ParseObject(body);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
+  const json& obj = std::get<json>(parsed);
+  GenerationRequest r;
+  r.endpoint = Endpoint::kCompletion;
+  const json* p = Field(obj, "prompt");
+  if (!p) return Bad("prompt", "'prompt' is required", "missing_field");
+  const json* one = p;
+  if (p->is_array() && !p->empty() && (p->front().is_string() || p->front().is_array())) {
+    if (p->size() != 1) return Bad("prompt", "one prompt per request (n = 1), got " + std::to_string(p->size()), "unsupported_value");
+    one = &p->front();
+  }
+  if (one->is_string()) {
+    r.prompt = one->get<std::string>();
+  } else if (one->is_array()) {
+    if (one->empty()) return Bad("prompt", "'prompt' as token ids must hold at least one id");
+    for (const json& t : *one) {
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > std::numeric_limits<int32_t>::max())
+        return Bad("prompt", "'prompt' token ids must be non-negative integers, got " + t.dump(), "invalid_type");
+      r.prompt_tokens.push_back(static_cast<int32_t>(t.get<int64_t>()));
+    }
+  } else {
+    return Bad("prompt", std::string("'prompt' must be a string, an array of one string or of token ids, got ") + p->type_name(),
+               "invalid_type");
+  }
+  if (auto e = ParseCommon(obj, limits, &r)) return *e;
+  return r;
+}
+
+std::variant<std::string, ApiError> ParseContextRequest(std::string_view body) {
+  auto parsed = ParseObject(body);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
+  const json& obj = std::get<json>(parsed);
+  const json* text = Field(obj, "text");
+  if (!text) return Bad("text", "'text' is required", "missing_field");
+  if (!text->is_string()) return Bad("text", std::string("'text' must be a string, got ") + text->type_name(), "invalid_type");
+  if (text->get<std::string>().empty()) return Bad("text", "'text' must not be empty");
+  return text->get<std::string>();
+}
+
+json UsageJson(const Usage& u) {
+  return {{"prompt_tokens", u.prompt_tokens},
+          {"completion_tokens", u.completion_tokens},
+          {"total_tokens", u.prompt_tokens + u.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+}
+
+namespace {
+json Envelope(const ResponseIds& ids, const char* object) {
+  return {{"id", ids.id}, {"object", object}, {"created", ids.created}, {"model", ids.model},
+          {"system_fingerprint", ids.fingerprint}};
+}
+json FinishReason(const std::string& r) { return r.empty() ? json(nullptr) : json(r); }
+}  // namespace
+
+json ChatResponse(const ResponseIds& ids, const std::string& text, const std::string& finish_reason, const Usage& usage) {
+  json j = Envelope(ids, "chat.completion");
+  j["choices"] = json::array({{{"index", 0},
+                               {"message", {{"role", "assistant"}, {"content", text}}},
+                               {"logprobs", nullptr},
+                               {"finish_reason", FinishReason(finish_reason)}}});
+  j["usage"] = UsageJson(usage);
+  return j;
+}
+
+json CompletionResponse(const ResponseIds& ids, const std::string& text, const std::string& finish_reason,
+                        const Usage& usage) {
+  json j = Envelope(ids, "text_completion");
+  j["choices"] = json::array(
+      {{{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", FinishReason(finish_reason)}}});
+  j["usage"] = UsageJson(usage);
+  return j;
+}
+
+json ChatChunk(const ResponseIds& ids, const std::string& delta, bool first, const std::string& finish_reason) {
+  json j = Envelope(ids, "chat.completion.chunk");
+  json d = json::object();
+  if (first) d["role"] = "assistant";
+  if (!delta.empty() || first) d["content"] = delta;
+  j["choices"] = json::array({{{"index", 0}, {"delta", d}, {"logprobs", nullptr}, {"finish_reason", FinishReason(finish_reason)}}});
+  return j;
+}
+
+json CompletionChunk(const ResponseIds& ids, const std::string& text, const std::string& finish_reason) {
+  json j = Envelope(ids, "text_completion");
+  j["choices"] = json::array({{{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", FinishReason(finish_reason)}}});
+  return j;
+}
+
+json UsageChunk(const ResponseIds& ids, Endpoint endpoint, const Usage& usage) {
+  json j = Envelope(ids, endpoint == Endpoint::kChat ? "chat.completion.chunk" : "text_completion");
+  j["choices"] = json::array();
+  j["usage"] = UsageJson(usage);
+  return j;
+}
+
+json ErrorJson(const ApiError& e) {
+  return {{"error",
+           {{"message", e.message},
+            {"type", e.type},
+            {"param", e.param.empty() ? json(nullptr) : json(e.param)},
+            {"code", e.code.empty() ? json(nullptr) : json(e.code)}}}};
+}
+
+std::string SseData(const json& j) {
+  // Text from the model may hold bytes that are not UTF-8 on their own; the streamer only emits
+  // whole characters, and dump() replaces anything left rather than throwing.
+  return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+}
+
+bool IsValidUtf8(std::string_view s) {
+  size_t i = 0;
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  while (i < s.size()) {
+    const unsigned c = p[i];
+    size_t n;
+    uint32_t cp;
+    if (c < 0x80) { ++i; continue; }
+    if ((c & 0xE0) == 0xC0) n = 1, cp = c & 0x1F;
+    else if ((c & 0xF0) == 0xE0) n = 2, cp = c & 0x0F;
+    else if ((c & 0xF8) == 0xF0) n = 3, cp = c & 0x07;
+    else return false;
+    if (i + n >= s.size()) return false;  // truncated sequence
+    for (size_t k = 1; k <= n; ++k) {
+      if ((p[i + k] & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (p[i + k] & 0x3F);
+    }
+    if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000)) return false;  // overlong
+    if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += n + 1;
+  }
+  return true;
+}
+
+}  // namespace chorus::server

@@ -1,0 +1,103 @@
+// The OpenAI wire protocol as pure functions: request body → validated GenerationRequest (or an
+// ApiError naming the field), results → response JSON, SSE framing. No I/O, no engine: fuzzed.
+// Invariant: every input either parses into a request whose fields are all in range, or gives
+// one ApiError with an HTTP status, an OpenAI error type, the offending field and a message.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace chorus::server {
+
+// {"error": {"message", "type", "param", "code"}} with the HTTP status it is sent with.
+struct ApiError {
+  int status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::string param;  // the offending field, "" when none
+  std::string code;   // machine-readable, "" when none
+};
+
+struct ChatTurn {
+  std::string role;     // system, developer (→ system), user, assistant
+  std::string content;  // text parts joined
+};
+
+enum class Endpoint { kChat, kCompletion };
+
+// Limits the parser enforces (the server fills them from its flags and the model).
+struct ProtocolLimits {
+  size_t max_tokens = 1 << 20;  // the most a request may ask for (≤ the context)
+  size_t max_stop = 4;          // stop strings (OpenAI: up to 4)
+  size_t max_stop_bytes = 256;  // bytes per stop string
+  size_t max_messages = 4096;
+};
+
+// One generation request, validated. Defaults are OpenAI's (temperature 1, top_p 1).
+struct GenerationRequest {
+  Endpoint endpoint = Endpoint::kChat;
+  std::string model;
+  std::vector<ChatTurn> messages;     // chat
+  std::string prompt;                 // completion given as text
+  std::vector<int32_t> prompt_tokens; // completion given as token ids (then prompt is empty)
+  std::optional<int> max_tokens;      // none: the server's default
+  float temperature = 1.0f;           // [0, 2]; 0 = greedy
+  float top_p = 1.0f;                 // (0, 1]
+  int top_k = 0;                      // chorus/llama.cpp extension; 0 = off
+  std::optional<uint64_t> seed;       // none: the server draws one
+  std::vector<std::string> stop;      // up to max_stop non-empty strings
+  bool stream = false;
+  bool include_usage = false;         // stream_options.include_usage
+  bool ignore_eos = false;            // extension: generate past end-of-generation tokens
+};
+
+using ParsedRequest = std::variant<GenerationRequest, ApiError>;
+
+// POST /v1/chat/completions and POST /v1/completions bodies.
+ParsedRequest ParseChatCompletion(std::string_view body, const ProtocolLimits& limits = {});
+ParsedRequest ParseCompletion(std::string_view body, const ProtocolLimits& limits = {});
+
+// POST /v1/contexts {"text": "..."} (chorus extension): the text, or an error.
+std::variant<std::string, ApiError> ParseContextRequest(std::string_view body);
+
+struct Usage {
+  size_t prompt_tokens = 0;
+  size_t completion_tokens = 0;
+  size_t cached_tokens = 0;  // prompt tokens whose KV came from the prefix cache
+};
+
+// What every response object of one request carries.
+struct ResponseIds {
+  std::string id;       // "chatcmpl-…" / "cmpl-…"
+  int64_t created = 0;  // unix seconds
+  std::string model;
+  std::string fingerprint;  // system_fingerprint
+};
+
+nlohmann::json UsageJson(const Usage& u);
+// Non-streaming responses. finish_reason: "stop" or "length".
+nlohmann::json ChatResponse(const ResponseIds& ids, const std::string& text, const std::string& finish_reason,
+                            const Usage& usage);
+nlohmann::json CompletionResponse(const ResponseIds& ids, const std::string& text, const std::string& finish_reason,
+                                  const Usage& usage);
+// Streaming chunks: the first chat chunk carries the role; the last one the finish_reason (empty
+// text then). A usage chunk has no choices.
+nlohmann::json ChatChunk(const ResponseIds& ids, const std::string& delta, bool first,
+                         const std::string& finish_reason);
+nlohmann::json CompletionChunk(const ResponseIds& ids, const std::string& text, const std::string& finish_reason);
+nlohmann::json UsageChunk(const ResponseIds& ids, Endpoint endpoint, const Usage& usage);
+
+nlohmann::json ErrorJson(const ApiError& e);
+// Server-sent events: "data: <json>\n\n" and the terminator "data: [DONE]\n\n".
+std::string SseData(const nlohmann::json& j);
+inline constexpr std::string_view kSseDone = "data: [DONE]\n\n";
+
+// Whether `s` is well-formed UTF-8 (no overlongs, surrogates or code points past U+10FFFF).
+bool IsValidUtf8(std::string_view s);
+
+}  // namespace chorus::server

@@ -1,0 +1,177 @@
+// Request parsing and validation: every accepted field in range, every bad input one ApiError that
+// names the field; response and SSE shapes as OpenAI clients read them.
+#include "server/protocol.h"
+
+#include <gtest/gtest.h>
+
+namespace chorus::server {
+namespace {
+
+using json = nlohmann::json;
+
+ApiError ErrorOf(const ParsedRequest& p) {
+  EXPECT_TRUE(std::holds_alternative<ApiError>(p)) << "expected an error";
+  return std::holds_alternative<ApiError>(p) ? std::get<ApiError>(p) : ApiError{};
+}
+GenerationRequest RequestOf(const ParsedRequest& p) {
+  if (auto* e = std::get_if<ApiError>(&p)) ADD_FAILURE() << "unexpected error: " << e->message;
+  return std::holds_alternative<GenerationRequest>(p) ? std::get<GenerationRequest>(p) : GenerationRequest{};
+}
+
+TEST(Protocol, ChatDefaultsAndFields) {
+  auto r = RequestOf(ParseChatCompletion(R"({"model":"m","messages":[{"role":"system","content":"S"},
+      {"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}]})"));
+  ASSERT_EQ(r.messages.size(), 2u);
+  EXPECT_EQ(r.messages[1].content, "ab");
+  EXPECT_EQ(r.temperature, 1.0f);
+  EXPECT_EQ(r.top_p, 1.0f);
+  EXPECT_FALSE(r.max_tokens.has_value());
+  EXPECT_FALSE(r.stream);
+  r = RequestOf(ParseChatCompletion(R"({"messages":[{"role":"developer","content":"x"}],"max_tokens":7,
+      "temperature":0,"top_p":0.5,"seed":-3,"stop":["\n","END"],"stream":true,"stream_options":{"include_usage":true},
+      "n":1,"presence_penalty":0,"tools":[],"logprobs":false,"response_format":{"type":"text"}})"));
+  EXPECT_EQ(r.messages[0].role, "system");
+  EXPECT_EQ(*r.max_tokens, 7);
+  EXPECT_EQ(r.temperature, 0.0f);
+  EXPECT_EQ(*r.seed, static_cast<uint64_t>(int64_t{-3}));
+  EXPECT_EQ(r.stop, (std::vector<std::string>{"\n", "END"}));
+  EXPECT_TRUE(r.stream && r.include_usage);
+  r = RequestOf(ParseChatCompletion(R"({"messages":[{"role":"user","content":"x"}],"max_completion_tokens":3,"max_tokens":9,"stop":"s"})"));
+  EXPECT_EQ(*r.max_tokens, 3);  // the newer field wins
+  EXPECT_EQ(r.stop, std::vector<std::string>{"s"});
+  // null means "not given" (what clients send for None)
+  r = RequestOf(ParseChatCompletion(R"({"messages":[{"role":"assistant","content":null},{"role":"user","content":"q"}],"max_tokens":null,"stop":null,"seed":null})"));
+  EXPECT_FALSE(r.max_tokens.has_value());
+  EXPECT_EQ(r.messages[0].content, "");
+}
+
+struct BadCase {
+  const char* body;
+  const char* param;
+};
+
+TEST(Protocol, ChatErrorsNameTheField) {
+  const BadCase cases[] = {
+      {"", ""},
+      {"{", ""},
+      {"[1,2]", ""},
+      {"{\"messages\": \"hi\"}", "messages"},
+      {"{}", "messages"},
+      {"{\"messages\": []}", "messages"},
+      {"{\"messages\": [1]}", "messages[0]"},
+      {"{\"messages\": [{\"content\":\"x\"}]}", "messages[0].role"},
+      {"{\"messages\": [{\"role\":\"tool\",\"content\":\"x\"}]}", "messages[0].role"},
+      {"{\"messages\": [{\"role\":\"user\"}]}", "messages[0].content"},
+      {"{\"messages\": [{\"role\":\"user\",\"content\":5}]}", "messages[0].content"},
+      {"{\"messages\": [{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}", "messages[0].content[0].type"},
+      {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"max_tokens\": 0}", "max_tokens"},
+      {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"max_tokens\": -5}", "max_tokens"},
+      {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"max_tokens\": 1e30}", "max_tokens"},
+      {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"max_tokens\": 99999999999}", "max_tokens"},
+      {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"max_tokens\": \"10\"}", "max_tokens"},
+      {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"temperature\": 2.5}", "temperature"},
+      {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"temperature\": -0.1}", "temperature"},
+      {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"top_p\": 0}", "top_p"},
+      {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"top_p\": 1.5}", "top_p"},
+      {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"n\": 2}", "n"},
+      {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"seed\": 1.5}", "seed"},
+      {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"stop\": [\"a\",\"b\",\"c\",\"d\",\"e\"]}", "stop"},
+      {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"stop\": [\"\"]}", "stop"},
+      {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"stop\": 3}", "stop"},
+      {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"stream\": \"yes\"}", "stream"},
+      {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"stream_options\": {\"include_usage\":true}}", "stream_options"},
+      {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"stream\": true, \"stream_options\": {\"include_usage\":1}}", "stream_options.include_usage"},
+      {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"model\": 3}", "model"},
+      {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"logprobs\": true}", "logprobs"},
+      {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"tools\": [{\"type\":\"function\"}]}", "tools"},
+      {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"presence_penalty\": 0.5}", "presence_penalty"},
+      {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"response_format\": {\"type\":\"json_object\"}}", "response_format"},
+  };
+  for (const BadCase& c : cases) {
+    ApiError e = ErrorOf(ParseChatCompletion(c.body));
+    EXPECT_EQ(e.status, 400) << c.body;
+    EXPECT_EQ(e.param, c.param) << c.body << " -> " << e.message;
+    EXPECT_FALSE(e.message.empty()) << c.body;
+    EXPECT_EQ(e.type, "invalid_request_error");
+  }
+}
+
+TEST(Protocol, LimitsComeFromTheServer) {
+  ProtocolLimits lim{.max_tokens = 100};
+  EXPECT_EQ(ErrorOf(ParseChatCompletion(R"({"messages":[{"role":"user","content":"x"}],"max_tokens":101})", lim)).param,
+            "max_tokens");
+  EXPECT_EQ(*RequestOf(ParseChatCompletion(R"({"messages":[{"role":"user","content":"x"}],"max_tokens":100})", lim)).max_tokens,
+            100);
+}
+
+TEST(Protocol, InvalidUtf8AndDeepNestingAreErrors) {
+  std::string bad = "{\"messages\":[{\"role\":\"user\",\"content\":\"\xC3\x28\"}]}";
+  ApiError e = ErrorOf(ParseChatCompletion(bad));
+  EXPECT_EQ(e.code, "invalid_utf8") << e.message;
+  EXPECT_TRUE(IsValidUtf8(e.message));  // it quotes the bytes it read, escaped: the error JSON can be sent
+  EXPECT_NO_THROW(ErrorJson(e).dump());
+  std::string deep(100000, '[');
+  e = ErrorOf(ParseChatCompletion(deep + std::string(100000, ']')));
+  EXPECT_EQ(e.code, "invalid_json") << e.message;
+  EXPECT_NE(e.message.find("deeper"), std::string::npos) << e.message;
+}
+
+TEST(Protocol, CompletionPrompts) {
+  auto r = RequestOf(ParseCompletion(R"({"prompt":"Once upon","max_tokens":5})"));
+  EXPECT_EQ(r.prompt, "Once upon");
+  EXPECT_EQ(r.endpoint, Endpoint::kCompletion);
+  r = RequestOf(ParseCompletion(R"({"prompt":["one"]})"));
+  EXPECT_EQ(r.prompt, "one");
+  r = RequestOf(ParseCompletion(R"({"prompt":[1,2,3]})"));
+  EXPECT_EQ(r.prompt_tokens, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(ErrorOf(ParseCompletion(R"({"prompt":["a","b"]})")).param, "prompt");
+  EXPECT_EQ(ErrorOf(ParseCompletion(R"({"prompt":[1,-2]})")).param, "prompt");
+  EXPECT_EQ(ErrorOf(ParseCompletion(R"({"prompt":{}})")).param, "prompt");
+  EXPECT_EQ(ErrorOf(ParseCompletion(R"({"max_tokens":3})")).param, "prompt");
+  EXPECT_EQ(ErrorOf(ParseCompletion(R"({"prompt":"x","echo":true})")).param, "echo");
+}
+
+TEST(Protocol, ContextRequests) {
+  EXPECT_EQ(std::get<std::string>(ParseContextRequest(R"({"text":"doc"})")), "doc");
+  EXPECT_EQ(std::get<ApiError>(ParseContextRequest(R"({"text":""})")).param, "text");
+  EXPECT_EQ(std::get<ApiError>(ParseContextRequest(R"({"txt":"a"})")).param, "text");
+  EXPECT_EQ(std::get<ApiError>(ParseContextRequest(R"({"text":1})")).param, "text");
+}
+
+TEST(Protocol, ResponseShapes) {
+  ResponseIds ids{.id = "chatcmpl-1", .created = 5, .model = "m", .fingerprint = "fp"};
+  json j = ChatResponse(ids, "hi", "stop", {.prompt_tokens = 10, .completion_tokens = 2, .cached_tokens = 4});
+  EXPECT_EQ(j["object"], "chat.completion");
+  EXPECT_EQ(j["choices"][0]["message"]["content"], "hi");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(j["usage"]["total_tokens"], 12);
+  EXPECT_EQ(j["usage"]["prompt_tokens_details"]["cached_tokens"], 4);
+  json c = ChatChunk(ids, "", true, "");
+  EXPECT_EQ(c["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_TRUE(c["choices"][0]["finish_reason"].is_null());
+  c = ChatChunk(ids, "", false, "length");
+  EXPECT_TRUE(c["choices"][0]["delta"].empty());
+  EXPECT_EQ(c["choices"][0]["finish_reason"], "length");
+  json u = UsageChunk(ids, Endpoint::kChat, {.prompt_tokens = 1});
+  EXPECT_TRUE(u["choices"].empty());
+  EXPECT_EQ(SseData(json{{"a", 1}}), "data: {\"a\":1}\n\n");
+  json e = ErrorJson({.status = 400, .message = "bad", .param = "max_tokens", .code = "invalid_value"});
+  EXPECT_EQ(e["error"]["param"], "max_tokens");
+  EXPECT_EQ(e["error"]["type"], "invalid_request_error");
+  EXPECT_TRUE(ErrorJson({.message = "x"})["error"]["code"].is_null());
+  // a lone byte that is not UTF-8 is replaced, never thrown
+  EXPECT_NE(SseData(json{{"t", std::string("\xFF")}}).find("data: "), std::string::npos);
+}
+
+TEST(Protocol, Utf8Validation) {
+  EXPECT_TRUE(IsValidUtf8("plain ascii"));
+  EXPECT_TRUE(IsValidUtf8("\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80"));
+  EXPECT_FALSE(IsValidUtf8("\xC3"));           // truncated
+  EXPECT_FALSE(IsValidUtf8("\xC0\xAF"));       // overlong
+  EXPECT_FALSE(IsValidUtf8("\xED\xA0\x80"));   // surrogate
+  EXPECT_FALSE(IsValidUtf8("\xF4\x90\x80\x80"));  // > U+10FFFF
+  EXPECT_FALSE(IsValidUtf8("\x80"));
+}
+
+}  // namespace
+}  // namespace chorus::server

@@ -1,0 +1,135 @@
+// `chorus serve`: the OpenAI-compatible server (src/server). Flags, start-up checks and signals only.
+#include <fmt/format.h>
+#include <pthread.h>
+#include <signal.h>
+
+#include <thread>
+
+#include "server/http_server.h"  // HttpServer
+#include "tools/common.h"
+
+namespace chorus::cli {
+namespace {
+
+struct ServeArgs {
+  std::string model, host = "127.0.0.1", api_key, policy = "chorus";
+  int port = 8080, threads = DefaultThreads(), ctx = 0;
+  std::string budget = "2G";
+  std::string shared_k, shared_v, private_k = "q8", private_v = "q8", window, family = "tq";
+  size_t sink = 1;
+  double avg_bits = 3;
+  size_t max_queue = 64, max_running = 64, prefill_chunk = 256, max_tokens = 1024, max_body = 8 << 20;
+};
+
+int RunServe(const ServeArgs& a) {
+  // Signals go to one waiting thread (blocked in every thread, which inherit the mask).
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  signal(SIGPIPE, SIG_IGN);  // a client that went away is a failed write, not a dead server
+
+  auto budget = ParseBytes(a.budget);
+  if (!budget.ok()) return Fail(budget.status().Context("--kv-budget"));
+  EngineOptions eo{.model_path = a.model, .threads = a.threads, .n_ctx = static_cast<size_t>(a.ctx),
+                   .private_k = a.private_k, .private_v = a.private_v, .sink_blocks = a.sink,
+                   .kv_budget_bytes = *budget, .kv_avg_bits = a.avg_bits, .comix_family = a.family};
+  eo.serve = {.prefill_chunk = a.prefill_chunk, .max_prefill = std::max<size_t>(512, a.prefill_chunk),
+              .max_running = a.max_running};
+  if (!a.window.empty()) {
+    if (Status s = CheckEngineWindowFlag(a.window); !s.ok()) return Fail(s);
+    eo.kv_window = a.window;
+  }
+  if (a.policy == "chorus") eo.shared_k = "tq4", eo.shared_v = "tq3";
+  else if (a.policy == "polykv") eo.shared_k = "q8", eo.shared_v = "tq3";
+  else if (a.policy == "polykv-paper") eo.shared_k = "polykv-paper", eo.shared_v = "tq3", eo.sink_blocks = 0;
+  else if (a.policy == "comix") eo.policy = "comix";
+  else if (a.policy == "cocktail")
+    return Fail(Status::Error("--policy cocktail is not served yet: its chunk precision needs the questions when a "
+                              "document is sealed (use `chorus agents --policy cocktail`)"));
+  else return Fail(Status::Error("unknown --policy '{}' (valid: chorus, polykv, polykv-paper, comix)", a.policy));
+  if (!a.shared_k.empty()) eo.shared_k = a.shared_k;
+  if (!a.shared_v.empty()) eo.shared_v = a.shared_v;
+  if (a.prefill_chunk % 32 || a.prefill_chunk == 0)
+    return Fail(Status::Error("--prefill-chunk must be a positive multiple of 32, got {}", a.prefill_chunk));
+
+  std::fprintf(stderr, "chorus serve: loading %s\n", a.model.c_str());
+  auto engine_r = Engine::Open(eo);
+  if (!engine_r.ok()) return Fail(engine_r.status());
+  Engine& engine = *engine_r.value();
+  const size_t need = engine.EstimateBytes(32, a.max_tokens);
+  if (*budget != 0 && need > *budget)
+    return Fail(Status::Error("--kv-budget {} is too small for one request: a 32-token prompt with the default {} "
+                              "answer tokens needs about {} bytes (raise --kv-budget or lower --max-tokens)",
+                              a.budget, a.max_tokens, need));
+  std::string id = a.model.substr(a.model.find_last_of('/') + 1);  // the file name is what users call it
+  if (id.size() > 5 && id.ends_with(".gguf")) id.resize(id.size() - 5);
+  server::HttpServer http(engine, {.host = a.host, .port = a.port, .api_key = a.api_key, .max_queue = a.max_queue,
+                                   .max_body_bytes = a.max_body, .default_max_tokens = a.max_tokens, .model_id = id});
+  if (Status s = http.Bind(); !s.ok()) return Fail(s);
+  std::printf("chorus serve: http://%s:%d/v1  (model %s, context %zu, KV budget %s, policy %s, %d threads%s)\n",
+              a.host.c_str(), http.port(), id.c_str(), engine.context_size(), a.budget.c_str(),
+              a.policy.c_str(), a.threads, a.api_key.empty() ? "" : ", API key required");
+  std::fflush(stdout);
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    std::fprintf(stderr, "chorus serve: %s, stopping\n", sig == SIGINT ? "interrupted" : "terminated");
+    http.Shutdown();
+  });
+  http.Serve();
+  http.Shutdown();  // Serve returned on its own (listener error): stop the rest too
+  pthread_kill(waiter.native_handle(), SIGTERM);
+  waiter.join();
+  std::fprintf(stderr, "chorus serve: stopped\n");
+  return 0;
+}
+
+}  // namespace
+
+RunFn AddServe(CLI::App& app) {
+  auto a = std::make_shared<ServeArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "serve",
+      "OpenAI-compatible HTTP server (POST /v1/chat/completions, /v1/completions, GET /v1/models, /health, /metrics; "
+      "chorus extension: /v1/contexts). Every prompt is cut into 32-token blocks keyed by content: a request whose "
+      "leading blocks another request (running or finished) or a pinned context already holds reuses them, compressed, "
+      "and prefills only the rest. Example: chorus serve -m model.gguf --port 8080, then "
+      "OpenAI(base_url=\"http://127.0.0.1:8080/v1\", api_key=\"-\").");
+  cmd->add_option("-m,--model", a->model, "GGUF model file")->required();
+  cmd->add_option("--host", a->host, "address to listen on (loopback by default)")->capture_default_str();
+  cmd->add_option("--port", a->port, "TCP port (0 = any free port, printed at start)")
+      ->check(CLI::Range(0, 65535))->capture_default_str();
+  cmd->add_option("--api-key", a->api_key, "require \"Authorization: Bearer KEY\" on /v1/*");
+  cmd->add_option("--kv-budget", a->budget, "KV byte budget for everything the cache holds (e.g. 512M, 2G; 0 = none): "
+                                            "requests that do not fit wait, cached prefixes are evicted least recently "
+                                            "used")->capture_default_str();
+  cmd->add_option("--policy", a->policy, "KV policy: chorus (shared tq4/tq3, the measured default), polykv (q8/tq3), "
+                                         "polykv-paper, comix (bits per request x layer under the budget)")
+      ->capture_default_str();
+  cmd->add_option("--kv-shared-k", a->shared_k, "override the K format of prompt blocks (any may be shared)");
+  cmd->add_option("--kv-shared-v", a->shared_v, "override the V format of prompt blocks");
+  cmd->add_option("--kv-private-k", a->private_k, "K format of generated-token blocks")->capture_default_str();
+  cmd->add_option("--kv-private-v", a->private_v, "V format of generated-token blocks")->capture_default_str();
+  cmd->add_option("--kv-sink", a->sink, "leading 32-token blocks kept f16")->capture_default_str();
+  cmd->add_option("--kv-window", a->window, "rows of the newest <32 tokens: f16, q8 or auto (default " +
+                                                EngineOptions{}.kv_window + ")");
+  cmd->add_option("--kv-avg-bits", a->avg_bits, "comix without a budget: average bits target")->capture_default_str();
+  cmd->add_option("--comix-family", a->family, "comix formats: tq or kivi")->capture_default_str();
+  cmd->add_option("--max-queue", a->max_queue, "requests waiting for KV space before new ones get 503 + Retry-After")
+      ->check(CLI::Range(1, 1 << 16))->capture_default_str();
+  cmd->add_option("--max-running", a->max_running, "requests decoding at once (one batch per step)")
+      ->check(CLI::Range(1, 4096))->capture_default_str();
+  cmd->add_option("--prefill-chunk", a->prefill_chunk, "prompt tokens prefilled per step beside running decodes "
+                                                       "(multiple of 32; smaller = steadier streams)")->capture_default_str();
+  cmd->add_option("--max-tokens", a->max_tokens, "answer length when a request gives no max_tokens (capped by the context)")
+      ->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  cmd->add_option("--max-body", a->max_body, "largest request body in bytes")->capture_default_str();
+  cmd->add_option("-c,--ctx", a->ctx, "positions per request (prompt + answer; default: min(training, 8192))")
+      ->check(CLI::Range(1, 1 << 24));
+  cmd->add_option("-t,--threads", a->threads, "threads")->check(CLI::Range(1, 256))->capture_default_str();
+  return [a] { return RunServe(*a); };
+}
+
+}  // namespace chorus::cli
