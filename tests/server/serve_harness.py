@@ -94,6 +94,12 @@ class ChorusServer:
                 self.proc.kill()
                 self.proc.wait()
                 raise RuntimeError("chorus serve did not stop on SIGTERM within %d s" % timeout)
+            finally:
+                for f in (self.proc.stdout, self.proc.stderr):
+                    try:
+                        f.close()
+                    except Exception:  # a reader thread may still hold it; the process is gone
+                        pass
         return self.proc.returncode
 
     def __enter__(self):
