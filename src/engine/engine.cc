@@ -86,8 +86,7 @@ Result<std::unique_ptr<KvSequence>> Engine::Impl::PrefillDocument(std::span<cons
   (void)L;
   // A plain document starts from whatever prefix of it the cache holds (a request's, a context's).
   Borrow b;
-  const bool comix_budget = comix && store->budget() != 0;  // blocks must belong to CoMix units
-  if (!cocktail && !comix_budget) {
+  if (!cocktail) {
     const std::vector<uint64_t> keys = PrefixCache::Keys(tokens, salt);
     b = BorrowFromCache(keys, keys.size());
     cache->Touch(std::span<const uint64_t>(keys).first(b.blocks));
@@ -109,9 +108,16 @@ Result<std::unique_ptr<KvSequence>> Engine::Impl::PrefillDocument(std::span<cons
   if (cocktail) policy->SetCocktail(sid, std::move(cocktail), /*whole=*/true);
   else policy->SetSharedBlocks(sid, SIZE_MAX);
   if (unit) {
-    if (Status s = comix->AddUnit(sid, tokens.size() - k * kBlockTokens, k * kBlockTokens, 1.0,
-                                  fmt::format("shared #{}", next_context));
-        !s.ok()) {
+    const auto add = [&] {
+      return comix->AddUnit(sid, tokens.size() - k * kBlockTokens, k * kBlockTokens, 1.0,
+                            fmt::format("shared #{}", next_context));
+    };
+    Status s = add();
+    if (!s.ok() && cache->EvictableBytes() > 0) {  // CoMix counts idle cached blocks as held: free them
+      cache->Evict(cache->EvictableBytes());
+      s = add();
+    }
+    if (!s.ok()) {
       policy->Forget(sid);
       return s.Context("shared document");
     }
@@ -195,8 +201,6 @@ void Engine::Impl::CollectContexts() {
         for (BlockId b : t) store->pool().Unref(b);
       by_hash.erase(c.hash);
       it = contexts.erase(it);
-      // CoMix no longer counts its blocks: they may not stay cached (idle) outside its allocation.
-      if (comix && store->budget() != 0) cache->Evict(cache->EvictableBytes());
     } else {
       ++it;
     }
@@ -399,10 +403,10 @@ Result<Engine::ScoreResult> Engine::Score(ContextId context, std::span<const int
   const size_t borrowed = ctx.tokens.size() / kBlockTokens * kBlockTokens;
   const size_t cap = ctx.tokens.size() + tokens.size();
   if (!m.comix) {  // comix registers the text as a unit below
-    // The tail of the context at a block boundary, then the text behind it (unaligned).
+    // The tail of the context, then the text: every forward call starts at a block boundary.
     const KvFootprint fp(m.store->options());
-    const size_t need = m.BlockBytes(borrowed / kBlockTokens, 0, cap / kBlockTokens) + fp.Decoding(cap) +
-                        fp.AppendExtra(std::min<size_t>(512, tokens.size()));
+    const size_t need = m.BlockBytes(borrowed / kBlockTokens, 0, cap / kBlockTokens) +
+                        fp.Sequence(cap, std::min<size_t>(512, tokens.size()));
     if (std::string why; !m.MakeRoom(need, &why))
       return Status::Error("scoring {} tokens needs up to {} bytes of KV, but {}", tokens.size(), need, why);
   }
@@ -422,8 +426,11 @@ Result<Engine::ScoreResult> Engine::Score(ContextId context, std::span<const int
                                       LogitsFor::kLast, nullptr));
   ScoreResult r;
   std::vector<float> logits(std::min<size_t>(512, tokens.size()) * V);
-  for (size_t done = 0; done < tokens.size(); done += 512) {
-    const size_t n = std::min<size_t>(512, tokens.size() - done);
+  for (size_t done = 0, n = 0; done < tokens.size(); done += n) {
+    // The first piece completes the context's partial block: every Append starts at a block
+    // boundary (the projection's prefill).
+    n = std::min<size_t>(512, tokens.size() - done);
+    if (seq->size() % kBlockTokens) n = std::min(n, kBlockTokens - seq->size() % kBlockTokens);
     CHORUS_RETURN_IF_ERROR(m.fwd->Run(tokens.subspan(done, n), *seq, *m.pool, LogitsFor::kAll, logits.data()));
     for (size_t j = 0; j < n && done + j + 1 < tokens.size(); ++j) {
       const float* row = logits.data() + j * V;

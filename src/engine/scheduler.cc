@@ -35,9 +35,7 @@ Result<AgentId> Engine::Impl::NewAgent(std::vector<int32_t> prompt, ContextId co
                          options.max_tokens, total, n_ctx);
   Agent a;
   a.context = context;
-  // Under CoMix with a budget every held block must belong to a unit of the allocation: requests
-  // neither borrow from nor leave blocks in the prefix cache (contexts are units of their own).
-  a.cacheable = (context == 0 || !contexts.at(context).keys.empty()) && !(comix && store->budget() != 0);
+  a.cacheable = context == 0 || !contexts.at(context).keys.empty();
   if (a.cacheable) a.keys = PrefixCache::Keys(prompt, salt);
   a.sampler = std::make_unique<Sampler>(so);
   a.options = options;
@@ -168,8 +166,15 @@ Result<Engine::Impl::Admit> Engine::Impl::TryAdmit(AgentId id, Agent& a) {
       planned->pop_back();
       comix->RemoveUnit(took);
     }
-    if (Status s = comix->AddUnit(seq->id(), total - k * kBlockTokens, k * kBlockTokens, 1.0, fmt::format("agent {}", id));
-        !s.ok()) {
+    const auto add = [&] {
+      return comix->AddUnit(seq->id(), total - k * kBlockTokens, k * kBlockTokens, 1.0, fmt::format("agent {}", id));
+    };
+    Status s = add();
+    if (!s.ok() && cache->EvictableBytes() > 0) {  // CoMix counts idle cached blocks as held: free them
+      cache->Evict(cache->EvictableBytes());
+      s = add();
+    }
+    if (!s.ok()) {
       const Context& c = contexts.at(a.context);
       if (took && comix->AddUnit(took, c.planned_tokens, c.tokens.size(), 1.0, "planned reader").ok())
         planned->push_back(took);  // the reservation stays for a reader that fits

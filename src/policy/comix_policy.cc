@@ -44,7 +44,7 @@ size_t ComixPolicy::BlockBytes(int k_bits, int v_bits) const {
 size_t ComixPolicy::MinimumBudget(const ComixOptions& o) {
   const KvFootprint fp(StoreOptions(o));
   const KvFormat f2 = ComixFormat(o.family, 2);
-  return fp.Overhead(o.threads) + fp.AppendExtra(o.prefill_tokens) + BlockPool().SlackAllowance() +
+  return fp.Overhead(o.threads) + fp.PrefillExtra(o.prefill_tokens) + BlockPool().SlackAllowance() +
          fp.Decoding(kBlockTokens) + o.n_layer * fp.Block(f2, f2);
 }
 
@@ -72,7 +72,12 @@ size_t ComixPolicy::Reserve(const Unit& u) const { return footprint_.Decoding(u.
 size_t ComixPolicy::FixedBytes() const {
   const size_t meta = BlockPool::BlockCost(0, 0) + block_round_;  // per future block: its slot, its rounding at worst
   const size_t f16 = footprint_.Block(KvFormat::kF16, KvFormat::kF16);
-  size_t fixed = committed_ + footprint_.Overhead(options_.threads) + footprint_.AppendExtra(options_.prefill_tokens) +
+  // Sealed blocks: the units' own, or — when blocks outlive their unit (a finished request's
+  // prompt blocks kept by the engine's prefix cache, a Cocktail context's) — every live block of
+  // the store as measured, whichever is more.
+  size_t sealed = committed_;
+  if (store_) sealed = std::max(sealed, store_->pool().payload_bytes() + store_->pool().live_blocks() * BlockPool::BlockCost(0, 0));
+  size_t fixed = sealed + footprint_.Overhead(options_.threads) + footprint_.PrefillExtra(options_.prefill_tokens) +
                  (store_ ? store_->pool().SlackAllowance() : BlockPool().SlackAllowance());
   for (const auto& [id, u] : units_) {
     fixed += Reserve(u);

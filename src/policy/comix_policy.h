@@ -45,9 +45,9 @@ struct ComixOptions {
   // agents that join after it need. 0 = upgrades may use everything.
   double join_reserve = 0;
   // The KV store's window rows, attention threads and the forward's micro-batch (one synchronous
-  // call — a document's prefill, a scored text — appends that many rows at a time beside the
-  // step's sequences, behind an unaligned window at worst: KvFootprint::AppendExtra): the
-  // non-block bytes of the projection (KvFootprint) — the engine sets them to its own.
+  // call — a document's prefill, a scored text — appends that many rows at a time at block
+  // boundaries beside the step's sequences: KvFootprint::PrefillExtra): the non-block bytes of
+  // the projection (KvFootprint) — the engine sets them to its own.
   WindowFormat window = WindowFormat::kF16;
   size_t threads = 1;
   size_t prefill_tokens = 32;
@@ -101,8 +101,9 @@ class ComixPolicy : public PrecisionPolicy {
   size_t ProjectedBytes() const;
   // Bytes of sealed blocks the policy has handed out (exact, metadata included).
   size_t committed_bytes() const { return committed_; }
-  // The store this policy seals for (read for the pool's measured free slots, which the projection
-  // adds; without a store, those of an empty pool).
+  // The store this policy seals for: the projection adds the pool's measured free slots and counts
+  // every live block of the store, also those no unit owns any more (without a store: an empty
+  // pool's slots, and the units' sealed blocks).
   void SetStore(const KvStore* store) { store_ = store; }
 
   std::string HeatMap() const;  // bits per unit × layer, K and V rows
