@@ -448,6 +448,7 @@ EngineKvReport Engine::KvReport() const {
   for (const auto& [id, a] : m.agents)
     if (a.seq) r.private_bytes += m.SequenceOwnBytes(*a.seq);
   r.total_bytes = m.store->held();
+  r.overhead_bytes = m.store->Usage().scratch_bytes + m.store->pool().table_bytes();
   r.high_water_bytes = m.store->high_water();
   r.projected_bytes = m.comix && m.store->budget() ? m.comix->ProjectedBytes() : m.store->held() + m.Reserved();
   r.budget_bytes = m.store->budget();

@@ -73,7 +73,7 @@ TEST(PrefixCache, EvictsLeastRecentlyUsedLeavesAndFreesPoolBytes) {
   auto b = f.InsertChain(Tokens(96, 1000));
   f.cache.Touch(a);  // b is now the least recently used
   const size_t payload = (f.pool.payload_bytes() - before) / 6;
-  const size_t per_block = payload + BlockPool::BlockCost(0, 0);  // and its slot (which the pool keeps)
+  const size_t per_block = payload + kLayers * BlockPool::BlockCost(0, 0);  // and its slots (the pool keeps them)
   EXPECT_EQ(f.cache.EvictableBytes(), 6 * per_block);
   EXPECT_EQ(f.cache.Evict(1), per_block);  // one leaf of b
   EXPECT_EQ(f.cache.Match(b), 2u);         // b's first blocks stay reachable
