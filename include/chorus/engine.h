@@ -161,7 +161,7 @@ struct EngineKvReport {
   size_t shared_bytes = 0;   // blocks + tails of live shared contexts
   size_t private_bytes = 0;  // every running agent's own KV
   size_t total_bytes = 0;    // everything the KV layer holds (pool + windows + tables + scratch)
-  size_t overhead_bytes = 0;    // of which no request's: the store's scratch and the pool's slot table
+  size_t overhead_bytes = 0;    // of which no one's: the store's scratch and the pool's free slots
   size_t high_water_bytes = 0;  // the most it held at any instant, inside steps included (<= budget)
   // The most it can hold from now on with the running requests: held + what each may still take
   // under its projection (KvFootprint) and the pool's slot growth; comix: CoMix's projection.

@@ -67,6 +67,12 @@ Result<std::vector<int32_t>> Engine::Impl::DocumentTokens(std::string_view text)
   return tokens;
 }
 
+size_t Engine::Impl::OverheadBytes() const {
+  // The scratch, and the pool's slot table beyond the live blocks' slots (BlockCost has those).
+  const BlockPool& bp = store->pool();
+  return store->Usage().scratch_bytes + bp.table_bytes() - bp.live_blocks() * BlockPool::BlockCost(0, 0);
+}
+
 size_t Engine::Impl::SequenceOwnBytes(const KvSequence& s) const {
   size_t b = s.window_bytes() + s.table_bytes();
   const BlockPool& bp = store->pool();
@@ -448,7 +454,7 @@ EngineKvReport Engine::KvReport() const {
   for (const auto& [id, a] : m.agents)
     if (a.seq) r.private_bytes += m.SequenceOwnBytes(*a.seq);
   r.total_bytes = m.store->held();
-  r.overhead_bytes = m.store->Usage().scratch_bytes + m.store->pool().table_bytes();
+  r.overhead_bytes = m.OverheadBytes();
   r.high_water_bytes = m.store->high_water();
   r.projected_bytes = m.comix && m.store->budget() ? m.comix->ProjectedBytes() : m.store->held() + m.Reserved();
   r.budget_bytes = m.store->budget();
@@ -472,7 +478,7 @@ EngineStats Engine::Stats() const {
     if (c.keys.empty()) s.pinned_bytes += c.bytes;  // Cocktail contexts: held, not in the cache
   s.cached_bytes = cr.idle_bytes;
   // The store's own scratch and the pool's slot table belong to no request.
-  const size_t overhead = m.store->Usage().scratch_bytes + m.store->pool().table_bytes();
+  const size_t overhead = m.OverheadBytes();
   s.in_use_bytes = s.total_bytes - std::min(s.total_bytes, s.pinned_bytes + s.cached_bytes + overhead);
   s.budget_bytes = m.store->budget();
   s.free_bytes = s.budget_bytes > s.total_bytes ? s.budget_bytes - s.total_bytes : 0;

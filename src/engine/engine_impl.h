@@ -95,6 +95,8 @@ struct Engine::Impl {
   ContextId AddContext(std::vector<int32_t> tokens, const KvSequence& seq, uint64_t hash, bool pin);
   void CollectContexts();
   size_t SequenceOwnBytes(const KvSequence& s) const;
+  // What the store holds that is no request's or context's: its scratch and free pool slots.
+  size_t OverheadBytes() const;
 
   // --- scheduler.cc
   // Validates and registers a request (phase kWaiting, not queued).
