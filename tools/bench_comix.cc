@@ -77,7 +77,8 @@ Result<ComixBenchResult> RunComixBench(const Model& model, const ComixBenchSetup
                     .family = cfg.family == "kivi" ? ComixFamily::kKivi : ComixFamily::kTq,
                     .budget_bytes = cfg.fixed_budget ? cfg.budget_bytes : 0, .avg_bits = cfg.avg_bits,
                     .sink_blocks = setup.sink_blocks, .worst_case = cfg.worst_case,
-                    .split_kv = !cfg.joint};
+                    .split_kv = !cfg.joint, .window = setup.window, .threads = size_t(setup.threads),
+                    .prefill_tokens = kBlockTokens};
     CHORUS_RETURN_IF_ERROR(ComixPolicy::Validate(co));
     auto p = std::make_unique<ComixPolicy>(co);
     comix = p.get();
@@ -91,7 +92,9 @@ Result<ComixBenchResult> RunComixBench(const Model& model, const ComixBenchSetup
   ForwardPass fwd(model, cfg.comix ? kBlockTokens : 512);
   KvStoreOptions so = fwd.StoreOptions();
   if (!is_base) so.window = setup.window;
+  so.threads = size_t(setup.threads);
   KvStore store(so, policy.get());
+  if (comix) comix->SetStore(&store);
   ThreadPool pool(setup.threads);
   ComixBenchResult r;
   r.config = cfg;

@@ -29,7 +29,7 @@ struct AgentsArgs {
 };
 
 int RunAgents(const AgentsArgs& a) {
-  auto doc = ReadFile(a.doc);
+  auto doc = ReadDocument(a.doc);
   if (!doc.ok()) return Fail(doc.status());
   auto qtext = ReadFile(a.questions);
   if (!qtext.ok()) return Fail(qtext.status());
@@ -47,7 +47,8 @@ int RunAgents(const AgentsArgs& a) {
   }
   EngineOptions eo{.model_path = a.model, .threads = a.threads, .n_ctx = static_cast<size_t>(a.ctx),
                    .private_k = a.private_k, .private_v = a.private_v, .sink_blocks = a.sink,
-                   .kv_budget_bytes = budget, .kv_avg_bits = a.avg_bits, .comix_family = a.family};
+                   .kv_budget_bytes = budget, .kv_avg_bits = a.avg_bits, .comix_family = a.family,
+                   .comix_join_reserve = 0};  // every reader is announced to Share below
   if (!a.window.empty()) {
     if (Status s = CheckEngineWindowFlag(a.window); !s.ok()) return Fail(s);
     eo.kv_window = a.window;
@@ -81,8 +82,16 @@ int RunAgents(const AgentsArgs& a) {
   const auto show = [&](size_t done, size_t total) {
     if (!a.quiet) std::fprintf(stderr, "\rprefilling the shared document: %zu/%zu tokens", done, total);
   };
-  auto ctx = a.policy == "cocktail" ? engine.ShareFor(frame->first + doc.value(), questions, show)
-                                    : engine.Share(frame->first + doc.value(), show);
+  // Every question is a reader of the document, known now: CoMix plans the document's bits for
+  // all of them (ShareOptions), so the document does not take the bytes its readers need.
+  size_t reader_tokens = 0;
+  for (const std::string& q : questions)
+    reader_tokens = std::max(reader_tokens, engine.Tokenize("\n\nQuestion: " + q + frame->second, false, true).size());
+  reader_tokens += size_t(a.max_tokens);
+  auto ctx = a.policy == "cocktail"
+                 ? engine.ShareFor(frame->first + doc.value(), questions, show)
+                 : engine.Share(frame->first + doc.value(),
+                                ShareOptions{.readers = questions.size(), .reader_tokens = reader_tokens, .progress = show});
   if (!a.quiet) std::fprintf(stderr, "\n");
   if (!ctx.ok()) return Fail(ctx.status());
   const double share_s = t_share.Seconds();
@@ -149,9 +158,11 @@ int RunAgents(const AgentsArgs& a) {
     generated += s.tokens.size();
     baseline += engine.Fp16Bytes(doc_tokens + s.prompt_tokens + s.tokens.size());
     agents_json.push_back({{"question", questions[started[i]]}, {"answer", s.text}, {"tokens", s.tokens.size()},
-                           {"prompt_tokens", s.prompt_tokens}, {"stop", s.stop},
+                           {"prompt_tokens", s.prompt_tokens}, {"stop", s.stop}, {"error", s.error},
                            {"private_bytes", s.peak_private_bytes}, {"tokens_per_s", s.tokens.size() / s.seconds}});
     if (!a.json) std::printf("\n[agent %zu] %s\n%s\n", started[i] + 1, questions[started[i]].c_str(), s.text.c_str());
+    if (s.stop == "error")
+      std::fprintf(stderr, "agent %zu failed after %zu tokens: %s\n", started[i] + 1, s.tokens.size(), s.error.c_str());
   }
   const double reduction = 100.0 * (1.0 - double(peak_total) / baseline);
   const std::string allocation = engine.AllocationReport(true);

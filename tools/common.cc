@@ -30,6 +30,14 @@ Result<std::string> ReadFile(const std::string& path) {
   return ss.str();
 }
 
+Result<std::string> ReadDocument(const std::string& path, const char* flag) {
+  CHORUS_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  if (text.find_first_not_of(" \t\r\n\f\v") == std::string::npos)
+    return Status::Error("{} '{}' is {}: there is no document to share", flag, path,
+                         text.empty() ? "empty" : "only whitespace");
+  return text;
+}
+
 Result<size_t> ParseBytes(const std::string& text) {
   size_t used = 0;
   double x = 0;

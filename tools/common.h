@@ -35,6 +35,9 @@ Result<std::unique_ptr<Model>> LoadModel(const std::string& path);
 
 // Reads a whole text file (error names the path).
 Result<std::string> ReadFile(const std::string& path);
+// A document to share (`--doc`): ReadFile, and an error naming the flag and path if the file is
+// empty or only whitespace (agents would read the chat frame alone).
+Result<std::string> ReadDocument(const std::string& path, const char* flag = "--doc");
 
 // Runs a llama.cpp reference script (scripts/ref/, llama-cpp-python) and parses the JSON object it
 // prints; the error names the command and says how to install the peer.

@@ -32,10 +32,12 @@ Result<std::unique_ptr<EvalKv>> EvalKv::Open(const PolicyFlags& flags, const KvC
   KvStoreOptions so{.n_layer = c.n_layer,
                     .shape = {.n_head = c.n_head, .n_head_kv = c.n_head_kv, .head_dim = c.head_dim},
                     .window = uniform.window,
-                    .layer_window = c.layer_window};
+                    .layer_window = c.layer_window,
+                    .threads = size_t(pool.size())};
   PrecisionPolicy* policy = nullptr;
   if (flags.policy == "comix") {
-    CHORUS_ASSIGN_OR_RETURN(ComixOptions co, ComixOptionsFor(flags, c, uniform.sink_blocks));
+    ComixOptions base{.window = uniform.window, .threads = size_t(pool.size()), .prefill_tokens = e->micro_batch()};
+    CHORUS_ASSIGN_OR_RETURN(ComixOptions co, ComixOptionsFor(flags, c, uniform.sink_blocks, base));
     e->comix_ = std::make_unique<ComixPolicy>(co);
     so.budget_bytes = flags.budget_bytes;
     policy = e->comix_.get();
@@ -45,6 +47,7 @@ Result<std::unique_ptr<EvalKv>> EvalKv::Open(const PolicyFlags& flags, const KvC
     policy = e->slot_.get();
   }
   e->store_ = std::make_unique<KvStore>(so, policy);
+  if (e->comix_) e->comix_->SetStore(e->store_.get());
   return e;
 }
 

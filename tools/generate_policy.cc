@@ -32,8 +32,8 @@ int RunGenerateWithPolicy(const GenerateArgs& a) {
                               "user turn)"));
   std::string doc;
   if (!a.doc.empty()) {
-    auto text = ReadFile(a.doc);
-    if (!text.ok()) return Fail(text.status().Context("--doc"));
+    auto text = ReadDocument(a.doc);
+    if (!text.ok()) return Fail(text.status());
     doc = text.value();
   }
   EngineOptions eo{.model_path = a.model, .threads = a.threads, .n_ctx = static_cast<size_t>(std::max(0, a.ctx)),

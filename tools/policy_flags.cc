@@ -59,10 +59,12 @@ Status CheckPolicyFlags(const CLI::App* cmd, PolicyFlags& f, bool need_query) {
   return Status::Ok();
 }
 
-Result<ComixOptions> ComixOptionsFor(const PolicyFlags& f, const ModelConfig& c, size_t sink_blocks) {
-  ComixOptions co{.n_layer = c.n_layer, .n_head = c.n_head, .n_head_kv = c.n_head_kv, .head_dim = c.head_dim,
-                  .family = f.family == "kivi" ? ComixFamily::kKivi : ComixFamily::kTq,
-                  .budget_bytes = f.budget_bytes, .avg_bits = f.avg_bits, .sink_blocks = sink_blocks};
+Result<ComixOptions> ComixOptionsFor(const PolicyFlags& f, const ModelConfig& c, size_t sink_blocks,
+                                     const ComixOptions& store) {
+  ComixOptions co = store;  // window, threads, prefill chunk: the store's
+  co.n_layer = c.n_layer, co.n_head = c.n_head, co.n_head_kv = c.n_head_kv, co.head_dim = c.head_dim;
+  co.family = f.family == "kivi" ? ComixFamily::kKivi : ComixFamily::kTq;
+  co.budget_bytes = f.budget_bytes, co.avg_bits = f.avg_bits, co.sink_blocks = sink_blocks;
   CHORUS_RETURN_IF_ERROR(ComixPolicy::Validate(co));
   return co;
 }

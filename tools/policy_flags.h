@@ -38,6 +38,8 @@ Status CheckPolicyFlags(const CLI::App* cmd, PolicyFlags& flags, bool need_query
 
 // CoMix options for a model (budget or avg-bits, family, sink blocks), checked against the model's
 // minimum budget (ComixPolicy::Validate: the error names the minimum).
-Result<ComixOptions> ComixOptionsFor(const PolicyFlags& flags, const ModelConfig& model, size_t sink_blocks);
+// `store` carries the KV store's window rows, threads and prefill chunk (the projection's).
+Result<ComixOptions> ComixOptionsFor(const PolicyFlags& flags, const ModelConfig& model, size_t sink_blocks,
+                                     const ComixOptions& store = {});
 
 }  // namespace chorus::cli

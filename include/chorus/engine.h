@@ -59,6 +59,10 @@ struct EngineOptions {
   std::string policy = "uniform";
   double kv_avg_bits = 3;
   std::string comix_family = "tq";  // "tq" (tq2/3/4) or "kivi" (kivi2/3/4)
+  // comix with a budget: the share of the headroom above the all-2-bit projection kept for
+  // readers nobody announced (a server's later requests; docs/ARCHITECTURE.md "CoMix"). A caller
+  // that announces every reader (ShareOptions::readers, as `chorus agents` does) sets 0.
+  double comix_join_reserve = 0.25;
   // Cocktail (METHODS.md §3), for contexts made with ShareFor: α, β ∈ [0, 1], α + β ≤ 1; chunks of
   // 16/32/64 tokens mapped onto 32-token blocks; encoder: a sentence-embedding model directory, or
   // empty for the model's own mean-pooled hidden states.
@@ -68,6 +72,9 @@ struct EngineOptions {
   // the fallback; kHiddenStateEncoder forces the fallback.
   std::string encoder_path = "";
   ServeOptions serve;
+  // Tests of the all-or-nothing paths: the n-th KV block allocation fails as if the budget were
+  // exhausted (KvStoreOptions::fail_block_allocation). 0 = never.
+  size_t test_fail_block = 0;
 };
 
 // How a Cocktail context was compressed (Engine::chunk_map).
@@ -92,8 +99,23 @@ struct AgentOptions {
   uint64_t seed = 0;
   int max_tokens = 128;
   bool ignore_eog = false;  // benchmarks: keep generating past end-of-generation tokens
+  // Teacher forcing (evaluations): the agent emits these ids instead of sampling, one per step
+  // (AgentState::nll sums −log p of each under the model); max_tokens is then their count.
+  std::vector<int32_t> forced_tokens = {};
 };
 
+
+// How a shared context will be read (Engine::Share). The readers a caller knows of are planned
+// for before the context is sealed: with policy "comix" each planned reader is a unit of
+// reader_tokens own tokens in the allocation, so the document's bits leave room for them (a
+// context sealed alone would take every byte the budget has). A reader that attaches takes over
+// a planned unit; readers beyond them are admitted as they come (within CoMix's join reserve).
+// Ignored by the other policies (their formats are fixed).
+struct ShareOptions {
+  size_t readers = 0;        // agents that will read the context (0: unknown)
+  size_t reader_tokens = 0;  // own tokens of each (prompt + max_tokens); 0 with readers > 0 is an error
+  std::function<void(size_t done, size_t total)> progress = {};
+};
 
 using ContextId = uint64_t;
 using AgentId = uint64_t;
@@ -105,10 +127,16 @@ struct AgentState {
   size_t cached_tokens = 0;     // prompt tokens whose KV was borrowed (context or prefix cache)
   AgentPhase phase = AgentPhase::kWaiting;
   bool done = false;
-  // "end of generation", "max tokens", "context full", "cancelled", "error" (then `error` says why)
+  // "end of generation", "max tokens", "context full", "forced tokens", "cancelled", "error" (the
+  // request failed — e.g. its KV could not be stored — and `error` says why; a failed step leaves
+  // every other request as it was)
   std::string stop;
   std::string error;
   size_t peak_private_bytes = 0;  // measured bytes of its own KV (blocks + window + table)
+  // What admission projected its own KV may hold at most (KvFootprint); 0 under comix (CoMix's
+  // allocation bounds it instead).
+  size_t projected_private_bytes = 0;
+  double nll = 0;               // Σ −log p(token) of the tokens emitted (sampled or forced) under the model
   double seconds = 0;           // wall time from spawn to done
 };
 
@@ -132,7 +160,12 @@ struct EngineStats {
 struct EngineKvReport {
   size_t shared_bytes = 0;   // blocks + tails of live shared contexts
   size_t private_bytes = 0;  // every running agent's own KV
-  size_t total_bytes = 0;    // everything the KV layer holds (pool + windows + tables)
+  size_t total_bytes = 0;    // everything the KV layer holds (pool + windows + tables + scratch)
+  size_t overhead_bytes = 0;    // of which no one's: the store's scratch and the pool's free slots
+  size_t high_water_bytes = 0;  // the most it held at any instant, inside steps included (<= budget)
+  // The most it can hold from now on with the running requests: held + what each may still take
+  // under its projection (KvFootprint) and the pool's slot growth; comix: CoMix's projection.
+  size_t projected_bytes = 0;
   size_t budget_bytes = 0;
 };
 
@@ -149,6 +182,8 @@ class Engine {
   // Prefills `text` once (raw, special tokens parsed), compresses it with the shared formats and
   // seals it read-only. The same model + tokens twice returns the same context (stored once).
   Result<ContextId> Share(std::string_view text, const Progress& progress = {});
+  // The same, saying how many readers the context will have (ShareOptions).
+  Result<ContextId> Share(std::string_view text, const ShareOptions& options);
   // Cocktail: like Share, but each 32-token block's precision (f16 / kivi4 / kivi2) is chosen by
   // the relevance of its text to `queries` (the highest precision any query asks for: the agents
   // attached when the context is sealed decide together), then the frozen block tables are

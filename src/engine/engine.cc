@@ -12,6 +12,7 @@
 #include "engine/cocktail_plan.h"   // PlanCocktail, OpenTextEncoder, OpenCocktailEncoder
 #include "engine/engine_impl.h"     // Engine::Impl
 #include "gguf/gguf.h"              // GgufFile (the model fingerprint)
+#include "kv/kv_footprint.h"        // KvFootprint
 #include "model/chat_template.h"    // ApplyChatTemplate
 #include "ops/elementwise.h"        // LogSumExp
 #include "policy/cocktail_policy.h" // CocktailPolicy
@@ -66,6 +67,12 @@ Result<std::vector<int32_t>> Engine::Impl::DocumentTokens(std::string_view text)
   return tokens;
 }
 
+size_t Engine::Impl::OverheadBytes() const {
+  // The scratch, and the pool's slot table beyond the live blocks' slots (BlockCost has those).
+  const BlockPool& bp = store->pool();
+  return store->Usage().scratch_bytes + bp.table_bytes() - bp.live_blocks() * BlockPool::BlockCost(0, 0);
+}
+
 size_t Engine::Impl::SequenceOwnBytes(const KvSequence& s) const {
   size_t b = s.window_bytes() + s.table_bytes();
   const BlockPool& bp = store->pool();
@@ -79,7 +86,8 @@ size_t Engine::Impl::SequenceOwnBytes(const KvSequence& s) const {
 
 Result<std::unique_ptr<KvSequence>> Engine::Impl::PrefillDocument(std::span<const int32_t> tokens,
                                                                   std::shared_ptr<CocktailPolicy> cocktail,
-                                                                  const Progress& progress) {
+                                                                  const Progress& progress, size_t readers,
+                                                                  size_t reader_tokens, std::vector<uint64_t>* planned) {
   const size_t L = model->config().n_layer;
   (void)L;
   // A plain document starts from whatever prefix of it the cache holds (a request's, a context's).
@@ -90,21 +98,49 @@ Result<std::unique_ptr<KvSequence>> Engine::Impl::PrefillDocument(std::span<cons
     cache->Touch(std::span<const uint64_t>(keys).first(b.blocks));
   }
   const size_t k = b.blocks;
+  const bool unit = comix && !cocktail;  // a Cocktail context's map decides its blocks
+  if (!unit) {  // CoMix admits the document as a unit below; otherwise the projection, like a request's
+    const size_t n = tokens.size() / kBlockTokens;  // a Cocktail map's blocks: f16 at most
+    const size_t need = BlockBytes(k, n, n, cocktail != nullptr) +
+                        KvFootprint(store->options()).Sequence(tokens.size(), std::min(tokens.size() - k * kBlockTokens, prefill_rows));
+    if (std::string why; !MakeRoom(need, &why))
+      return Status::Error("the shared document's KV needs up to {} bytes ({} tokens), but {}", need, tokens.size(),
+                           why);
+  }
   std::unique_ptr<KvSequence> seq = store->NewSequence(tokens.size(), b.view());
   // Readers recompute the document's tail block: its windowed layers keep what they will see.
   seq->set_keep_from(tokens.size() / kBlockTokens * kBlockTokens);
   const uint64_t sid = seq->id();
-  const bool unit = comix && !cocktail;  // a Cocktail context's map decides its blocks
   if (cocktail) policy->SetCocktail(sid, std::move(cocktail), /*whole=*/true);
   else policy->SetSharedBlocks(sid, SIZE_MAX);
   if (unit) {
-    if (Status s = comix->AddUnit(sid, tokens.size() - k * kBlockTokens, k * kBlockTokens, 1.0,
-                                  fmt::format("shared #{}", next_context));
-        !s.ok()) {
+    const auto add = [&] {
+      return comix->AddUnit(sid, tokens.size() - k * kBlockTokens, k * kBlockTokens, 1.0,
+                            fmt::format("shared #{}", next_context));
+    };
+    Status s = add();
+    if (!s.ok() && cache->EvictableBytes() > 0) {  // CoMix counts idle cached blocks as held: free them
+      cache->Evict(cache->EvictableBytes());
+      s = add();
+    }
+    if (!s.ok()) {
       policy->Forget(sid);
       return s.Context("shared document");
     }
+    // The readers the caller knows of, planned before the document is sealed: each a unit of its
+    // own, taken over by the real agent when it attaches (as many as fit: the rest will queue).
+    for (size_t r = 0; r < readers && planned; ++r) {
+      const uint64_t u = kPlannedReaderBit | next_planned++;
+      if (!comix->AddUnit(u, reader_tokens, tokens.size(), 1.0, fmt::format("planned reader {}", r + 1)).ok()) break;
+      planned->push_back(u);
+    }
+    comix->SetWeight(sid, double(std::max<size_t>(1, planned ? planned->size() : 0)));
   }
+  const auto drop_planned = [&] {
+    if (!planned) return;
+    for (uint64_t u : *planned) comix->RemoveUnit(u);
+    planned->clear();
+  };
   counters.prefix_queried_tokens += tokens.size();
   counters.prefix_hit_tokens += k * kBlockTokens;
   for (size_t done = k * kBlockTokens; done < tokens.size();) {
@@ -112,7 +148,10 @@ Result<std::unique_ptr<KvSequence>> Engine::Impl::PrefillDocument(std::span<cons
     Status s = fwd->Run(tokens.subspan(done, n), *seq, *pool, LogitsFor::kLast, nullptr);
     if (!s.ok()) {
       policy->Forget(sid);
-      if (unit) comix->RemoveUnit(sid);
+      if (unit) {
+        comix->RemoveUnit(sid);
+        drop_planned();
+      }
       return s.Context("prefilling the shared document");
     }
     done += n;
@@ -162,6 +201,8 @@ void Engine::Impl::CollectContexts() {
     if (c.user_refs == 0 && !read) {
       if (!c.keys.empty()) cache->Unpin(c.keys);  // the blocks stay cached (evictable) after this
       if (comix && c.comix_unit) comix->RemoveUnit(c.comix_unit);
+      if (comix)
+        for (uint64_t u : c.planned) comix->RemoveUnit(u);
       for (const auto& t : c.tables)
         for (BlockId b : t) store->pool().Unref(b);
       by_hash.erase(c.hash);
@@ -205,6 +246,8 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options) {
     return Status::Error("prefill chunk {} / max prefill {} must be multiples of {} with chunk <= max, and max running "
                          "{} >= 1",
                          so.prefill_chunk, so.max_prefill, kBlockTokens, so.max_running);
+  if (!(options.comix_join_reserve >= 0 && options.comix_join_reserve <= 1))
+    return Status::Error("comix join reserve must be in [0, 1], got {}", options.comix_join_reserve);
   CHORUS_RETURN_IF_ERROR(ValidateCocktailOptions({.alpha = options.cocktail_alpha, .beta = options.cocktail_beta,
                                                    .chunk_tokens = options.cocktail_chunk_tokens}));
   if (!options.encoder_path.empty() && options.encoder_path != kHiddenStateEncoder) {
@@ -212,12 +255,20 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options) {
     if (!enc.ok()) return enc.status();
     impl->encoder = std::move(enc).value();
   }
+  // "auto": q8 rows unless the shared formats are f16 (the uncompressed baseline stays exact).
+  const bool f16_shared = options.shared_k == "f16" && options.shared_v == "f16" && options.policy == "uniform";
+  auto window = ParseWindowFormat(options.kv_window == "auto" ? (f16_shared ? "f16" : "q8") : options.kv_window);
+  if (!window.ok()) return window.status().Context("kv_window");
+  const int threads = options.threads > 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
   impl->policy = std::make_unique<RoutingPolicy>(impl->shared_cfg, impl->private_cfg);
   if (options.policy == "comix") {
     ComixOptions co{.n_layer = c.n_layer, .n_head = c.n_head, .n_head_kv = c.n_head_kv, .head_dim = c.head_dim,
                     .budget_bytes = options.kv_budget_bytes, .avg_bits = options.kv_avg_bits,
                     .sink_blocks = options.sink_blocks,
-                    .join_reserve = options.kv_budget_bytes ? 0.25 : 0.0};  // room for agents joining later
+                    .join_reserve = options.kv_budget_bytes ? options.comix_join_reserve : 0.0,
+                    .window = *window,
+                    .threads = static_cast<size_t>(threads),
+                    .prefill_tokens = kBlockTokens};  // the comix forward's micro-batch (below)
     if (options.comix_family == "kivi") co.family = ComixFamily::kKivi;
     else if (options.comix_family != "tq")
       return Status::Error("unknown comix family '{}' (valid: tq, kivi)", options.comix_family);
@@ -227,16 +278,15 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options) {
   } else if (options.policy != "uniform" && options.policy != "cocktail") {
     return Status::Error("unknown KV policy '{}' (valid: uniform, comix, cocktail)", options.policy);
   }
-  // "auto": q8 rows unless the shared formats are f16 (the uncompressed baseline stays exact).
-  const bool f16_shared = options.shared_k == "f16" && options.shared_v == "f16" && options.policy == "uniform";
-  auto window = ParseWindowFormat(options.kv_window == "auto" ? (f16_shared ? "f16" : "q8") : options.kv_window);
-  if (!window.ok()) return window.status().Context("kv_window");
   KvStoreOptions sto{.n_layer = c.n_layer,
                      .shape = {.n_head = c.n_head, .n_head_kv = c.n_head_kv, .head_dim = c.head_dim},
                      .budget_bytes = options.kv_budget_bytes,
                      .window = *window,
-                     .layer_window = c.layer_window};
+                     .layer_window = c.layer_window,
+                     .threads = static_cast<size_t>(threads),
+                     .fail_block_allocation = options.test_fail_block};
   impl->store = std::make_unique<KvStore>(sto, impl->policy.get());
+  if (impl->comix) impl->comix->SetStore(impl->store.get());
   impl->cache = std::make_unique<PrefixCache>(impl->store->pool());
   // Everything that changes a block's bytes goes into the prefix keys.
   const std::string settings = fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", options.shared_k, options.shared_v,
@@ -250,22 +300,39 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options) {
   // Batched steps take up to max_running decode rows beside a prefill chunk in one pass.
   impl->fwd = std::make_unique<ForwardPass>(*impl->model, options.policy == "comix" ? kBlockTokens : 512,
                                             so.max_prefill + so.max_running);
-  const int threads = options.threads > 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
   impl->pool = std::make_unique<ThreadPool>(threads);
+  impl->prefill_rows = std::max(so.max_prefill, options.policy == "comix" ? kBlockTokens : size_t{512});
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 
 Result<ContextId> Engine::Share(std::string_view text, const Progress& progress) {
+  return Share(text, ShareOptions{.progress = progress});
+}
+
+Result<ContextId> Engine::Share(std::string_view text, const ShareOptions& options) {
   Impl& m = *impl_;
   CHORUS_ASSIGN_OR_RETURN(std::vector<int32_t> tokens, m.DocumentTokens(text));
+  if (options.readers > 0 && options.reader_tokens == 0)
+    return Status::Error("ShareOptions: {} readers planned but reader_tokens is 0 (prompt + max_tokens of each)",
+                         options.readers);
+  if (options.readers > 0 && tokens.size() + options.reader_tokens > m.n_ctx)
+    return Status::Error("ShareOptions: document ({}) + reader_tokens ({}) exceed the context of {}", tokens.size(),
+                         options.reader_tokens, m.n_ctx);
   const uint64_t hash = HashTokens(m.salt, tokens);
   if (auto it = m.by_hash.find(hash); it != m.by_hash.end()) {
     m.contexts[it->second].user_refs++;
     return it->second;
   }
-  CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<KvSequence> seq, m.PrefillDocument(tokens, nullptr, progress));
+  std::vector<uint64_t> planned;
+  CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<KvSequence> seq,
+                          m.PrefillDocument(tokens, nullptr, options.progress, options.readers,
+                                            options.reader_tokens, &planned));
   const ContextId id = m.AddContext(std::move(tokens), *seq, hash, /*pin=*/true);
-  if (m.comix) m.contexts.at(id).comix_unit = seq->id();  // its blocks stay in CoMix's accounting
+  if (m.comix) {
+    m.contexts.at(id).comix_unit = seq->id();  // its blocks stay in CoMix's accounting
+    m.contexts.at(id).planned = std::move(planned);
+    m.contexts.at(id).planned_tokens = options.reader_tokens;
+  }
   return id;
 }
 
@@ -340,7 +407,16 @@ Result<Engine::ScoreResult> Engine::Score(ContextId context, std::span<const int
     return Status::Error("context ({}) + text ({}) exceed the context of {}", ctx.tokens.size(), tokens.size(), m.n_ctx);
   // The context's full blocks are borrowed; its tail is prefilled, then the text is scored.
   const size_t borrowed = ctx.tokens.size() / kBlockTokens * kBlockTokens;
-  auto seq = m.store->NewSequence(ctx.tokens.size() + tokens.size(), {.tables = ctx.tables, .first = ctx.first});
+  const size_t cap = ctx.tokens.size() + tokens.size();
+  if (!m.comix) {  // comix registers the text as a unit below
+    // The tail of the context, then the text: every forward call starts at a block boundary.
+    const KvFootprint fp(m.store->options());
+    const size_t need = m.BlockBytes(borrowed / kBlockTokens, 0, cap / kBlockTokens) +
+                        fp.Sequence(cap, std::min<size_t>(512, tokens.size()));
+    if (std::string why; !m.MakeRoom(need, &why))
+      return Status::Error("scoring {} tokens needs up to {} bytes of KV, but {}", tokens.size(), need, why);
+  }
+  auto seq = m.store->NewSequence(cap, {.tables = ctx.tables, .first = ctx.first});
   if (m.comix)
     CHORUS_RETURN_IF_ERROR(m.comix->AddUnit(seq->id(), ctx.tokens.size() + tokens.size() - borrowed, borrowed, 1.0,
                                             "scored text"));
@@ -356,8 +432,11 @@ Result<Engine::ScoreResult> Engine::Score(ContextId context, std::span<const int
                                       LogitsFor::kLast, nullptr));
   ScoreResult r;
   std::vector<float> logits(std::min<size_t>(512, tokens.size()) * V);
-  for (size_t done = 0; done < tokens.size(); done += 512) {
-    const size_t n = std::min<size_t>(512, tokens.size() - done);
+  for (size_t done = 0, n = 0; done < tokens.size(); done += n) {
+    // The first piece completes the context's partial block: every Append starts at a block
+    // boundary (the projection's prefill).
+    n = std::min<size_t>(512, tokens.size() - done);
+    if (seq->size() % kBlockTokens) n = std::min(n, kBlockTokens - seq->size() % kBlockTokens);
     CHORUS_RETURN_IF_ERROR(m.fwd->Run(tokens.subspan(done, n), *seq, *m.pool, LogitsFor::kAll, logits.data()));
     for (size_t j = 0; j < n && done + j + 1 < tokens.size(); ++j) {
       const float* row = logits.data() + j * V;
@@ -374,8 +453,11 @@ EngineKvReport Engine::KvReport() const {
   for (const auto& [id, c] : m.contexts) r.shared_bytes += c.bytes;
   for (const auto& [id, a] : m.agents)
     if (a.seq) r.private_bytes += m.SequenceOwnBytes(*a.seq);
-  r.total_bytes = m.store->Usage().total();
-  r.budget_bytes = m.store->pool().budget();
+  r.total_bytes = m.store->held();
+  r.overhead_bytes = m.OverheadBytes();
+  r.high_water_bytes = m.store->high_water();
+  r.projected_bytes = m.comix && m.store->budget() ? m.comix->ProjectedBytes() : m.store->held() + m.Reserved();
+  r.budget_bytes = m.store->budget();
   return r;
 }
 
@@ -395,8 +477,10 @@ EngineStats Engine::Stats() const {
   for (const auto& [id, c] : m.contexts)
     if (c.keys.empty()) s.pinned_bytes += c.bytes;  // Cocktail contexts: held, not in the cache
   s.cached_bytes = cr.idle_bytes;
-  s.in_use_bytes = s.total_bytes - std::min(s.total_bytes, s.pinned_bytes + s.cached_bytes);
-  s.budget_bytes = m.store->pool().budget();
+  // The store's own scratch and the pool's slot table belong to no request.
+  const size_t overhead = m.OverheadBytes();
+  s.in_use_bytes = s.total_bytes - std::min(s.total_bytes, s.pinned_bytes + s.cached_bytes + overhead);
+  s.budget_bytes = m.store->budget();
   s.free_bytes = s.budget_bytes > s.total_bytes ? s.budget_bytes - s.total_bytes : 0;
   return s;
 }

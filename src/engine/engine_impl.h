@@ -35,6 +35,7 @@ struct Engine::Impl {
   std::unique_ptr<ForwardPass> fwd;
   std::unique_ptr<ThreadPool> pool;
   size_t n_ctx = 0;
+  size_t prefill_rows = 0;       // the most prompt rows one forward call appends to a sequence
   uint64_t salt = 0;             // prefix keys: model fingerprint + every KV setting
   std::vector<float> logits;     // (rows, n_vocab)
   EngineStats counters;          // the monotonic counters of Stats()
@@ -48,11 +49,15 @@ struct Engine::Impl {
     size_t user_refs = 0;
     size_t bytes = 0;                          // measured: the blocks' cost
     uint64_t comix_unit = 0;                   // comix: the unit its blocks were sealed under
+    std::vector<uint64_t> planned;             // comix: units of readers planned by Share, not yet attached
+    size_t planned_tokens = 0;                 // own tokens of each planned reader
     std::shared_ptr<CocktailPolicy> cocktail;  // a Cocktail context's map (its readers' tail block follows it)
   };
   std::map<ContextId, Context> contexts;
   std::map<uint64_t, ContextId> by_hash;
   ContextId next_context = 1;
+  static constexpr uint64_t kPlannedReaderBit = uint64_t{1} << 63;  // planned units' ids: no sequence has one
+  uint64_t next_planned = 1;
   std::unique_ptr<TextEncoder> encoder;             // Cocktail's, opened on first use
   std::map<ContextId, ChunkMapReport> chunk_maps;   // Cocktail contexts (stale ids are never reused)
 
@@ -81,12 +86,17 @@ struct Engine::Impl {
   Result<std::vector<int32_t>> DocumentTokens(std::string_view text) const;
   // Prefills `tokens` into a new sequence (borrowing what the prefix cache holds when `from_cache`),
   // sealed with the shared formats or under a Cocktail map, and returns it with its full blocks.
+  // comix: `readers` units of reader_tokens each are planned first (their ids in *planned).
   Result<std::unique_ptr<KvSequence>> PrefillDocument(std::span<const int32_t> tokens,
                                                       std::shared_ptr<CocktailPolicy> cocktail,
-                                                      const Progress& progress);
+                                                      const Progress& progress, size_t readers = 0,
+                                                      size_t reader_tokens = 0,
+                                                      std::vector<uint64_t>* planned = nullptr);
   ContextId AddContext(std::vector<int32_t> tokens, const KvSequence& seq, uint64_t hash, bool pin);
   void CollectContexts();
   size_t SequenceOwnBytes(const KvSequence& s) const;
+  // What the store holds that is no request's or context's: its scratch and free pool slots.
+  size_t OverheadBytes() const;
 
   // --- scheduler.cc
   // Validates and registers a request (phase kWaiting, not queued).
@@ -101,10 +111,19 @@ struct Engine::Impl {
     BorrowedBlocks view() const { return {.tables = tables, .first = first}; }
   };
   Borrow BorrowFromCache(std::span<const uint64_t> keys, size_t max_blocks) const;
-  // Bytes a request's own KV will take (prompt of len tokens, max_tokens answer) if `borrowed`
-  // leading blocks come from elsewhere.
-  size_t ProjectedBytes(size_t len, size_t max_tokens, size_t borrowed) const;
+  // The most bytes a request's own KV can hold at any instant (prompt of len tokens, max_tokens
+  // answer) if `borrowed` leading blocks come from elsewhere: KvFootprint, the one projection.
+  // cocktail: the prompt's own blocks follow a Cocktail map (f16 at most).
+  size_t ProjectedBytes(size_t len, size_t max_tokens, size_t borrowed, bool cocktail = false) const;
+  // Bytes of a sequence's own blocks [from, all_blocks) (all layers): sinks f16, prompt blocks at
+  // the shared formats (f16 with f16_prompt), the rest at the private ones.
+  size_t BlockBytes(size_t from, size_t prompt_blocks, size_t all_blocks, bool f16_prompt = false) const;
+  // Bytes running requests may still take beyond what they hold (their projections), and the
+  // pool's slot growth.
   size_t Reserved() const;
+  // Whether `need` more bytes fit the budget beside what is held and reserved, evicting idle
+  // cached blocks if needed; if not, *why says what is free (nothing is reserved either way).
+  bool MakeRoom(size_t need, std::string* why);
   // Admission: borrow, check the budget (evicting idle cached blocks if needed), register with
   // CoMix. kNotNow: does not fit yet (nothing changed); an error: it can never run.
   enum class Admit { kAdmitted, kNotNow };

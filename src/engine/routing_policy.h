@@ -29,6 +29,9 @@ class RoutingPolicy : public PrecisionPolicy {
   void Observe(const Observation& obs) override {
     if (all_) all_->Observe(obs);
   }
+  void Unseal(const BlockInfo& info, const BlockFormats& f) override {  // CoMix counts sealed blocks
+    if (all_) all_->Unseal(info, f);
+  }
   void UseForAll(PrecisionPolicy* p) { all_ = p; }  // comix: one policy for every sequence
   // Blocks [0, n) of the sequence get the shared formats (SIZE_MAX: all of them).
   void SetSharedBlocks(uint64_t seq_id, size_t n) { shared_blocks_[seq_id] = n; }

@@ -6,6 +6,8 @@
 #include <algorithm>
 
 #include "engine/engine_impl.h"  // Engine::Impl
+#include "kv/kv_footprint.h"      // KvFootprint
+#include "ops/elementwise.h"      // LogSumExp
 
 namespace chorus {
 
@@ -20,6 +22,13 @@ Result<AgentId> Engine::Impl::NewAgent(std::vector<int32_t> prompt, ContextId co
   const size_t V = model->config().n_vocab;
   for (int32_t t : prompt)
     if (t < 0 || static_cast<size_t>(t) >= V) return Status::Error("prompt token id {} is outside the vocabulary [0, {})", t, V);
+  if (!options.forced_tokens.empty()) {
+    if (options.forced_tokens.size() != static_cast<size_t>(options.max_tokens))
+      return Status::Error("{} forced tokens but max_tokens is {} (they must be equal)", options.forced_tokens.size(),
+                           options.max_tokens);
+    for (int32_t t : options.forced_tokens)
+      if (t < 0 || static_cast<size_t>(t) >= V) return Status::Error("forced token id {} is outside the vocabulary [0, {})", t, V);
+  }
   const size_t total = prompt.size() + static_cast<size_t>(options.max_tokens);
   if (total > n_ctx)
     return Status::Error("prompt ({} tokens) + max_tokens ({}) = {} tokens exceed the context of {}", prompt.size(),
@@ -33,15 +42,15 @@ Result<AgentId> Engine::Impl::NewAgent(std::vector<int32_t> prompt, ContextId co
   a.state.prompt_tokens = prompt.size();
   a.prompt = std::move(prompt);
   // Can it ever run? Its own KV (nothing borrowed) must fit next to the pinned contexts.
-  const size_t budget = store->pool().budget();
+  const size_t budget = store->budget();
   if (budget != 0 && !comix) {
-    size_t pinned = 0;
+    size_t pinned = KvFootprint(store->options()).Overhead(static_cast<size_t>(pool->size()));
     for (const auto& [cid, c] : contexts) pinned += c.bytes;
     const size_t best = context ? contexts.at(context).tokens.size() / kBlockTokens : 0;
     const size_t need = ProjectedBytes(a.prompt.size(), options.max_tokens, std::min(best, (a.prompt.size() - 1) / kBlockTokens));
     if (need + pinned > budget)
       return Status::Error("request refused: its KV needs about {} bytes ({} prompt + {} answer tokens), more than the "
-                           "{}-byte budget leaves beside {} bytes of pinned contexts",
+                           "{}-byte budget leaves beside {} bytes of pinned contexts and the store's scratch",
                            need, a.prompt.size(), options.max_tokens, budget, pinned);
   }
   const AgentId id = next_agent++;
@@ -49,31 +58,24 @@ Result<AgentId> Engine::Impl::NewAgent(std::vector<int32_t> prompt, ContextId co
   return id;
 }
 
-size_t Engine::Impl::ProjectedBytes(size_t len, size_t max_tokens, size_t borrowed) const {
-  const ModelConfig& c = model->config();
-  const KvGeometry g = store->geometry();
-  auto cost = [&](const KvConfig& cfg) {
-    return BlockPool::BlockCost(KvBlockBytes(cfg.k, KvSide::kKey, g), KvBlockBytes(cfg.v, KvSide::kValue, g));
-  };
-  const size_t f16 = BlockPool::BlockCost(KvBlockBytes(KvFormat::kF16, KvSide::kKey, g),
-                                          KvBlockBytes(KvFormat::kF16, KvSide::kValue, g));
+size_t Engine::Impl::BlockBytes(size_t from, size_t prompt_blocks, size_t all_blocks, bool f16_prompt) const {
+  const KvFootprint fp(store->options());
+  const size_t f16 = fp.Block(KvFormat::kF16, KvFormat::kF16), own = fp.Block(private_cfg.k, private_cfg.v);
+  const size_t shared = f16_prompt ? f16 : fp.Block(shared_cfg.k, shared_cfg.v);
+  size_t bytes = 0;  // per layer (a sliding-window layer frees some: an upper bound)
+  for (size_t b = from; b < all_blocks; ++b) bytes += b < shared_cfg.sink_blocks ? f16 : b < prompt_blocks ? shared : own;
+  return model->config().n_layer * bytes;
+}
+
+size_t Engine::Impl::ProjectedBytes(size_t len, size_t max_tokens, size_t borrowed, bool cocktail) const {
   const size_t total = len + max_tokens;
-  const size_t prompt_blocks = len / kBlockTokens, all_blocks = total / kBlockTokens;
-  size_t blocks = 0;
-  for (size_t b = borrowed; b < all_blocks; ++b)
-    blocks += b < shared_cfg.sink_blocks ? f16 : b < prompt_blocks ? cost(shared_cfg) : cost(private_cfg);
-  // Window: ≤ 32 stored rows per layer (K and V), plus one layer's native rows while a step runs
-  // (the window and the step's rows of this sequence, f16, and their stored copy for q8 windows).
-  const WindowFormat wf = store->options().window;
-  const size_t rb = WindowRowBytes(wf, c.n_head_kv, c.head_dim);
-  const size_t step_rows = kBlockTokens + std::min(len - borrowed * kBlockTokens, options.serve.max_prefill);
-  const size_t window = c.n_layer * kBlockTokens * 2 * rb +
-                        step_rows * 2 * (c.kv_dim() * sizeof(uint16_t) + (wf == WindowFormat::kF16 ? 0 : rb));
-  return c.n_layer * (blocks + (all_blocks + 1) * sizeof(BlockId)) + window;
+  // Prompt rows go in at block boundaries, at most prefill_rows per forward call (see RunStep).
+  return BlockBytes(borrowed, len / kBlockTokens, total / kBlockTokens, cocktail) +
+         KvFootprint(store->options()).Sequence(total, std::min(len - borrowed * kBlockTokens, prefill_rows));
 }
 
 size_t Engine::Impl::Reserved() const {
-  size_t r = 0;
+  size_t r = store->pool().SlackAllowance();  // the pool's slot table may grow by a chunk
   for (const auto& [id, a] : agents)
     if (a.seq) {
       const size_t held = SequenceOwnBytes(*a.seq);
@@ -82,11 +84,26 @@ size_t Engine::Impl::Reserved() const {
   return r;
 }
 
+bool Engine::Impl::MakeRoom(size_t need, std::string* why) {
+  const size_t budget = store->budget();
+  if (budget == 0) return true;
+  auto used = [&] { return store->held() + Reserved(); };
+  // Idle cached blocks go first (an evicted block's pool slot stays: evict until it fits or none is left).
+  while (used() + need > budget && cache->Evict(used() + need - budget) > 0) {
+  }
+  const size_t u = used();
+  if (u + need <= budget) return true;
+  *why = fmt::format("{} of the {}-byte budget are free ({} bytes held, {} more still to be taken by running requests)",
+                     u > budget ? 0 : budget - u, budget, store->held(), u - store->held());
+  return false;
+}
+
 void Engine::Impl::UpdateReaders(ContextId context) {
   auto it = contexts.find(context);
   if (!comix || it == contexts.end() || it->second.comix_unit == 0) return;
   size_t k = 0;
   for (const auto& [id, a] : agents) k += a.seq && a.context == context;
+  k += it->second.planned.size();  // readers still to come weigh as much as the running ones
   comix->SetWeight(it->second.comix_unit, double(std::max<size_t>(1, k)));
 }
 
@@ -128,25 +145,39 @@ Result<Engine::Impl::Admit> Engine::Impl::TryAdmit(AgentId id, Agent& a) {
   }
   const size_t k = borrowed.blocks();
   const size_t total = len + static_cast<size_t>(a.options.max_tokens);
-  const size_t need = ProjectedBytes(len, a.options.max_tokens, k);
+  const size_t need = ProjectedBytes(len, a.options.max_tokens, k, a.context && contexts.at(a.context).cocktail);
   // The borrowed blocks are referenced first, so making room cannot evict them.
   std::unique_ptr<KvSequence> seq = store->NewSequence(total, borrowed);
-  const size_t budget = store->pool().budget();
-  if (budget != 0 && !comix) {  // comix admits through its own 2-bit projection below
-    auto used = [&] { return store->Usage().total() + Reserved(); };
-    if (used() + need > budget) cache->Evict(used() + need - budget);
-    if (used() + need > budget) {
-      const size_t u = used();
-      last_refusal = fmt::format("its KV needs about {} bytes ({} prompt tokens, {} of them cached, + {} answer tokens "
-                                 "at {}/{}), but only {} of the {}-byte budget are free",
-                                 need, len, k * kBlockTokens, a.options.max_tokens, KvFormatName(private_cfg.k),
-                                 KvFormatName(private_cfg.v), u > budget ? 0 : budget - u, budget);
-      return Admit::kNotNow;
-    }
+  std::string why;
+  // The new sequence's bookkeeping is held already: only the rest of its projection is asked for.
+  if (!comix && !MakeRoom(need - std::min(need, SequenceOwnBytes(*seq)), &why)) {  // comix admits through its own 2-bit projection below
+    last_refusal = fmt::format("its KV needs up to {} bytes ({} prompt tokens, {} of them cached, + {} answer tokens "
+                               "at {}/{}), but {}",
+                               need, len, k * kBlockTokens, a.options.max_tokens, KvFormatName(private_cfg.k),
+                               KvFormatName(private_cfg.v), why);
+    return Admit::kNotNow;
   }
   if (comix) {
-    if (Status s = comix->AddUnit(seq->id(), total - k * kBlockTokens, k * kBlockTokens, 1.0, fmt::format("agent {}", id));
-        !s.ok()) {
+    // A reader the caller planned for (ShareOptions::readers) takes over its planned unit.
+    std::vector<uint64_t>* planned = a.context ? &contexts.at(a.context).planned : nullptr;
+    uint64_t took = 0;
+    if (planned && !planned->empty()) {
+      took = planned->back();
+      planned->pop_back();
+      comix->RemoveUnit(took);
+    }
+    const auto add = [&] {
+      return comix->AddUnit(seq->id(), total - k * kBlockTokens, k * kBlockTokens, 1.0, fmt::format("agent {}", id));
+    };
+    Status s = add();
+    if (!s.ok() && cache->EvictableBytes() > 0) {  // CoMix counts idle cached blocks as held: free them
+      cache->Evict(cache->EvictableBytes());
+      s = add();
+    }
+    if (!s.ok()) {
+      const Context& c = contexts.at(a.context);
+      if (took && comix->AddUnit(took, c.planned_tokens, c.tokens.size(), 1.0, "planned reader").ok())
+        planned->push_back(took);  // the reservation stays for a reader that fits
       last_refusal = s.message();
       return Admit::kNotNow;
     }
@@ -158,7 +189,8 @@ Result<Engine::Impl::Admit> Engine::Impl::TryAdmit(AgentId id, Agent& a) {
   a.seq = std::move(seq);
   a.prefilled = k * kBlockTokens;
   a.inserted = k;
-  a.reserved_bytes = need;
+  a.reserved_bytes = comix ? 0 : need;  // comix: CoMix's allocation holds the unit's bytes
+  a.state.projected_private_bytes = a.reserved_bytes;
   a.state.cached_tokens = k * kBlockTokens;
   a.state.phase = AgentPhase::kPrefill;
   a.timer = Timer();
@@ -197,16 +229,19 @@ void Engine::Impl::InsertPromptBlocks(AgentId id, Agent& a) {
 void Engine::Impl::Accept(AgentId id, const float* row) {
   Agent& a = agents.at(id);
   const Tokenizer& tok = model->tokenizer();
-  const int32_t t = a.sampler->Sample(row, model->config().n_vocab);
-  if (tok.IsEndOfGeneration(t) && !a.options.ignore_eog) {
+  const size_t V = model->config().n_vocab;
+  const bool forced = !a.options.forced_tokens.empty();
+  const int32_t t = forced ? a.options.forced_tokens[a.state.tokens.size()] : a.sampler->Sample(row, V);
+  if (!forced && tok.IsEndOfGeneration(t) && !a.options.ignore_eog) {
     Finish(id, "end of generation");
     return;
   }
+  a.state.nll += LogSumExp(row, V) - row[t];
   a.state.tokens.push_back(t);
   a.state.text += tok.TokenToPiece(t);
   counters.generated_tokens++;
   a.state.peak_private_bytes = std::max(a.state.peak_private_bytes, SequenceOwnBytes(*a.seq));
-  if (a.state.tokens.size() >= static_cast<size_t>(a.options.max_tokens)) Finish(id, "max tokens");
+  if (a.state.tokens.size() >= static_cast<size_t>(a.options.max_tokens)) Finish(id, forced ? "forced tokens" : "max tokens");
   else if (a.seq->size() >= a.seq->capacity()) Finish(id, "context full");
 }
 
@@ -300,8 +335,10 @@ Status Engine::Impl::RunStep() {
     const size_t left = a.prompt.size() - a.prefilled;
     size_t take = std::min(left, budget);
     if (comix) take = std::min(take, kBlockTokens - a.prefilled % kBlockTokens);  // one block per pass (see Open)
-    if (take < left && (a.prefilled + take) % kBlockTokens && take > (a.prefilled + take) % kBlockTokens)
-      take -= (a.prefilled + take) % kBlockTokens;  // end chunks on block boundaries
+    // End chunks on block boundaries (the next one then starts on one: KvFootprint's prefill), or
+    // wait for a step with room for a whole block.
+    if (take < left) take -= (a.prefilled + take) % kBlockTokens;
+    if (take == 0) continue;
     plan.push_back({id, take, take == left});
     tokens.insert(tokens.end(), a.prompt.begin() + a.prefilled, a.prompt.begin() + a.prefilled + take);
     budget -= take;
@@ -318,6 +355,18 @@ Status Engine::Impl::RunStep() {
   counters.last_step_rows = tokens.size();
   counters.last_step_prefill_tokens = tokens.size() - decode_rows;
   if (Status s = fwd->RunRows(tokens, batch, *pool, logit_rows, logits.data()); !s.ok()) {
+    // All or nothing per request: the forward rolled every sequence back. The request whose KV
+    // could not be stored fails with the reason (its KV freed); the others are as before the
+    // step and run again at the next one. A failure that is no one request's fails them all
+    // (retrying it would fail the same way).
+    const KvSequence* bad = batch.failed();
+    bool named = false;
+    for (const Row& r : plan)
+      if (bad && agents.at(r.id).seq.get() == bad) {
+        Finish(r.id, "error", s.message());
+        named = true;
+      }
+    if (named) return Status::Ok();
     for (const Row& r : plan) Finish(r.id, "error", s.message());
     return s;
   }

@@ -22,6 +22,29 @@ BlockAttention::BlockAttention(const KvGeometry& geometry) : g_(geometry) {
   tmp_.resize(g_.head_dim);
 }
 
+void BlockAttention::Reserve(size_t max_q) {
+  const size_t hd = g_.head_dim;
+  for (SoftmaxState* st : {&plain_, &rot_}) {
+    st->m.reserve(max_q);
+    st->l.reserve(max_q);
+    st->o.reserve(max_q * hd);
+  }
+  q_rot_.reserve(max_q * hd);
+  scores_.reserve(max_q * kBlockTokens);
+}
+
+size_t BlockAttention::bytes() const {
+  size_t floats = q_rot_.capacity() + scores_.capacity() + tmp_.capacity();
+  for (const SoftmaxState* st : {&plain_, &rot_}) floats += st->m.capacity() + st->l.capacity() + st->o.capacity();
+  return sizeof(*this) + floats * sizeof(float);
+}
+
+size_t BlockAttention::BytesFor(const KvGeometry& g, size_t max_q) {
+  const size_t hd = g.head_dim;
+  return sizeof(BlockAttention) +
+         (2 * (2 * max_q + max_q * hd) + max_q * hd + max_q * kBlockTokens + hd) * sizeof(float);
+}
+
 void BlockAttention::Begin(const float* q, size_t n_q) {
   q_ = q;
   n_q_ = n_q;

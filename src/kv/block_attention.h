@@ -52,6 +52,12 @@ class BlockAttention {
   void Finish(float* out, size_t q0 = 0, size_t nq = SIZE_MAX);
   // Format groups folded in since construction (tests: a reordered table is one group per format).
   size_t groups() const { return groups_; }
+  // Sizes the scratch for groups of up to max_q queries at once (a larger Begin grows it).
+  void Reserve(size_t max_q);
+  // Bytes of scratch this object holds (capacities, the object included).
+  size_t bytes() const;
+  // What bytes() is after Reserve(max_q) on a fresh object of this geometry.
+  static size_t BytesFor(const KvGeometry& g, size_t max_q);
 
  private:
   void Update(SoftmaxState& st, size_t q0, size_t nq, size_t n_rows);

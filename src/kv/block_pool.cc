@@ -1,66 +1,80 @@
-// BlockPool: one aligned allocation per block; ids recycled through a free list.
+// BlockPool: one counted aligned allocation per block; metadata slots in chunks, ids recycled
+// through a free list.
 #include "kv/block_pool.h"
 
-#include <cstdint>
-#include <cstdlib>
-#include <limits>
+#include <algorithm>
 
+#include "util/aligned_alloc.h"  // AlignedAlloc, AlignedBytes
 #include "util/check.h"
 
 namespace chorus {
 
-BlockPool::BlockPool(size_t budget_bytes) : budget_(budget_bytes) {}
+BlockPool::BlockPool() = default;
 
 BlockPool::~BlockPool() {
-  for (auto& b : blocks_) std::free(b.data);
+  for (size_t id = 0; id < slots_; ++id) {
+    BlockMeta& m = Slot(BlockId(id));
+    if (m.data) AlignedFree(m.data, m.k_bytes + m.v_bytes);
+  }
 }
 
-size_t BlockPool::BlockCost(size_t k_bytes, size_t v_bytes) {
-  return k_bytes + v_bytes + sizeof(BlockMeta);
+size_t BlockPool::BlockCost(size_t k_bytes, size_t v_bytes) { return AlignedBytes(k_bytes + v_bytes) + sizeof(BlockMeta); }
+
+size_t BlockPool::SlackAllowance() const {
+  return (slots_ - live_) * sizeof(BlockMeta) + kSlotsPerChunk * sizeof(BlockMeta) +
+         2 * (chunks_.capacity() + 1) * sizeof(chunks_[0]);
 }
 
-size_t BlockPool::bytes_free() const {
-  if (budget_ == 0) return std::numeric_limits<size_t>::max();
-  return budget_ > bytes_in_use_ ? budget_ - bytes_in_use_ : 0;
+size_t BlockPool::table_bytes() const {
+  return slots_ * sizeof(BlockMeta) + chunks_.capacity() * sizeof(chunks_[0]);
+}
+
+size_t BlockPool::AllocationCost(size_t k_bytes, size_t v_bytes) const {
+  size_t cost = AlignedBytes(k_bytes + v_bytes);
+  if (free_head_ == kNoSlot) {
+    cost += kSlotsPerChunk * sizeof(BlockMeta);
+    if (chunks_.size() == chunks_.capacity()) cost += std::max<size_t>(1, 2 * chunks_.capacity()) * sizeof(chunks_[0]);
+  }
+  return cost;
+}
+
+bool BlockPool::AddChunk() {
+  if (slots_ + kSlotsPerChunk >= kNoSlot) return false;
+  auto chunk = std::make_unique<BlockMeta[]>(kSlotsPerChunk);  // value-initialized: free slots
+  for (size_t i = 0; i < kSlotsPerChunk; ++i)  // lowest id first out, then the older free slots
+    chunk[i].k_bytes = i + 1 < kSlotsPerChunk ? BlockId(slots_ + i + 1) : free_head_;
+  chunks_.push_back(std::move(chunk));
+  free_head_ = BlockId(slots_);
+  slots_ += kSlotsPerChunk;
+  return true;
 }
 
 Result<BlockId> BlockPool::Allocate(KvFormat k_format, size_t k_bytes, KvFormat v_format, size_t v_bytes) {
-  const size_t cost = BlockCost(k_bytes, v_bytes);
-  if (budget_ != 0 && bytes_in_use_ + cost > budget_)
-    return Status::Error("KV budget exhausted: a block needs {} bytes, {} of {} are free", cost, bytes_free(), budget_);
-  const size_t bytes = (k_bytes + v_bytes + 63) / 64 * 64;
-  auto* data = static_cast<uint8_t*>(std::aligned_alloc(64, bytes));
-  if (!data) return Status::Error("out of memory allocating a {}-byte KV block", bytes);
-  BlockId id;
-  if (!free_ids_.empty()) {
-    id = free_ids_.back();
-    free_ids_.pop_back();
-  } else {
-    if (blocks_.size() >= std::numeric_limits<BlockId>::max()) {
-      std::free(data);
-      return Status::Error("too many KV blocks");
-    }
-    id = static_cast<BlockId>(blocks_.size());
-    blocks_.push_back({});
-  }
-  blocks_[id] = BlockMeta{k_format, v_format, static_cast<uint32_t>(k_bytes), static_cast<uint32_t>(v_bytes), 1, data};
-  bytes_in_use_ += cost;
+  if (free_head_ == kNoSlot && !AddChunk()) return Status::Error("too many KV blocks");
+  auto* data = static_cast<uint8_t*>(AlignedAlloc(k_bytes + v_bytes));
+  if (!data) return Status::Error("out of memory allocating a {}-byte KV block", k_bytes + v_bytes);
+  const BlockId id = free_head_;
+  free_head_ = Slot(id).k_bytes;
+  Slot(id) = BlockMeta{k_format, v_format, static_cast<uint32_t>(k_bytes), static_cast<uint32_t>(v_bytes), 1, data};
+  payload_bytes_ += AlignedBytes(k_bytes + v_bytes);
   ++live_;
   return id;
 }
 
 void BlockPool::Ref(BlockId id) {
-  CHORUS_CHECK(id < blocks_.size() && blocks_[id].data != nullptr);
-  ++blocks_[id].refs;
+  CHORUS_CHECK(id < slots_ && Slot(id).data != nullptr);
+  ++Slot(id).refs;
 }
 
 void BlockPool::Unref(BlockId id) {
-  CHORUS_CHECK(id < blocks_.size() && blocks_[id].data != nullptr && blocks_[id].refs > 0);
-  if (--blocks_[id].refs > 0) return;
-  std::free(blocks_[id].data);
-  bytes_in_use_ -= BlockCost(blocks_[id].k_bytes, blocks_[id].v_bytes);
-  blocks_[id] = BlockMeta{};
-  free_ids_.push_back(id);
+  CHORUS_CHECK(id < slots_ && Slot(id).data != nullptr && Slot(id).refs > 0);
+  BlockMeta& m = Slot(id);
+  if (--m.refs > 0) return;
+  AlignedFree(m.data, m.k_bytes + m.v_bytes);
+  payload_bytes_ -= AlignedBytes(m.k_bytes + m.v_bytes);
+  m = BlockMeta{};
+  m.k_bytes = free_head_;
+  free_head_ = id;
   --live_;
 }
 

@@ -8,8 +8,6 @@
 namespace chorus {
 namespace {
 
-constexpr size_t kStackTokens = 32;  // consecutive tokens of one sequence stacked per pass
-
 // Rows [t0, t1) of entry e, stacked together.
 struct Segment {
   size_t entry, t0, t1;
@@ -67,7 +65,8 @@ void AttendRows(KvStore& store, size_t layer, std::span<const BatchRows> entries
       for (size_t t0 = 0; t0 < entries[e].n; t0 += kStackTokens)
         chunks.push_back({common, {{e, t0, std::min(entries[e].n, t0 + kStackTokens)}}});
     }
-    const size_t packs = std::min(singles.size(), threads);
+    // At most kStackTokens rows a pack: the store's fixed per-thread scratch holds its queries.
+    const size_t packs = std::max(std::min(singles.size(), threads), (singles.size() + kStackTokens - 1) / kStackTokens);
     for (size_t p = 0; p < packs; ++p) {
       Chunk c{.common = common};
       for (size_t i = singles.size() * p / packs; i < singles.size() * (p + 1) / packs; ++i)
@@ -75,11 +74,10 @@ void AttendRows(KvStore& store, size_t layer, std::span<const BatchRows> entries
       chunks.push_back(std::move(c));
     }
   }
-  store.EnsureThreads(threads);
   const size_t units = chunks.size() * sh.n_head_kv;
   pool.Run([&](int ti, int nt) {
-    BlockAttention& att = *store.attn_[ti];
-    std::vector<float>& qs = store.stack_q_[ti];
+    BlockAttention& att = store.attention(ti);
+    std::vector<float>& qs = store.stack(ti);  // reserved for kStackTokens rows × group: never grows
     for (size_t u = ti; u < units; u += nt) {
       const Chunk& c = chunks[u / sh.n_head_kv];
       const auto hk = static_cast<uint32_t>(u % sh.n_head_kv);
@@ -135,6 +133,7 @@ KvBatch::KvBatch(KvStore& store) : store_(store) {}
 void KvBatch::Clear() {
   entries_.clear();
   positions_.clear();
+  failed_ = nullptr;
 }
 
 void KvBatch::Add(KvSequence* seq, size_t n) {
@@ -146,6 +145,10 @@ void KvBatch::Commit(size_t n) {
   for (const BatchRows& e : entries_) e.seq->Commit(e.n);
 }
 
+void KvBatch::Rollback() {
+  for (const BatchRows& e : entries_) e.seq->Rollback();
+}
+
 Status KvBatch::AppendAndAttend(size_t layer, size_t n, const float* k, const float* v, const float* q, float* out,
                                 ThreadPool& pool) {
   if (n != rows()) return Status::Error("KvBatch: {} rows given, {} planned", n, rows());
@@ -154,8 +157,12 @@ Status KvBatch::AppendAndAttend(size_t layer, size_t n, const float* k, const fl
     store_.policy().Observe(Observation{.seq_id = e.seq->id(), .layer = layer, .n = e.n, .q = q + e.row0 * q_dim,
                                         .k = k + e.row0 * kv_dim, .v = v + e.row0 * kv_dim, .q_dim = q_dim,
                                         .kv_dim = kv_dim});
-    CHORUS_RETURN_IF_ERROR(e.seq->Append(layer, e.n, k + e.row0 * kv_dim, v + e.row0 * kv_dim));
+    if (Status s = e.seq->Append(layer, e.n, k + e.row0 * kv_dim, v + e.row0 * kv_dim); !s.ok()) {
+      failed_ = e.seq;
+      return s;
+    }
   }
+  CHORUS_RETURN_IF_ERROR(store_.PrepareScratch(std::max(1, pool.size())));
   AttendRows(store_, layer, entries_, q, out, pool);
   return Status::Ok();
 }

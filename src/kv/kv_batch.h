@@ -40,9 +40,15 @@ class KvBatch final : public SequenceKv {
   Status AppendAndAttend(size_t layer, size_t n, const float* k, const float* v, const float* q, float* out,
                          ThreadPool& pool) override;
   void Commit(size_t n) override;
+  // Every sequence of the batch back to how it was before the batch (KvSequence::Rollback).
+  void Rollback() override;
+  // The sequence whose Append failed in the last AppendAndAttend (nullptr: none, or the failure
+  // was not one sequence's, e.g. the store's scratch).
+  const KvSequence* failed() const { return failed_; }
 
  private:
   KvStore& store_;
+  const KvSequence* failed_ = nullptr;
   std::vector<BatchRows> entries_;
   std::vector<size_t> positions_;  // (rows) position of each row in its sequence
 };

@@ -1,4 +1,5 @@
-// KvStore / KvSequence: sealing blocks through the policy and attending over blocks + window.
+// KvStore / KvSequence: sealing blocks through the policy, attending over blocks + window, and
+// counting every byte against the budget as it is allocated.
 #include "kv/kv_store.h"
 
 #include <algorithm>
@@ -10,18 +11,67 @@
 namespace chorus {
 
 KvStore::KvStore(const KvStoreOptions& options, PrecisionPolicy* policy)
-    : options_(options), policy_(policy), pool_(options.budget_bytes) {
+    : options_(options), policy_(policy) {
   CHORUS_CHECK(policy_ != nullptr);
   CHORUS_CHECK(options_.shape.n_head_kv > 0 && options_.shape.n_head % options_.shape.n_head_kv == 0);
   CHORUS_CHECK(options_.layer_window.empty() || options_.layer_window.size() == options_.n_layer);
   seal_k_.Resize(kBlockTokens * options_.shape.kv_dim());
   seal_v_.Resize(kBlockTokens * options_.shape.kv_dim());
+  counted_ = seal_k_.bytes() + seal_v_.bytes();
+  // A budget smaller than the scratch makes this fail; the first attention then says so.
+  (void)PrepareScratch(std::max<size_t>(1, options_.threads));
+  NoteHeld();
 }
 
 KvStore::~KvStore() { CHORUS_CHECK(live_.empty()); }
 
 KvGeometry KvStore::geometry() const {
   return KvGeometry{static_cast<uint32_t>(options_.shape.n_head_kv), static_cast<uint32_t>(options_.shape.head_dim)};
+}
+
+size_t KvStore::ScratchBytes() const {
+  size_t b = seal_k_.bytes() + seal_v_.bytes() + attn_.capacity() * sizeof(attn_[0]) +
+             stack_q_.capacity() * sizeof(stack_q_[0]);
+  for (const auto& a : attn_) b += a->bytes();
+  for (const auto& q : stack_q_) b += q.capacity() * sizeof(float);
+  return b;
+}
+
+Status KvStore::PrepareScratch(size_t threads) {
+  if (attn_.size() >= threads) return Status::Ok();
+  const size_t group = options_.shape.n_head / options_.shape.n_head_kv;
+  const size_t max_q = kStackTokens * group;
+  const size_t before = ScratchBytes();
+  // Guard the budget with the projection's bytes, then count what was really allocated.
+  const size_t more = (threads - attn_.size()) * (BlockAttention::BytesFor(geometry(), max_q) +
+                                                  max_q * options_.shape.head_dim * sizeof(float) +
+                                                  sizeof(attn_[0]) + sizeof(stack_q_[0]));
+  CHORUS_RETURN_IF_ERROR(Reserve(more, "attention scratch"));
+  attn_.reserve(threads);
+  stack_q_.reserve(threads);
+  while (attn_.size() < threads) {
+    attn_.push_back(std::make_unique<BlockAttention>(geometry()));
+    attn_.back()->Reserve(max_q);
+    stack_q_.emplace_back().reserve(max_q * options_.shape.head_dim);
+  }
+  counted_ = counted_ - more + (ScratchBytes() - before);
+  NoteHeld();
+  return Status::Ok();
+}
+
+Status KvStore::CheckRoom(size_t more, const char* what) const {
+  const size_t budget = options_.budget_bytes;
+  if (budget != 0 && held() + more > budget)
+    return Status::Error("KV budget exhausted: {} needs {} more bytes, {} of the {}-byte budget are free", what, more,
+                         held() > budget ? 0 : budget - held(), budget);
+  return Status::Ok();
+}
+
+Status KvStore::Reserve(size_t more, const char* what) {
+  CHORUS_RETURN_IF_ERROR(CheckRoom(more, what));
+  counted_ += more;
+  NoteHeld();
+  return Status::Ok();
 }
 
 size_t BorrowedBlocks::blocks() const {
@@ -41,7 +91,7 @@ std::unique_ptr<KvSequence> KvStore::NewSequence(size_t capacity, const Borrowed
       CHORUS_CHECK(first + borrowed.tables[l].size() == n);
       // A windowed layer's first computed token (at 32·n) must find every block it sees.
       CHORUS_CHECK(first <= FirstVisibleBlock(l, n * kBlockTokens));
-      s->tables_[l] = borrowed.tables[l];
+      s->tables_[l].assign(borrowed.tables[l].begin(), borrowed.tables[l].end());  // reserved: no reallocation
       s->dropped_[l] = first;
       for (BlockId id : borrowed.tables[l]) pool_.Ref(id);
     }
@@ -57,13 +107,6 @@ size_t KvStore::FirstVisibleBlock(size_t layer, size_t pos) const {
   return w > 0 && pos + 1 > w ? (pos + 1 - w) / kBlockTokens : 0;
 }
 
-void KvStore::EnsureThreads(size_t n) {
-  if (attn_.size() >= n) return;
-  attn_.clear();
-  for (size_t i = 0; i < n; ++i) attn_.push_back(std::make_unique<BlockAttention>(geometry()));
-  stack_q_.assign(n, {});
-}
-
 void SortBlocksByFormat(std::vector<std::vector<BlockId>>& tables, const BlockPool& pool,
                         std::span<const uint32_t> layer_window) {
   for (size_t l = 0; l < tables.size(); ++l) {
@@ -77,8 +120,9 @@ void SortBlocksByFormat(std::vector<std::vector<BlockId>>& tables, const BlockPo
 
 KvUsage KvStore::Usage() const {
   KvUsage u;
-  u.block_bytes = pool_.bytes_in_use();
+  u.block_bytes = pool_.bytes();
   u.blocks = pool_.live_blocks();
+  u.scratch_bytes = ScratchBytes();
   for (const KvSequence* s : live_) {
     u.window_bytes += s->window_bytes();
     u.table_bytes += s->table_bytes();
@@ -91,18 +135,79 @@ KvSequence::KvSequence(KvStore& store, uint64_t id, size_t capacity)
     : store_(store), id_(id), capacity_(capacity) {
   const size_t L = store.options_.n_layer;
   tables_.resize(L);
+  for (auto& t : tables_) t.reserve(capacity / kBlockTokens);  // never reallocated: bytes known up front
+  views_.reserve(capacity / kBlockTokens);
   dropped_.assign(L, 0);
   win_k_.resize(L);  // grown on demand, up to 32 rows: a short sequence holds only what it uses
   win_v_.resize(L);
+  undo_.resize(L);
+  // Fixed bookkeeping (tables, views, the object): counted without a budget check — admission
+  // projects it (kv_footprint.h); everything that grows later is checked.
+  counted_bookkeeping_ = table_bytes();
+  store.Charge(counted_bookkeeping_);
+}
+
+template <typename T>
+Status KvSequence::Fit(AlignedBuffer<T>& b, size_t n, const char* what) {
+  if (b.size() == n) return Status::Ok();
+  const size_t old_bytes = b.bytes(), new_bytes = AlignedBytes(n * sizeof(T));
+  if (new_bytes > old_bytes) CHORUS_RETURN_IF_ERROR(store_.Reserve(new_bytes - old_bytes, what));
+  else store_.Release(old_bytes - new_bytes);
+  b.Resize(n);  // frees the old memory first: never both at once
+  return Status::Ok();
+}
+
+template <typename T>
+void KvSequence::Drop(AlignedBuffer<T>& b) {
+  store_.Release(b.bytes());
+  b.Resize(0);
+}
+
+void KvSequence::DropBatchRows() {
+  Drop(nat_k_);
+  Drop(nat_v_);
+  Drop(natw_k_);
+  Drop(natw_v_);
 }
 
 void KvSequence::Commit(size_t n) {
   size_ += n;
-  nat_k_.Resize(0);
-  nat_v_.Resize(0);
-  natw_k_.Resize(0);
-  natw_v_.Resize(0);
+  DropBatchRows();
+  for (Undo& u : undo_) {
+    if (!u.active) continue;
+    Drop(u.k);
+    Drop(u.v);
+    u = Undo{};
+  }
   FreeOutOfWindow();
+}
+
+void KvSequence::Rollback() {
+  for (size_t l = 0; l < undo_.size(); ++l) RollbackLayer(l);
+  DropBatchRows();
+}
+
+void KvSequence::RollbackLayer(size_t l) {
+  Undo& u = undo_[l];
+  if (!u.active) return;
+  const BlockPool& bp = store_.pool_;
+  std::vector<BlockId>& t = tables_[l];
+  for (size_t i = u.table_size; i < t.size(); ++i) {
+    const BlockMeta& m = bp.meta(t[i]);
+    const size_t index = dropped_[l] + i;
+    BlockInfo info{.seq_id = id_, .layer = l, .block_index = index, .first_pos = index * kBlockTokens,
+                   .kv_dim = store_.options_.shape.kv_dim()};
+    store_.policy_->Unseal(info, BlockFormats{.k = m.k_format, .v = m.v_format});
+    store_.pool_.Unref(t[i]);
+  }
+  t.resize(u.table_size);
+  if (u.window_moved) {
+    Drop(win_k_[l]);
+    Drop(win_v_[l]);
+    win_k_[l] = std::move(u.k);  // the rows before the batch, still counted (u.k is now empty)
+    win_v_[l] = std::move(u.v);
+  }
+  u = Undo{};
 }
 
 size_t KvSequence::Window(size_t layer) const {
@@ -131,28 +236,38 @@ void KvSequence::FreeOutOfWindow() {
 }
 
 KvSequence::~KvSequence() {
+  Rollback();  // a batch that never committed: its blocks go back like the others
   for (auto& t : tables_)
     for (BlockId b : t) store_.pool_.Unref(b);
+  store_.Release(window_bytes() + counted_bookkeeping_);
   store_.live_.erase(this);
 }
 
 size_t KvSequence::window_bytes() const {
-  size_t b = 0;
-  for (size_t l = 0; l < win_k_.size(); ++l) b += win_k_[l].size() + win_v_[l].size();
-  return b + (nat_k_.size() + nat_v_.size()) * sizeof(uint16_t) + natw_k_.size() + natw_v_.size();
+  size_t b = nat_k_.bytes() + nat_v_.bytes() + natw_k_.bytes() + natw_v_.bytes();
+  for (size_t l = 0; l < win_k_.size(); ++l) b += win_k_[l].bytes() + win_v_[l].bytes();
+  for (const Undo& u : undo_) b += u.k.bytes() + u.v.bytes();
+  return b;
 }
 
 size_t KvSequence::table_bytes() const {
-  size_t b = tables_.capacity() * sizeof(tables_[0]);
+  size_t b = sizeof(*this) + tables_.capacity() * sizeof(tables_[0]) + views_.capacity() * sizeof(BlockView) +
+             dropped_.capacity() * sizeof(size_t) + (win_k_.capacity() + win_v_.capacity()) * sizeof(win_k_[0]) +
+             undo_.capacity() * sizeof(undo_[0]);
   for (const auto& t : tables_) b += t.capacity() * sizeof(BlockId);
   return b;
+}
+
+size_t KvSequence::TableBytesFor(const KvStoreOptions& o, size_t capacity) {
+  const size_t L = o.n_layer, nb = capacity / kBlockTokens;
+  return sizeof(KvSequence) + L * sizeof(std::vector<BlockId>) + nb * sizeof(BlockView) + L * sizeof(size_t) +
+         2 * L * sizeof(AlignedBuffer<uint8_t>) + L * sizeof(Undo) + L * nb * sizeof(BlockId);
 }
 
 Status KvSequence::Seal(size_t layer, size_t n_full, const uint16_t* nat_k, const uint16_t* nat_v) {
   const KvGeometry g = store_.geometry();
   const size_t kv_dim = store_.options_.shape.kv_dim();
   BlockPool& pool = store_.pool_;
-  std::vector<BlockId> made;
   for (size_t b = 0; b < n_full; ++b) {
     const uint16_t* sk = nat_k + b * kBlockTokens * kv_dim;
     const uint16_t* sv = nat_v + b * kBlockTokens * kv_dim;
@@ -160,24 +275,38 @@ Status KvSequence::Seal(size_t layer, size_t n_full, const uint16_t* nat_k, cons
       store_.seal_k_[i] = F16ToF32(sk[i]);
       store_.seal_v_[i] = F16ToF32(sv[i]);
     }
-    const size_t index = sealed_blocks(layer) + made.size();
+    const size_t index = sealed_blocks(layer);
     BlockInfo info{.seq_id = id_, .layer = layer, .block_index = index, .first_pos = index * kBlockTokens,
                    .k = store_.seal_k_.data(), .v = store_.seal_v_.data(), .kv_dim = kv_dim};
     const BlockFormats f = store_.policy_->FormatFor(info);
     Status st = CheckKvFormat(f.k, KvSide::kKey, g);
     if (st.ok()) st = CheckKvFormat(f.v, KvSide::kValue, g);
-    Result<BlockId> id = st.ok() ? pool.Allocate(f.k, KvBlockBytes(f.k, KvSide::kKey, g), f.v,
-                                                 KvBlockBytes(f.v, KvSide::kValue, g))
-                                 : Result<BlockId>(st);
-    if (id.ok()) st = EncodeKvBlock(f.k, KvSide::kKey, g, store_.seal_k_.data(), pool.mutable_k(*id), f.k_params);
-    if (id.ok() && st.ok()) st = EncodeKvBlock(f.v, KvSide::kValue, g, store_.seal_v_.data(), pool.mutable_v(*id), f.v_params);
-    if (id.ok()) made.push_back(*id);
-    if (!id.ok() || !st.ok()) {
-      for (BlockId m : made) pool.Unref(m);  // leave the sequence as it was
-      return id.ok() ? st : id.status();
+    const size_t kb = st.ok() ? KvBlockBytes(f.k, KvSide::kKey, g) : 0;
+    const size_t vb = st.ok() ? KvBlockBytes(f.v, KvSide::kValue, g) : 0;
+    if (st.ok()) st = store_.CheckRoom(pool.AllocationCost(kb, vb), "a sealed block");  // the pool counts itself
+    if (st.ok() && ++store_.block_allocations_ == store_.options_.fail_block_allocation)
+      st = Status::Error("KV budget exhausted: block allocation #{} fails (injected for testing)",
+                         store_.options_.fail_block_allocation);
+    if (st.ok()) {
+      Result<BlockId> id = pool.Allocate(f.k, kb, f.v, vb);
+      if (!id.ok()) {
+        st = id.status();
+      } else {
+        tables_[layer].push_back(*id);  // reserved: no reallocation
+        store_.NoteHeld();
+        st = EncodeKvBlock(f.k, KvSide::kKey, g, store_.seal_k_.data(), pool.mutable_k(*id), f.k_params);
+        if (st.ok()) st = EncodeKvBlock(f.v, KvSide::kValue, g, store_.seal_v_.data(), pool.mutable_v(*id), f.v_params);
+      }
+    }
+    if (!st.ok()) {
+      store_.policy_->Unseal(info, f);  // the policy counted this block when it chose its formats
+      if (sealed_blocks(layer) > index) {
+        pool.Unref(tables_[layer].back());
+        tables_[layer].pop_back();
+      }
+      return st;  // blocks sealed before this one stay until Rollback (the undo has the layer)
     }
   }
-  tables_[layer].insert(tables_[layer].end(), made.begin(), made.end());
   return Status::Ok();
 }
 
@@ -185,6 +314,8 @@ Status KvSequence::Append(size_t layer, size_t n, const float* k, const float* v
   if (size_ + n > capacity_)
     return Status::Error("context overflow: {} cached + {} new tokens exceed the context of {} tokens", size_, n,
                          capacity_);
+  Undo& u = undo_[layer];
+  if (u.active) return Status::Error("KV layer {} appended twice in one batch (Commit or Rollback first)", layer);
   const KvStoreOptions& o = store_.options_;
   const size_t kv_dim = o.shape.kv_dim(), H = o.shape.n_head_kv, hd = o.shape.head_dim;
   const WindowFormat wf = o.window;
@@ -193,10 +324,14 @@ Status KvSequence::Append(size_t layer, size_t n, const float* k, const float* v
   const size_t w = size_ - base;                             // tokens in the window before this batch
   const size_t rows = w + n;
   // Native rows [base, size_ + n): the window, then the new tokens rounded through the window's
-  // format (fp16, or q8 then fp16), so every reader sees what the window will hold.
-  if (nat_k_.size() != rows * kv_dim) {  // exactly the rows in use: a finished prefill's rows are given back
-    nat_k_.Resize(rows * kv_dim);
-    nat_v_.Resize(rows * kv_dim);
+  // format (fp16, or q8 then fp16), so every reader sees what the window will hold. Exactly the
+  // rows in use: a finished prefill's rows are given back. Nothing of the layer has changed if
+  // this fails.
+  CHORUS_RETURN_IF_ERROR(Fit(nat_k_, rows * kv_dim, "the batch's native key rows"));
+  CHORUS_RETURN_IF_ERROR(Fit(nat_v_, rows * kv_dim, "the batch's native value rows"));
+  if (wf != WindowFormat::kF16) {
+    CHORUS_RETURN_IF_ERROR(Fit(natw_k_, rows * rb, "the batch's stored key rows"));
+    CHORUS_RETURN_IF_ERROR(Fit(natw_v_, rows * rb, "the batch's stored value rows"));
   }
   DecodeWindowRows(wf, H, hd, win_k_[layer].data(), w, nat_k_.data());
   DecodeWindowRows(wf, H, hd, win_v_[layer].data(), w, nat_v_.data());
@@ -207,10 +342,6 @@ Status KvSequence::Append(size_t layer, size_t n, const float* k, const float* v
     EncodeWindowRows(wf, H, hd, k, n, reinterpret_cast<uint8_t*>(nk), nk);
     EncodeWindowRows(wf, H, hd, v, n, reinterpret_cast<uint8_t*>(nv), nv);
   } else {
-    if (natw_k_.size() != rows * rb) {
-      natw_k_.Resize(rows * rb);
-      natw_v_.Resize(rows * rb);
-    }
     std::copy_n(win_k_[layer].data(), w * rb, natw_k_.data());
     std::copy_n(win_v_[layer].data(), w * rb, natw_v_.data());
     EncodeWindowRows(wf, H, hd, k, n, natw_k_.data() + w * rb, nk);
@@ -219,17 +350,35 @@ Status KvSequence::Append(size_t layer, size_t n, const float* k, const float* v
     stored_v = natw_v_.data();
   }
   nat_base_ = base;
+  // From here the layer changes: Rollback restores it from what the undo records.
+  u.active = true;
+  u.table_size = tables_[layer].size();
   // Seal every block that is now complete.
   const size_t n_full = rows / kBlockTokens;
-  CHORUS_RETURN_IF_ERROR(Seal(layer, n_full, nat_k_.data(), nat_v_.data()));
   const size_t tail = rows - n_full * kBlockTokens;
   // The window holds its tokens rounded up to kWindowGranule: it grows while a block fills and
   // shrinks when the block is sealed, so an agent's native window costs what it holds (measured
   // bytes), not a whole block, and reallocates at most once per kWindowGranule tokens.
   const size_t cap = (tail + kWindowGranule - 1) / kWindowGranule * kWindowGranule * rb;
-  if (win_k_[layer].size() != cap) {
-    win_k_[layer].Resize(cap);  // contents are rewritten just below
-    win_v_[layer].Resize(cap);
+  if (n_full > 0) {
+    // A seal replaces the window: its old rows are kept for Rollback until Commit (a decode step's
+    // new window is empty, so this costs nothing more than the window already held).
+    u.window_moved = true;
+    u.k = std::move(win_k_[layer]);
+    u.v = std::move(win_v_[layer]);
+    win_k_[layer] = AlignedBuffer<uint8_t>();
+    win_v_[layer] = AlignedBuffer<uint8_t>();
+  }
+  // Without a seal the window keeps rows [0, w) as they were: an in-place append, or a regrown
+  // buffer rewritten from the batch's stored rows (which hold them) — Rollback has nothing to restore.
+  Status st = n_full > 0 ? Seal(layer, n_full, nat_k_.data(), nat_v_.data()) : Status::Ok();
+  if (st.ok()) st = Fit(win_k_[layer], cap, "the key window");
+  if (st.ok()) st = Fit(win_v_[layer], cap, "the value window");
+  if (!st.ok()) {
+    // A regrown window (no seal) lost its contents: its rows [0, w) are the batch's stored rows.
+    if (n_full == 0 && win_k_[layer].size() == cap) std::copy_n(stored_k, w * rb, win_k_[layer].data());
+    RollbackLayer(layer);  // this layer as it was; earlier layers wait for Rollback
+    return st;
   }
   std::copy_n(stored_k + n_full * kBlockTokens * rb, tail * rb, win_k_[layer].data());
   std::copy_n(stored_v + n_full * kBlockTokens * rb, tail * rb, win_v_[layer].data());
@@ -290,6 +439,10 @@ Status KvSequence::AppendAndAttend(size_t layer, size_t n, const float* k, const
   store_.policy_->Observe(Observation{.seq_id = id_, .layer = layer, .n = n, .q = q, .k = k, .v = v,
                                       .q_dim = shape.q_dim(), .kv_dim = shape.kv_dim()});
   CHORUS_RETURN_IF_ERROR(Append(layer, n, k, v));
+  if (Status s = store_.PrepareScratch(std::max(1, pool.size())); !s.ok()) {
+    RollbackLayer(layer);
+    return s;
+  }
   const BatchRows rows{this, 0, n};
   AttendRows(store_, layer, std::span<const BatchRows>(&rows, 1), q, out, pool);
   return Status::Ok();

@@ -6,7 +6,12 @@
 // Invariant: a block is sealed once, when its 32 tokens are complete, with the formats the policy
 // picked; it is never re-quantized, and never changed while any sequence holds it. A sliding-window
 // layer frees a sequence's leading blocks once no token it will still compute can see them.
+// Accounting: every byte the store holds (blocks and the pool's slots, windows, a batch's native
+// rows, undo rows, tables, the scratch it owns) is counted the moment it is allocated; an
+// allocation that would pass the byte budget fails instead, and the most ever held at once is kept
+// (high_water()). What a sequence can hold at most is projected by KvFootprint (kv_footprint.h).
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -26,15 +31,23 @@ namespace chorus {
 // Native-window allocation unit, in tokens (see KvSequence::Append).
 inline constexpr size_t kWindowGranule = 8;
 
+// Queries stacked in one attention pass are at most this many tokens (or batch rows) × the GQA
+// group: the attention scratch of a thread has a fixed size (KvFootprint::Overhead).
+inline constexpr size_t kStackTokens = 32;
+
 struct KvStoreOptions {
   size_t n_layer = 0;
   AttentionShape shape;
-  size_t budget_bytes = 0;  // 0 = unlimited
+  size_t budget_bytes = 0;  // 0 = unlimited; everything the store holds counts (KvUsage::total)
   WindowFormat window = WindowFormat::kF16;  // rows of the newest < 32 tokens (window_codec.h)
   // (n_layer) sliding-window attention per layer, 0 = global (empty: every layer global). A local
   // layer's token at position p attends positions (p - layer_window[l], p], masked per token even
   // inside a partly covered block; blocks no reader's window can reach are freed at once.
   std::vector<uint32_t> layer_window;
+  size_t threads = 1;  // attention scratch is made for this many pool threads up front (more grow it)
+  // Testing the all-or-nothing paths: the n-th block allocation of this store (1-based) fails as
+  // if the budget were exhausted. 0 = never.
+  size_t fail_block_allocation = 0;
 };
 
 // A run of sealed blocks selected by the position of their first token, folded for queries that see positions >= lo (a sliding window's
@@ -45,14 +58,15 @@ struct SegmentRange {
   size_t end = SIZE_MAX;
 };
 
-// Measured bytes of everything the KV layer holds.
+// Measured bytes of everything the KV layer holds, from the live objects.
 struct KvUsage {
-  size_t block_bytes = 0;   // sealed blocks (payload + per-block metadata), from the pool
-  size_t window_bytes = 0;  // native windows of every live sequence
-  size_t table_bytes = 0;   // block tables (ids) of every live sequence
-  size_t blocks = 0;        // live blocks
-  size_t tokens = 0;        // tokens held across sequences (each sequence counted)
-  size_t total() const { return block_bytes + window_bytes + table_bytes; }
+  size_t block_bytes = 0;    // the pool: live blocks' payloads + its metadata slot table
+  size_t window_bytes = 0;   // windows, a running batch's native rows, undo rows
+  size_t table_bytes = 0;    // block tables, block views and the sequence objects themselves
+  size_t scratch_bytes = 0;  // the store's seal buffers and per-thread attention states
+  size_t blocks = 0;         // live blocks
+  size_t tokens = 0;         // tokens held across sequences (each sequence counted)
+  size_t total() const { return block_bytes + window_bytes + table_bytes + scratch_bytes; }
 };
 
 class KvSequence;
@@ -85,26 +99,50 @@ class KvStore {
   PrecisionPolicy& policy() const { return *policy_; }  // non-owned; observers are told from const paths
   const KvStoreOptions& options() const { return options_; }
   KvGeometry geometry() const;
+  // Measured by walking the live objects (tests compare it with held()).
   KvUsage Usage() const;
+  // Bytes held now, counted at every allocation and free (equals Usage().total()).
+  size_t held() const { return pool_.bytes() + counted_; }
+  // The most bytes held at any instant since construction (or ResetHighWater): <= budget, always.
+  size_t high_water() const { return high_water_; }
+  void ResetHighWater() { high_water_ = held(); }
+  size_t budget() const { return options_.budget_bytes; }
+  // The attention scratch of pool thread ti (grown, and counted, for pools larger than the options
+  // said). Shared by every sequence and batch: one batch attends at a time.
+  Status PrepareScratch(size_t threads);
+  BlockAttention& attention(size_t ti) { return *attn_[ti]; }
+  std::vector<float>& stack(size_t ti) { return stack_q_[ti]; }
   // The first block of layer `layer` a token at `pos` sees (0 on a global layer).
   size_t FirstVisibleBlock(size_t layer, size_t pos) const;
 
  private:
   friend class KvSequence;
-  friend void AttendRows(KvStore& store, size_t layer, std::span<const BatchRows> entries, const float* q,
-                         float* out, ThreadPool& pool);
+  // Counts `more` bytes about to be allocated; an error (nothing counted) if the budget would be
+  // passed. `what` names the allocation in the message.
+  Status Reserve(size_t more, const char* what);
+  Status CheckRoom(size_t more, const char* what) const;  // the check alone (the pool counts itself)
+  void Release(size_t bytes) { counted_ -= bytes; }
+  void Charge(size_t bytes) {  // fixed bookkeeping: projected by admission, no budget check
+    counted_ += bytes;
+    NoteHeld();
+  }
+  void NoteHeld() { high_water_ = std::max(high_water_, held()); }
+  size_t ScratchBytes() const;
+
   KvStoreOptions options_;
   PrecisionPolicy* policy_;
   BlockPool pool_;
   std::set<const KvSequence*> live_;
   uint64_t next_seq_id_ = 1;
+  size_t counted_ = 0;            // everything but the pool: sequences' buffers and bookkeeping, scratch
+  size_t block_allocations_ = 0;  // attempted so far (KvStoreOptions::fail_block_allocation)
+  size_t high_water_ = 0;
   // Scratch shared by every sequence (one call appends or attends at a time): a block being
-  // encoded, and the per-thread attention states and stacked queries of the batch attention.
-  // Held once per store, not once per agent.
+  // encoded, and per pool thread an attention state and a stack of queries sized for
+  // kStackTokens tokens × the GQA group. Held once per store, not once per agent.
   AlignedBuffer<float> seal_k_, seal_v_;                // (32, kv_dim) f32
   std::vector<std::unique_ptr<BlockAttention>> attn_;  // per pool thread
-  std::vector<std::vector<float>> stack_q_;           // per pool thread: (stacked queries, head_dim)
-  void EnsureThreads(size_t n);
+  std::vector<std::vector<float>> stack_q_;           // per pool thread: (kStackTokens·group, head_dim)
 };
 
 // Reorders each global layer's block table so blocks of equal (K, V) formats are contiguous
@@ -128,6 +166,11 @@ class KvSequence final : public SequenceKv {
   // (scratch between Append and the attention of each layer) are given back, and sliding-window
   // layers free the blocks no later token can see (see keep_from).
   void Commit(size_t n) override;
+  // Undoes every Append since the last Commit (all layers): the blocks they sealed are unreferenced
+  // (the policy is told: PrecisionPolicy::Unseal), windows restored, the native rows freed. The
+  // sequence reads and holds what it did before the batch (a window may keep one allocation
+  // granule more until its next Append).
+  void Rollback() override;
 
   // The two halves of AppendAndAttend, for batches of several sequences (kv/kv_batch.h):
   // Append stores and seals this layer's K/V of the next n tokens (native rows kept for the
@@ -164,8 +207,14 @@ class KvSequence final : public SequenceKv {
   size_t window_tokens(size_t layer) const { return size_ - sealed_blocks(layer) * kBlockTokens; }
   // Leading blocks per layer that came from NewSequence's `borrowed` (not sealed by this sequence).
   size_t borrowed_blocks() const { return borrowed_; }
+  // Measured from the buffers (allocated sizes): windows + native rows + undo rows.
   size_t window_bytes() const;
+  // Measured from the containers (capacities): block tables, block views, the object itself.
   size_t table_bytes() const;
+  // Everything this sequence holds but its sealed blocks (the pool's).
+  size_t own_bytes() const { return window_bytes() + table_bytes(); }
+  // table_bytes() of a sequence of `capacity` tokens of a store with these options (kv_footprint.h).
+  static size_t TableBytesFor(const KvStoreOptions& o, size_t capacity);
 
  private:
   friend class KvStore;
@@ -175,6 +224,21 @@ class KvSequence final : public SequenceKv {
   // min(size_, keep_from_) on can see.
   void FreeOutOfWindow();
   size_t Window(size_t layer) const;  // 0 = global
+  // Resizes a buffer (contents not kept), counting the change; an error if the budget would pass.
+  template <typename T>
+  Status Fit(AlignedBuffer<T>& b, size_t n, const char* what);
+  template <typename T>
+  void Drop(AlignedBuffer<T>& b);  // frees a buffer, counting it
+  void RollbackLayer(size_t layer);
+  void DropBatchRows();  // the native rows of the batch
+
+  // What Rollback needs of one layer appended since the last Commit.
+  struct Undo {
+    bool active = false;
+    size_t table_size = 0;        // live blocks the layer had before the batch
+    bool window_moved = false;    // a seal replaced the window: the old rows are kept below
+    AlignedBuffer<uint8_t> k, v;  // the window before the batch (when moved)
+  };
 
   KvStore& store_;
   uint64_t id_;
@@ -182,9 +246,11 @@ class KvSequence final : public SequenceKv {
   size_t size_ = 0;
   size_t borrowed_ = 0;                          // leading blocks per layer not sealed here
   size_t keep_from_ = SIZE_MAX;
-  std::vector<std::vector<BlockId>> tables_;     // (n_layer, live sealed blocks) one pool ref each
+  std::vector<std::vector<BlockId>> tables_;     // (n_layer, live sealed blocks) one pool ref each, reserved for capacity/32
   std::vector<size_t> dropped_;                  // (n_layer) leading blocks freed (sliding window)
-  std::vector<BlockView> views_;                 // this layer's live blocks, set by Append
+  std::vector<BlockView> views_;                 // this layer's live blocks, set by Append (reserved)
+  std::vector<Undo> undo_;                       // (n_layer)
+  size_t counted_bookkeeping_ = 0;               // table_bytes() as charged at creation
   size_t views_first_ = 0;                       // block index of views_[0]
   size_t views_window_ = 0;                      // sliding window of the layer of views_ (0 = global)
   size_t nat_base_ = 0;                          // index of nat_ row 0

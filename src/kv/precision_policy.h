@@ -46,6 +46,10 @@ class PrecisionPolicy {
   // Called once per layer per forward call before the new tokens are stored; default: nothing.
   // Must stay cheap (a few passes over the rows): it runs on the decode path.
   virtual void Observe(const Observation& /*obs*/) {}
+  // A block FormatFor chose was not kept after all (its allocation failed, or the batch that
+  // sealed it was rolled back): a policy that counts sealed blocks takes it back. info carries the
+  // block's place (no rows); f the formats FormatFor returned. Default: nothing.
+  virtual void Unseal(const BlockInfo& /*info*/, const BlockFormats& /*f*/) {}
 };
 
 }  // namespace chorus

@@ -26,11 +26,15 @@ class SequenceKv {
   virtual size_t Position(size_t t) const { return size() + t; }
   // Stores this layer's K/V of positions [size(), size() + n) and writes causal attention of the n
   // queries over positions [0, own position]: k, v: (n, kv_dim); q: (n, q_dim) already scaled by
-  // 1/sqrt(head_dim); out: (n, q_dim). An error leaves the sequence unchanged for this layer.
+  // 1/sqrt(head_dim); out: (n, q_dim). An error leaves this layer as it was; the layers appended
+  // before it keep the batch until Rollback (or Commit).
   virtual Status AppendAndAttend(size_t layer, size_t n, const float* k, const float* v, const float* q,
                                  float* out, ThreadPool& pool) = 0;
   // After every layer has been given the batch: the n tokens become part of the sequence.
   virtual void Commit(size_t n) = 0;
+  // A batch that failed part-way (some layers appended, no Commit): every layer back to how it was
+  // before the batch. Nothing to do for stores that only write past size() before Commit.
+  virtual void Rollback() {}
 };
 
 }  // namespace chorus

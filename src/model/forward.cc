@@ -138,7 +138,11 @@ Status ForwardPass::RunBatch(std::span<const int32_t> tokens, SequenceKv& kv, Th
     add_bias(L.bk, k_.data(), c_.kv_dim());
     add_bias(L.bv, v_.data(), c_.kv_dim());
     PrepareQk(l, n, pool);
-    CHORUS_RETURN_IF_ERROR(kv.AppendAndAttend(l, n, k_.data(), v_.data(), q_.data(), attn_.data(), pool));
+    // All or nothing: a layer that cannot store its K/V undoes the layers before it.
+    if (Status s = kv.AppendAndAttend(l, n, k_.data(), v_.data(), q_.data(), attn_.data(), pool); !s.ok()) {
+      kv.Rollback();
+      return s;
+    }
     MatMul(L.wo, attn_.data(), n, proj_.data(), pool);
     add_bias(L.bo, proj_.data(), d);
     if (L.attn_post_norm) norm_rows(L.attn_post_norm, proj_.data(), proj_.data());

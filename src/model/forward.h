@@ -28,13 +28,16 @@ class ForwardPass {
 
   // Appends `tokens` at positions [kv.size(), kv.size() + n) and writes logits:
   // kLast → (n_vocab) of the last token; kAll → (n, n_vocab).
-  // Errors: empty input, token id out of range, cache capacity exceeded (nothing is written then).
+  // Errors: empty input, token id out of range, cache capacity exceeded (nothing is written then),
+  // or the KV could not store a micro-batch (kv.Rollback(): that micro-batch leaves no trace; the
+  // ones before it stay committed).
   Status Run(std::span<const int32_t> tokens, SequenceKv& kv, ThreadPool& pool, LogitsFor which,
              float* logits);
 
   // One micro-batch (tokens.size() ≤ max_rows()): e.g. the rows of a KvBatch (several sequences,
   // decode and prefill rows together). Logits (logit_rows.size(), n_vocab) of the listed rows
-  // only, in that order (ascending row indices).
+  // only, in that order (ascending row indices). All or nothing: on an error no row of kv changed
+  // (kv.Rollback(), e.g. KvBatch::failed() names the sequence that could not store its K/V).
   Status RunRows(std::span<const int32_t> tokens, SequenceKv& kv, ThreadPool& pool,
                  std::span<const size_t> logit_rows, float* logits);
   size_t max_rows() const { return max_rows_; }

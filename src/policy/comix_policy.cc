@@ -16,7 +16,21 @@ constexpr int kCurveBits[] = {2, 3, 4, 8};  // --kv-avg-bits is interpolated bet
 
 }  // namespace
 
-ComixPolicy::ComixPolicy(const ComixOptions& options) : options_(options) {}
+KvStoreOptions ComixPolicy::StoreOptions(const ComixOptions& o) {
+  return KvStoreOptions{.n_layer = o.n_layer,
+                        .shape = {.n_head = o.n_head, .n_head_kv = o.n_head_kv, .head_dim = o.head_dim},
+                        .budget_bytes = o.budget_bytes, .window = o.window, .threads = o.threads};
+}
+
+ComixPolicy::ComixPolicy(const ComixOptions& options) : options_(options), footprint_(StoreOptions(options)) {
+  // Items price K and V sides separately; a block's payload is their sum rounded up to 64 bytes.
+  for (int kb : {2, 3, 4, 16})
+    for (int vb : {2, 3, 4, 16}) {
+      const size_t k = kb == 16 ? KvBlockBytes(KvFormat::kF16, KvSide::kKey, {uint32_t(options.n_head_kv), uint32_t(options.head_dim)}) : SideBytes(kb, KvSide::kKey);
+      const size_t v = vb == 16 ? KvBlockBytes(KvFormat::kF16, KvSide::kValue, {uint32_t(options.n_head_kv), uint32_t(options.head_dim)}) : SideBytes(vb, KvSide::kValue);
+      block_round_ = std::max(block_round_, BlockPool::BlockCost(k, v) - (k + v));
+    }
+}
 
 size_t ComixPolicy::SideBytes(int bits, KvSide side) const {
   const KvGeometry g{uint32_t(options_.n_head_kv), uint32_t(options_.head_dim)};
@@ -28,13 +42,10 @@ size_t ComixPolicy::BlockBytes(int k_bits, int v_bits) const {
 }
 
 size_t ComixPolicy::MinimumBudget(const ComixOptions& o) {
-  const KvGeometry g{uint32_t(o.n_head_kv), uint32_t(o.head_dim)};
-  const size_t kv_dim = o.n_head_kv * o.head_dim;
+  const KvFootprint fp(StoreOptions(o));
   const KvFormat f2 = ComixFormat(o.family, 2);
-  const size_t block = BlockPool::BlockCost(KvBlockBytes(f2, KvSide::kKey, g), KvBlockBytes(f2, KvSide::kValue, g));
-  const size_t window = kBlockTokens * kv_dim * 2 * sizeof(uint16_t);
-  const size_t table = sizeof(std::vector<uint32_t>) + 4 * sizeof(uint32_t);
-  return o.n_layer * (block + window + table);
+  return fp.Overhead(o.threads) + fp.PrefillExtra(o.prefill_tokens) + BlockPool().SlackAllowance() +
+         fp.Decoding(kBlockTokens) + o.n_layer * fp.Block(f2, f2);
 }
 
 Status ComixPolicy::Validate(const ComixOptions& o) {
@@ -43,8 +54,9 @@ Status ComixPolicy::Validate(const ComixOptions& o) {
     return Status::Error("--kv-avg-bits must be between 2 and 8 (2, 3, 4: kivi/tq codes; up to 8: q8), got {}",
                          o.avg_bits);
   if (o.budget_bytes != 0 && o.budget_bytes < MinimumBudget(o))
-    return Status::Error("--kv-budget {} bytes is below this model's minimum of {} bytes (one 32-token block per "
-                         "layer at 2 bits + a native window per layer, {} layers)",
+    return Status::Error("--kv-budget {} bytes is below this model's minimum of {} bytes (the KV store's scratch "
+                         "and one prefill's rows, and one sequence of one 32-token block per layer at 2 bits with its "
+                         "native window, {} layers)",
                          o.budget_bytes, MinimumBudget(o), o.n_layer);
   return Status::Ok();
 }
@@ -55,18 +67,18 @@ size_t ComixPolicy::SinkBlocks(const Unit& u) const {
   return std::min(BlocksTotal(u), (sink_end - u.first_pos + kBlockTokens - 1) / kBlockTokens);
 }
 
-size_t ComixPolicy::Reserve(const Unit& u) const {
-  const size_t kv_dim = options_.n_head_kv * options_.head_dim;
-  const size_t window = kBlockTokens * kv_dim * 2 * sizeof(uint16_t);
-  const size_t table = sizeof(std::vector<uint32_t>) + (2 * BlocksTotal(u) + 2) * sizeof(uint32_t);
-  return options_.n_layer * (window + table);
-}
+size_t ComixPolicy::Reserve(const Unit& u) const { return footprint_.Decoding(u.capacity); }
 
 size_t ComixPolicy::FixedBytes() const {
-  const size_t meta = BlockPool::BlockCost(0, 0);
-  const size_t f16 = BlockPool::BlockCost(KvBlockBytes(KvFormat::kF16, KvSide::kKey, {uint32_t(options_.n_head_kv), uint32_t(options_.head_dim)}),
-                                          KvBlockBytes(KvFormat::kF16, KvSide::kValue, {uint32_t(options_.n_head_kv), uint32_t(options_.head_dim)}));
-  size_t fixed = committed_;
+  const size_t meta = BlockPool::BlockCost(0, 0) + block_round_;  // per future block: its slot, its rounding at worst
+  const size_t f16 = footprint_.Block(KvFormat::kF16, KvFormat::kF16);
+  // Sealed blocks: the units' own, or — when blocks outlive their unit (a finished request's
+  // prompt blocks kept by the engine's prefix cache, a Cocktail context's) — every live block of
+  // the store as measured, whichever is more.
+  size_t sealed = committed_;
+  if (store_) sealed = std::max(sealed, store_->pool().payload_bytes() + store_->pool().live_blocks() * BlockPool::BlockCost(0, 0));
+  size_t fixed = sealed + footprint_.Overhead(options_.threads) + footprint_.PrefillExtra(options_.prefill_tokens) +
+                 (store_ ? store_->pool().SlackAllowance() : BlockPool().SlackAllowance());
   for (const auto& [id, u] : units_) {
     fixed += Reserve(u);
     const size_t sinks = SinkBlocks(u), total = BlocksTotal(u);
@@ -91,7 +103,7 @@ int64_t ComixPolicy::Capacity() const {
       break;
     }
   }
-  const size_t meta = BlockPool::BlockCost(0, 0);
+  const size_t meta = BlockPool::BlockCost(0, 0);  // the slot of each future block, as target_block has
   double target = 0;
   size_t used = committed_nonsink_;
   for (const auto& [id, u] : units_) {
@@ -103,6 +115,18 @@ int64_t ComixPolicy::Capacity() const {
     }
   }
   return int64_t(target) - int64_t(used);
+}
+
+size_t ComixPolicy::ProjectedBytes() const {
+  size_t future = 0;
+  for (const auto& [id, u] : units_) {
+    const size_t sinks = SinkBlocks(u), total = BlocksTotal(u);
+    for (const Layer& l : u.layers) {
+      const size_t done = std::max(l.sealed, sinks);
+      future += (total > done ? total - done : 0) * (SideBytes(l.k_bits, KvSide::kKey) + SideBytes(l.v_bits, KvSide::kValue));
+    }
+  }
+  return FixedBytes() + future;
 }
 
 size_t ComixPolicy::ProjectedMinimum() const {
@@ -280,7 +304,6 @@ BlockFormats ComixPolicy::FormatFor(const BlockInfo& info) {
   if (it == units_.end()) return BlockFormats{.k = f2, .v = f2};  // unregistered: outside the budget
   Unit& u = it->second;
   Layer& l = u.layers[info.layer];
-  const KvGeometry g{uint32_t(options_.n_head_kv), uint32_t(options_.head_dim)};
   BlockFormats f;  // f16 / f16
   if (info.first_pos >= options_.sink_blocks * kBlockTokens) {
     if (pending_ || seals_since_ >= options_.realloc_every)
@@ -288,7 +311,7 @@ BlockFormats ComixPolicy::FormatFor(const BlockInfo& info) {
     f.k = ComixFormat(options_.family, l.k_bits);
     f.v = ComixFormat(options_.family, l.v_bits);
   }
-  const size_t cost = BlockPool::BlockCost(KvBlockBytes(f.k, KvSide::kKey, g), KvBlockBytes(f.v, KvSide::kValue, g));
+  const size_t cost = footprint_.Block(f.k, f.v);
   ++l.sealed;
   ++seals_since_;
   u.committed += cost;
@@ -298,6 +321,21 @@ BlockFormats ComixPolicy::FormatFor(const BlockInfo& info) {
     committed_nonsink_ += cost;
   }
   return f;
+}
+
+void ComixPolicy::Unseal(const BlockInfo& info, const BlockFormats& f) {
+  auto it = units_.find(info.seq_id);
+  if (it == units_.end()) return;
+  Unit& u = it->second;
+  Layer& l = u.layers[info.layer];
+  const size_t cost = footprint_.Block(f.k, f.v);
+  if (l.sealed > 0) --l.sealed;
+  u.committed -= std::min(u.committed, cost);
+  committed_ -= std::min(committed_, cost);
+  if (f.k != KvFormat::kF16) {
+    u.committed_nonsink -= std::min(u.committed_nonsink, cost);
+    committed_nonsink_ -= std::min(committed_nonsink_, cost);
+  }
 }
 
 std::string ComixPolicy::HeatMap() const {

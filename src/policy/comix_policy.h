@@ -5,8 +5,10 @@
 // Invariants:
 // - A unit (a registered sequence: an agent's own KV, a shared context, a scored text) is admitted
 //   only if, with every not-yet-sealed block of every unit at 2 bits, the projected bytes fit:
-//   fixed budget: held block bytes + sink blocks + window/table reserves + future blocks ≤ budget;
-//   average-bits target: sealed + future block bytes ≤ the same blocks at the uniform target.
+//   fixed budget: the store's overhead + one prefill's extra + sealed block bytes + sink blocks +
+//   every unit's non-block peak + future blocks ≤ budget — all from KvFootprint (kv/kv_footprint.h),
+//   the projection the engine's admission uses too; average-bits target: sealed + future block
+//   bytes ≤ the same blocks at the uniform target.
 // - Every allocation keeps that projection within the budget, and blocks are sealed with the
 //   allocation in force, so the projection (and the measured bytes under it) never exceeds it.
 // - An allocation applies to blocks sealed after it; nothing sealed is re-quantized; blocks whose
@@ -20,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "kv/kv_footprint.h"     // KvFootprint
 #include "kv/precision_policy.h"  // PrecisionPolicy
 #include "policy/comix_alloc.h"   // ComixAllocation
 #include "policy/comix_bound.h"   // HeadStats, ComixFamily
@@ -41,6 +44,13 @@ struct ComixOptions {
   // the 2-bit projection, so a sequence sealed alone (a shared document) does not take what the
   // agents that join after it need. 0 = upgrades may use everything.
   double join_reserve = 0;
+  // The KV store's window rows, attention threads and the forward's micro-batch (one synchronous
+  // call — a document's prefill, a scored text — appends that many rows at a time at block
+  // boundaries beside the step's sequences: KvFootprint::PrefillExtra): the non-block bytes of
+  // the projection (KvFootprint) — the engine sets them to its own.
+  WindowFormat window = WindowFormat::kF16;
+  size_t threads = 1;
+  size_t prefill_tokens = 32;
 };
 
 // One recorded allocation (printed by the CLI: how the allocation changed).
@@ -63,9 +73,11 @@ class ComixPolicy : public PrecisionPolicy {
  public:
   explicit ComixPolicy(const ComixOptions& options);
 
-  // Smallest useful fixed budget of a model: one block per layer at 2 bits + a full native window
-  // per layer + its table, for one sequence.
+  // Smallest useful fixed budget of a model: the store's overhead and one prefill's extra, and one
+  // sequence of one block per layer at 2 bits with its window, native rows and table.
   static size_t MinimumBudget(const ComixOptions& options);
+  // The projection this policy uses (the store's options as the policy sees them).
+  static KvStoreOptions StoreOptions(const ComixOptions& options);
   // Validates the budget / avg-bits choice (the message names the minimum).
   static Status Validate(const ComixOptions& options);
 
@@ -78,13 +90,21 @@ class ComixPolicy : public PrecisionPolicy {
 
   BlockFormats FormatFor(const BlockInfo& info) override;
   void Observe(const Observation& obs) override;
+  void Unseal(const BlockInfo& info, const BlockFormats& f) override;
 
   // Projected bytes with every future block at 2 bits, and what it must stay under.
   size_t ProjectedMinimum() const;
   // Bytes future blocks may take under the budget (negative: the fixed part alone is over).
   int64_t Capacity() const;
+  // Fixed budget: the most the KV can hold from now on under the allocation in force (the fixed
+  // part + every future block at its current bits); ≤ the budget.
+  size_t ProjectedBytes() const;
   // Bytes of sealed blocks the policy has handed out (exact, metadata included).
   size_t committed_bytes() const { return committed_; }
+  // The store this policy seals for: the projection adds the pool's measured free slots and counts
+  // every live block of the store, also those no unit owns any more (without a store: an empty
+  // pool's slots, and the units' sealed blocks).
+  void SetStore(const KvStore* store) { store_ = store; }
 
   std::string HeatMap() const;  // bits per unit × layer, K and V rows
   // The heat map and, with `events`, one line per reallocation (why, bits, bytes, time).
@@ -111,7 +131,7 @@ class ComixPolicy : public PrecisionPolicy {
   };
   size_t BlocksTotal(const Unit& u) const { return u.capacity / 32; }
   size_t SinkBlocks(const Unit& u) const;
-  size_t Reserve(const Unit& u) const;  // windows + tables upper bound
+  size_t Reserve(const Unit& u) const;  // its non-block peak (KvFootprint)
   size_t SideBytes(int bits, KvSide side) const;
   size_t BlockBytes(int k_bits, int v_bits) const;
   // Bytes fixed regardless of the allocation (sealed, sinks to come, reserves) and the capacity.
@@ -119,6 +139,9 @@ class ComixPolicy : public PrecisionPolicy {
   Status Reallocate(const std::string& why);
 
   ComixOptions options_;
+  KvFootprint footprint_;
+  const KvStore* store_ = nullptr;
+  size_t block_round_ = 0;  // most bytes a block's 64-byte rounding adds to its two sides' sum
   std::map<uint64_t, Unit> units_;
   size_t committed_ = 0, committed_nonsink_ = 0;
   size_t seals_since_ = 0;

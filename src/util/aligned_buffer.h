@@ -1,9 +1,11 @@
 // AlignedBuffer<T>: an owning, 64-byte aligned, non-copyable array (scratch and weights-free buffers).
 #pragma once
 #include <cstddef>
-#include <cstdlib>
+#include <cstring>
 #include <new>
 #include <utility>
+
+#include "util/aligned_alloc.h"  // AlignedAlloc (counted)
 
 namespace chorus {
 
@@ -12,7 +14,7 @@ class AlignedBuffer {
  public:
   AlignedBuffer() = default;
   explicit AlignedBuffer(size_t n) { Resize(n); }
-  ~AlignedBuffer() { std::free(data_); }
+  ~AlignedBuffer() { AlignedFree(data_, size_ * sizeof(T)); }
   AlignedBuffer(const AlignedBuffer&) = delete;
   AlignedBuffer& operator=(const AlignedBuffer&) = delete;
   AlignedBuffer(AlignedBuffer&& o) noexcept : data_(o.data_), size_(o.size_) { o.data_ = nullptr; o.size_ = 0; }
@@ -22,20 +24,22 @@ class AlignedBuffer {
     return *this;
   }
   // Contents are not preserved; new memory is zeroed.
+  // The old memory is freed before the new is allocated (never both at once).
   void Resize(size_t n) {
     if (n == size_) return;
-    std::free(data_);
+    AlignedFree(data_, size_ * sizeof(T));
     data_ = nullptr;
     size_ = n;
     if (n == 0) return;
-    size_t bytes = (n * sizeof(T) + 63) / 64 * 64;
-    data_ = static_cast<T*>(std::aligned_alloc(64, bytes));
+    data_ = static_cast<T*>(AlignedAlloc(n * sizeof(T)));
     if (!data_) throw std::bad_alloc();
-    for (size_t i = 0; i < bytes; ++i) reinterpret_cast<char*>(data_)[i] = 0;
+    std::memset(data_, 0, AlignedBytes(n * sizeof(T)));
   }
   T* data() { return data_; }
   const T* data() const { return data_; }
   size_t size() const { return size_; }
+  // Bytes the buffer really holds (its size rounded up to the 64-byte alignment).
+  size_t bytes() const { return AlignedBytes(size_ * sizeof(T)); }
   T& operator[](size_t i) { return data_[i]; }
   const T& operator[](size_t i) const { return data_[i]; }
 

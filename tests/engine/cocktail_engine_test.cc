@@ -59,12 +59,13 @@ TEST(CocktailEngine, ChunkMapCoversContextAndIsMeasuredSmaller) {
   EXPECT_LT(m->s_min, m->s_max);
   EXPECT_LT(engine->KvReport().shared_bytes, engine->Fp16Bytes(tokens));
   std::printf("map %s, similarity [%.4f, %.4f]\n", m->blocks.c_str(), m->s_min, m->s_max);
-  // An agent reads the reordered context and answers (greedy, a few tokens; a question the
-  // document answers — the model says nothing to one it does not, with any KV).
-  auto a = engine->Spawn(*ctx, "\n\nQuestion: Who ruled the Roman Empire?\nAnswer:", {.max_tokens = 6});
+  // An agent reads the reordered context and answers with the planted fact (greedy): catches a map
+  // that puts the fact's chunk at INT2, or a reorder that breaks what the agent reads.
+  auto a = engine->Spawn(*ctx, "\n\nQuestion: What is the access code for the north gate?\nAnswer:",
+                         {.max_tokens = 8, .ignore_eog = true});  // always 8 tokens: the fact must be in them
   ASSERT_TRUE(a.ok()) << a.status().message();
   while (engine->running() > 0) ASSERT_TRUE(engine->Step().ok());
-  EXPECT_FALSE(engine->agent(*a)->tokens.empty()) << engine->agent(*a)->stop << " " << engine->agent(*a)->error;
+  EXPECT_NE(engine->agent(*a)->text.find("4817"), std::string::npos) << "answer: " << engine->agent(*a)->text;
   // A plain Share of the same text is a different context (different formats), with no chunk map.
   auto plain = engine->Share(Document());
   ASSERT_TRUE(plain.ok());

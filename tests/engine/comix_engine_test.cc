@@ -5,11 +5,14 @@
 // different (sequence, layer)s.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <random>
 #include <set>
+#include <sstream>
 #include <string>
 
 #include "chorus/engine.h"
+#include "model/model.h"
 #include "test_document.h"
 
 namespace chorus {
@@ -76,6 +79,115 @@ TEST(ComixEngine, BudgetHoldsUnderRandomJoinsAndFinishes) {
   EXPECT_GT(t.count, 0u);
   std::printf("started %zu, refused %zu; %zu reallocations, %.1f us mean, %.1f us max\n", started, refused, t.count,
               t.mean_us, t.max_us);
+}
+
+// The first `chars` characters of the WikiText-2 article the repository ships (≈ 1 token / 4.5 chars).
+std::string Article(size_t chars) {
+  std::ifstream f("examples/du_fu.txt");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str().substr(0, chars);
+}
+
+// Readers the caller announces (ShareOptions::readers) are planned for when the document is
+// sealed. Catches a document sealed before its readers attach taking every byte of the budget
+// ("no agent could start"): for uniform configurations U, the budget is U's own projection with
+// all N agents admitted (so U runs them all concurrently); CoMix at that budget, told the N
+// readers, runs all N concurrently too (both configurations), with a lower error than the issue's
+// tq2 shared + q8 private — the mean increase of the teacher-forced NLL over the f16 cache's on
+// the same 384 answer tokens (8 agents × 48; the answers are the f16 cache's greedy ones). The
+// default tq4/tq3 + q8 is measured and printed (see below: not reached on main).
+TEST(ComixEngine, PlansForKnownReadersAndBeatsUniformAtItsBudget) {
+  const std::string doc = Article(2000);  // ≈ 470 tokens
+  constexpr size_t kAgents = 8;
+  constexpr int kAnswer = 48;
+  const auto prompt = [](size_t i) {
+    static const char* q[] = {"When did Du Fu live?", "Who was Li Bai?", "What was Du Fu's ambition?",
+                              "What devastated the country?", "How was Du Fu's work received?",
+                              "What did Du Fu write about?", "Where did Du Fu travel?", "What is his legacy?"};
+    return std::string("\n\nQuestion: ") + q[i] + "\nAnswer:";
+  };
+  struct Run {
+    std::vector<double> nll;  // per agent
+    size_t concurrent = 0;
+    size_t projected = 0;
+    size_t high_water = 0;
+  };
+  std::vector<std::vector<int32_t>> answers(kAgents);
+  const auto run = [&](EngineOptions o, bool forced, const ShareOptions& so, bool step = true) -> Run {
+    o.model_path = kModel;
+    o.threads = 2;
+    o.n_ctx = 1024;
+    auto e = Engine::Open(o);
+    EXPECT_TRUE(e.ok()) << e.status().message();
+    Run r;
+    if (!e.ok()) return r;
+    Engine& engine = **e;
+    auto ctx = engine.Share(doc, so);
+    EXPECT_TRUE(ctx.ok()) << ctx.status().message();
+    if (!ctx.ok()) return r;
+    std::vector<AgentId> ids;
+    for (size_t i = 0; i < kAgents; ++i) {
+      AgentOptions ao{.max_tokens = kAnswer, .ignore_eog = true};
+      if (forced) ao.forced_tokens = answers[i];
+      auto id = engine.Spawn(*ctx, prompt(i), ao);
+      if (id.ok()) ids.push_back(*id);
+    }
+    r.concurrent = engine.running();
+    r.projected = engine.KvReport().projected_bytes;
+    if (!step) return r;
+    while (engine.running() > 0) EXPECT_TRUE(engine.Step().ok());
+    r.high_water = engine.KvReport().high_water_bytes;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const AgentState& st = *engine.agent(ids[i]);
+      EXPECT_NE(st.stop, "error") << st.error;
+      if (!forced) answers[i] = st.tokens;
+      r.nll.push_back(st.nll);
+    }
+    return r;
+  };
+  // The f16 cache's greedy answers and its NLL of them.
+  const EngineOptions f16{.shared_k = "f16", .shared_v = "f16", .private_k = "f16", .private_v = "f16"};
+  const Run ref = run(f16, false, {});
+  ASSERT_EQ(ref.nll.size(), kAgents);
+  const auto excess = [&](const Run& r) {
+    double d = 0;
+    for (size_t i = 0; i < r.nll.size(); ++i) d += r.nll[i] - ref.nll[i];
+    return d / double(kAgents * kAnswer);
+  };
+  size_t own = 0;  // the readers' own tokens: the longest prompt + the answer
+  {
+    auto m = Model::Load(kModel);
+    ASSERT_TRUE(m.ok());
+    for (size_t i = 0; i < kAgents; ++i)
+      own = std::max(own, (*m)->tokenizer().Encode(prompt(i), false, true).size() + kAnswer);
+  }
+  struct Uniform {
+    const char *sk, *sv, *pk, *pv;
+  };
+  for (const Uniform u : {Uniform{"tq2", "tq2", "q8", "q8"}, Uniform{"tq4", "tq3", "q8", "q8"}}) {
+    const std::string name = std::string(u.sk) + "/" + u.sv + " shared, " + u.pk + "/" + u.pv + " private";
+    const EngineOptions uo{.shared_k = u.sk, .shared_v = u.sv, .private_k = u.pk, .private_v = u.pv};
+    const Run probe = run(uo, true, {});
+    ASSERT_EQ(probe.concurrent, kAgents);
+    EngineOptions ub = uo;
+    ub.kv_budget_bytes = probe.projected;  // U's own projection of all N agents: U runs them all
+    ASSERT_EQ(run(ub, true, {}, /*step=*/false).concurrent, kAgents) << name;  // admission only: same formats
+    const Run& uniform = probe;
+    const Run comix = run({.kv_budget_bytes = probe.projected, .policy = "comix", .comix_join_reserve = 0}, true,
+                          {.readers = kAgents, .reader_tokens = own});
+    std::printf("%-32s budget %8zu: uniform NLL +%.4f/token (high water %zu), comix +%.4f/token (%zu concurrent, "
+                "high water %zu)\n",
+                name.c_str(), probe.projected, excess(uniform), uniform.high_water, excess(comix), comix.concurrent,
+                comix.high_water);
+    EXPECT_EQ(comix.concurrent, kAgents) << name << ": CoMix must run every agent a uniform configuration runs";
+    EXPECT_LE(comix.high_water, probe.projected) << name;
+    // Measured on main (int8 kernels, q8 windows): tq2/tq2 + q8: uniform +0.2123 vs comix +0.0263
+    // NLL/token; tq4/tq3 + q8: uniform +0.0206 vs comix +0.0263 — CoMix's allocation is not
+    // budget-bound there (the same bits at both budgets: its formats stop at 4 bits while uniform's
+    // private blocks are q8), so only the 2-bit configuration is asserted to lose to CoMix.
+    if (std::string(u.sk) == "tq2") EXPECT_LT(excess(comix), excess(uniform)) << name;
+  }
 }
 
 }  // namespace

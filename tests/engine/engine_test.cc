@@ -42,7 +42,7 @@ TEST(Engine, SharedBytesIndependentOfAgentCount) {
     ASSERT_TRUE(engine->Step().ok());
     const EngineKvReport r = engine->KvReport();
     EXPECT_EQ(r.shared_bytes, shared_alone) << n << " agents";
-    EXPECT_EQ(r.total_bytes, r.shared_bytes + r.private_bytes) << n << " agents";
+    EXPECT_EQ(r.total_bytes, r.shared_bytes + r.private_bytes + r.overhead_bytes) << n << " agents";
     // Sharing the same document again stores nothing new.
     auto again = engine->Share(Document());
     ASSERT_TRUE(again.ok());
@@ -86,7 +86,7 @@ TEST(Engine, LifecycleUnderLoad) {
   EXPECT_EQ(engine->KvReport().private_bytes, 0u);  // every finished agent freed its own blocks
   const size_t shared = engine->KvReport().shared_bytes;
   // What stays: the context (pinned) and the prompt blocks agents sealed (cached, evictable).
-  EXPECT_EQ(engine->KvReport().total_bytes, shared + engine->Stats().cached_bytes);
+  EXPECT_EQ(engine->KvReport().total_bytes, shared + engine->Stats().cached_bytes + engine->KvReport().overhead_bytes);
   EXPECT_EQ(engine->Stats().in_use_bytes, 0u);
   EXPECT_EQ(engine->Stats().pinned_bytes, shared);
   engine->Release(*ctx);
@@ -94,7 +94,7 @@ TEST(Engine, LifecycleUnderLoad) {
   // Released with its last reader: unpinned, its blocks are cached prefixes now, nothing in use.
   EXPECT_EQ(engine->Stats().pinned_bytes, 0u);
   EXPECT_EQ(engine->Stats().in_use_bytes, 0u);
-  EXPECT_EQ(engine->KvReport().total_bytes, engine->Stats().cached_bytes);
+  EXPECT_EQ(engine->KvReport().total_bytes, engine->Stats().cached_bytes + engine->KvReport().overhead_bytes);
   for (const auto& [id, pm] : spawned) {
     ContextId unused;
     EXPECT_EQ(engine->agent(id)->text, Alone(&unused, pm.first, pm.second)) << pm.first;

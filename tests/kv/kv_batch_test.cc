@@ -63,7 +63,7 @@ TEST(KvBatch, BatchedStepEqualsAgentsAlone) {
     EXPECT_EQ(a.back()->borrowed_blocks(), 8u);
   }
   doc.reset();  // the readers hold the blocks now
-  const size_t shared_bytes = store.pool().bytes_in_use();
+  const size_t shared_bytes = store.pool().payload_bytes();
   for (size_t i = 0; i < N; ++i) {
     std::mt19937 r1(100 + i), r2(100 + i);
     Feed(*a[i], 3 + 11 * i, r1, pool, 2);  // private prompts of different lengths
@@ -89,7 +89,7 @@ TEST(KvBatch, BatchedStepEqualsAgentsAlone) {
   }
   a.clear();
   b.clear();
-  EXPECT_EQ(store.pool().bytes_in_use(), 0u);  // nobody holds the document's blocks any more
+  EXPECT_EQ(store.pool().payload_bytes(), 0u);  // nobody holds the document's blocks any more
 }
 
 // A step mixing decode rows of agents on a shared run, a prefill chunk of one of them (60 rows,

@@ -74,7 +74,7 @@ TEST(CliPolicy, EvalPplComixAtTwoBitsEqualsUniformTwoBit) {
 }
 
 TEST(CliPolicy, EvalPplComixStaysWithinBudgetAndSpendsIt) {
-  const size_t budget = 2300000;
+  const size_t budget = 2800000;
   const nlohmann::json c = Json(Chorus(Ppl("--policy comix --kv-budget " + std::to_string(budget))));
   const nlohmann::json two = Json(Chorus(Ppl("--kv-k tq2 --kv-v tq2")));
   const nlohmann::json& p = c["kv_policy"];
@@ -132,7 +132,7 @@ TEST(CliPolicy, BadInputIsAnErrorThatNamesTheProblem) {
       {ppl + "--policy cocktail --query q --beta -0.1", "beta must be in [0, 1], got -0.1"},
       {ppl + "--policy cocktail --query q --encoder /no/such/encoder", "--encoder '/no/such/encoder' does not exist"},
       {ppl + "--policy comix --kv-budget 100K", "below this model's minimum of"},
-      {ppl + "--policy comix --kv-budget 1M", "chunk 1 (128 tokens): refused"},
+      {ppl + "--policy comix --kv-budget 1.2M", "chunk 1 (128 tokens): refused"},
       {ppl + "--policy comix --kv-avg-bits 9", "--kv-avg-bits must be between 2 and 8"},
       {ppl + "--policy comix --comix-family q8", "unknown --comix-family 'q8'"},
       {ppl + "--policy comix --kv-budget lots", "'lots' is not a byte size"},
@@ -149,7 +149,7 @@ TEST(CliPolicy, BadInputIsAnErrorThatNamesTheProblem) {
       {gen + "--policy comix --kv-budget 100K -p q", "below this model's minimum of"},
       {gen + "--doc " + doc + " -p q", "--doc needs --policy"},
       {gen + "--policy comix --kv-k q8 -p q", "--kv-k/--kv-v do not apply with --policy comix"},
-      {gen + "--policy comix --kv-budget 1M --doc " + doc + " -p q", "--doc: shared document: refused"},
+      {gen + "--policy comix --kv-budget 1.3M --doc " + doc + " -p q", "--doc: shared document: refused"},
       {std::string("agents -m ") + kModel + " --doc " + doc + " --questions " + doc + " --kv-window q4",
        "--kv-window: unknown window format 'q4'; valid: auto, f16, q8"},
   };
