@@ -59,21 +59,28 @@ def document(tokenize, target):
     return text[:lo]
 
 
-def agent(base_url, model, doc, question, tg, out):
-    c = openai.OpenAI(base_url=base_url, api_key="-", max_retries=0, timeout=1800)
+def agent(base_url, model, doc, question, tg, out, timeout=1800):
+    """One streaming agent. A request that does not finish within `timeout` s counts the tokens it got
+    (and is marked timed_out) instead of ending the benchmark."""
+    c = openai.OpenAI(base_url=base_url, api_key="-", max_retries=0, timeout=timeout)
     t0 = time.time()
     times = []
     usage = None
-    stream = c.chat.completions.create(
-        model=model, messages=[{"role": "system", "content": doc}, {"role": "user", "content": question}],
-        max_tokens=tg, temperature=0, stream=True, stream_options={"include_usage": True},
-        extra_body={"ignore_eos": True})
-    for ch in stream:
-        if ch.choices and ch.choices[0].delta.content:
-            times.append(time.time())
-        if getattr(ch, "usage", None):
-            usage = ch.usage
+    timed_out = False
+    try:
+        stream = c.chat.completions.create(
+            model=model, messages=[{"role": "system", "content": doc}, {"role": "user", "content": question}],
+            max_tokens=tg, temperature=0, stream=True, stream_options={"include_usage": True},
+            extra_body={"ignore_eos": True})
+        for ch in stream:
+            if ch.choices and ch.choices[0].delta.content:
+                times.append(time.time())
+            if getattr(ch, "usage", None):
+                usage = ch.usage
+    except (openai.APITimeoutError, openai.APIConnectionError):
+        timed_out = True
     out.append({"t0": t0, "times": times, "tokens": usage.completion_tokens if usage else len(times),
+                "timed_out": timed_out,
                 "cached": getattr(getattr(usage, "prompt_tokens_details", None), "cached_tokens", None) if usage else None})
 
 
@@ -89,7 +96,7 @@ def wave(base_url, model, doc, questions, tg, sampler=None):
     ttft = [r["times"][0] - r["t0"] for r in out if r["times"]]
     itl = [b - a for r in out for a, b in zip(r["times"], r["times"][1:])]
     tokens = sum(r["tokens"] for r in out)
-    return {"agents": len(questions), "wall_s": wall, "tokens": tokens, "tok_s": tokens / wall,
+    return {"agents": len(questions), "timed_out": sum(r["timed_out"] for r in out), "wall_s": wall, "tokens": tokens, "tok_s": tokens / wall,
             "ttft_p50": pct(ttft, 50), "ttft_p99": pct(ttft, 99), "itl_p50": pct(itl, 50), "itl_p99": pct(itl, 99),
             "cached_tokens": [r["cached"] for r in out]}
 
@@ -118,6 +125,7 @@ class LlamaServer:
         port = self.free_port()
         self.cmd[self.cmd.index("--port") + 1] = str(port)
         self.log = []
+        self._kv = None
         self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         threading.Thread(target=lambda: [self.log.append(l) for l in self.proc.stdout], daemon=True).start()
         self.url = f"http://127.0.0.1:{port}/v1"
@@ -141,13 +149,24 @@ class LlamaServer:
         return p
 
     def kv_bytes(self):
-        """The KV buffer llama.cpp reports it allocated (its log: 'llama_kv_cache: ... size = X MiB')."""
-        total = 0.0
-        for line in self.log:
-            m = re.search(r"llama_kv_cache.*?size\s*=\s*([\d.]+)\s*MiB", line)
-            if m:
-                total += float(m.group(1))
-        return int(total * 2**20)
+        """The KV buffer llama.cpp allocates with these settings, as its log reports it ('llama_kv_cache: size =
+        X MiB'). That line is printed at -lv 4 only, whose per-step debug output slows the server several times:
+        a second instance with the same flags at -lv 4 is started just to read it, then stopped."""
+        if self._kv is None:
+            cmd = list(self.cmd)
+            cmd[cmd.index("--port") + 1] = str(self.free_port())
+            out = subprocess.Popen(cmd + ["-lv", "4"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            total = 0.0
+            for line in out.stdout:
+                m = re.search(r"llama_kv_cache: size =\s*([\d.]+) MiB", line)
+                if m:
+                    total += float(m.group(1))
+                if "listening on" in line:
+                    break
+            out.kill()
+            out.wait()
+            self._kv = int(total * 2**20)
+        return self._kv
 
     def stop(self):
         self.proc.send_signal(signal.SIGTERM)
@@ -185,30 +204,27 @@ def main():
     results["doc_tokens"] = ntok(doc)
     print(f"document: {results['doc_tokens']} tokens; load average {os.getloadavg()[0]:.2f}", flush=True)
 
-    def run_side(name, url, kv):
-        side = {}
-        for n in ns:
-            # a fresh document per N (a different first line), so every N starts cold
-            d = f"[{name} run {n}]\n" + doc
-            s = Sampler(srv) if name == "chorus" else None
-            if s:
-                s.start()
-            cold = wave(url, "m", d, QUESTIONS[:n], a.tg)
-            if s:
-                s.stop_ = True
-                s.join()
-            warm = wave(url, "m", d, ["One more question: " + QUESTIONS[-1]], a.tg)
-            cold["kv_bytes"] = s.peak if s else kv()
-            cold["warm_ttft"] = warm["ttft_p50"]
-            cold["warm_cached_tokens"] = warm["cached_tokens"][0]
-            side[n] = cold
-            print(f"{name:12s} N={n:2d}: {cold['tok_s']:7.1f} tok/s  TTFT p50 {cold['ttft_p50']:.3f} p99 {cold['ttft_p99']:.3f} s  "
-                  f"ITL p50 {1000 * cold['itl_p50']:.1f} p99 {1000 * cold['itl_p99']:.1f} ms  KV {cold['kv_bytes'] / 2**20:.1f} MiB  "
-                  f"warm TTFT {warm['ttft_p50']:.3f} s (cached {warm['cached_tokens'][0]})", flush=True)
-        return side
+    def run_one(name, url, kv, n):
+        # a fresh document per side and N (a different first line), so every wave starts cold
+        d = f"[{name} run {n}]\n" + doc
+        s = Sampler(srv) if name == "chorus" else None
+        if s:
+            s.start()
+        cold = wave(url, "m", d, QUESTIONS[:n], a.tg)
+        if s:
+            s.stop_ = True
+            s.join()
+        warm = wave(url, "m", d, ["One more question: " + QUESTIONS[-1]], a.tg)
+        cold["kv_bytes"] = s.peak if s else kv()
+        cold["warm_ttft"] = warm["ttft_p50"]
+        cold["warm_cached_tokens"] = warm["cached_tokens"][0]
+        cold["load_avg"] = os.getloadavg()[0]
+        print(f"{name:12s} N={n:2d}: {cold['tok_s']:7.1f} tok/s  TTFT p50 {cold['ttft_p50']:.3f} p99 {cold['ttft_p99']:.3f} s  "
+              f"ITL p50 {1000 * cold['itl_p50']:.1f} p99 {1000 * cold['itl_p99']:.1f} ms  KV {cold['kv_bytes'] / 2**20:.1f} MiB  "
+              f"warm TTFT {warm['ttft_p50']:.3f} s (cached {warm['cached_tokens'][0]})  load {cold['load_avg']:.2f}", flush=True)
+        return cold
 
-    results["chorus"] = run_side("chorus", srv.url, None)
-    srv.stop()
+    peer = None
     if not a.no_peer:
         peer_dir = subprocess.run([os.path.join(ROOT, "scripts", "build_peer.sh"), "--print-dir"], capture_output=True,
                                   text=True, check=True).stdout.strip().splitlines()[-1]
@@ -216,12 +232,20 @@ def main():
         ctx = max(ns) * (results["doc_tokens"] + a.tg + 64) + 256
         peer = LlamaServer(os.path.join(peer_dir, "llama-server"), a.model, a.threads, max(ns), ctx, a.peer_kv)
         results["llama_server_cmd"] = " ".join(peer.cmd)
-        results["llama_server"] = run_side("llama-server", peer.url, peer.kv_bytes)
-        peer.stop()
-        for n in ns:
+    # One short request to each first: neither side's first-request warm-up lands in a wave.
+    for url in [srv.url] + ([peer.url] if peer else []):
+        wave(url, "m", "warm-up", ["Say hi."], 8)
+    # Both servers are up (idle when not driven); the sides alternate per N, so both see the same load.
+    for n in ns:
+        results["chorus"][n] = run_one("chorus", srv.url, None, n)
+        if peer:
+            results["llama_server"][n] = run_one("llama-server", peer.url, peer.kv_bytes, n)
             ch, ll = results["chorus"][n], results["llama_server"][n]
             print(f"N={n:2d}: chorus / llama-server aggregate tok/s {ch['tok_s'] / ll['tok_s']:.2f}x, KV bytes "
-                  f"{ch['kv_bytes'] / max(1, ll['kv_bytes']):.3f}x")
+                  f"{ch['kv_bytes'] / max(1, ll['kv_bytes']):.3f}x", flush=True)
+    srv.stop()
+    if peer:
+        peer.stop()
     if a.json:
         with open(a.json, "w") as f:
             json.dump(results, f, indent=1)

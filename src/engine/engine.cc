@@ -481,6 +481,7 @@ EngineStats Engine::Stats() const {
   const size_t overhead = m.OverheadBytes();
   s.in_use_bytes = s.total_bytes - std::min(s.total_bytes, s.pinned_bytes + s.cached_bytes + overhead);
   s.budget_bytes = m.store->budget();
+  s.high_water_bytes = m.store->high_water();
   s.free_bytes = s.budget_bytes > s.total_bytes ? s.budget_bytes - s.total_bytes : 0;
   return s;
 }

@@ -43,6 +43,9 @@ std::variant<json, ApiError> ParseObject(std::string_view body) {
     if (what.find("UTF-8") != std::string::npos)
       return Bad("", "the request body is not valid UTF-8 (" + what + ")", "invalid_utf8");
     return Bad("", "the request body is not valid JSON (" + what + ")", "invalid_json");
+  } catch (const json::exception& e) {  // e.g. out_of_range 406: a number too large for a double
+    const std::string what = json(e.what()).dump(-1, ' ', true, json::error_handler_t::replace);
+    return Bad("", "the request body is not valid JSON (" + what + ")", "invalid_json");
   }
   if (!j.is_object()) return Bad("", std::string("the request body must be a JSON object, got ") + j.type_name(), "invalid_json");
   return j;

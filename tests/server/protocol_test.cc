@@ -114,6 +114,10 @@ TEST(Protocol, InvalidUtf8AndDeepNestingAreErrors) {
   e = ErrorOf(ParseChatCompletion(deep + std::string(100000, ']')));
   EXPECT_EQ(e.code, "invalid_json") << e.message;
   EXPECT_NE(e.message.find("deeper"), std::string::npos) << e.message;
+  // A number too large for a double: nlohmann throws out_of_range (406), not parse_error — found by
+  // fuzz/request_fuzz.cc; it used to escape ParseObject and end the process.
+  e = ErrorOf(ParseChatCompletion("{\"max_tokens\": 22000000000000000000001e308, \"messages\": []}"));
+  EXPECT_EQ(e.code, "invalid_json") << e.message;
 }
 
 TEST(Protocol, CompletionPrompts) {
