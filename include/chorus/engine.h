@@ -155,6 +155,7 @@ struct EngineStats {
   // else held (running requests' blocks, windows, tables), free under the budget.
   size_t pinned_bytes = 0, cached_bytes = 0, in_use_bytes = 0, free_bytes = 0, total_bytes = 0, budget_bytes = 0;
   size_t high_water_bytes = 0;  // the most the KV layer held at any instant since start, inside steps included
+  size_t overhead_bytes = 0;    // of total: the store's scratch and the pool's free slots (no request's)
   size_t last_step_rows = 0, last_step_prefill_tokens = 0;
 };
 

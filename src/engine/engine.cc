@@ -479,6 +479,7 @@ EngineStats Engine::Stats() const {
   s.cached_bytes = cr.idle_bytes;
   // The store's own scratch and the pool's slot table belong to no request.
   const size_t overhead = m.OverheadBytes();
+  s.overhead_bytes = overhead;
   s.in_use_bytes = s.total_bytes - std::min(s.total_bytes, s.pinned_bytes + s.cached_bytes + overhead);
   s.budget_bytes = m.store->budget();
   s.high_water_bytes = m.store->high_water();

@@ -152,7 +152,7 @@ void EngineLoop::Run() {
     queued_ = s.waiting;
     metrics_.Publish({.running = s.prefilling + s.decoding, .waiting = s.waiting,
                       .kv_pinned = s.pinned_bytes, .kv_in_use = s.in_use_bytes, .kv_cached = s.cached_bytes,
-                      .kv_free = s.free_bytes, .kv_budget = s.budget_bytes, .kv_total = s.total_bytes, .kv_high_water = s.high_water_bytes,
+                      .kv_free = s.free_bytes, .kv_budget = s.budget_bytes, .kv_total = s.total_bytes, .kv_high_water = s.high_water_bytes, .kv_overhead = s.overhead_bytes,
                       .contexts = engine_.live_contexts(), .cached_blocks = s.cached_blocks,
                       .prefix_queried_tokens = s.prefix_queried_tokens, .prefix_hit_tokens = s.prefix_hit_tokens,
                       .evicted_blocks = s.evicted_blocks, .prompt_tokens = s.prompt_tokens,

@@ -133,10 +133,12 @@ std::string ServerMetrics::Render() const {
   counter("chorus_prefix_cache_evictions_total", "Cached 32-token blocks (all layers) evicted, least recently used first.", double(g_.evicted_blocks));
   counter("chorus_engine_steps_total", "Engine steps (one batched forward each).", double(g_.steps));
   t.Header("chorus_kv_bytes", "Bytes the KV layer holds, measured: pinned contexts, blocks read by running requests, "
-                              "cached prefixes no request reads, free under the budget.", "gauge");
+                              "cached prefixes no request reads, the store's own scratch and free pool slots (overhead), "
+                              "free under the budget.", "gauge");
   t.Sample("chorus_kv_bytes", PromText::Label("kind", "pinned"), double(g_.kv_pinned));
   t.Sample("chorus_kv_bytes", PromText::Label("kind", "in_use"), double(g_.kv_in_use));
   t.Sample("chorus_kv_bytes", PromText::Label("kind", "cached"), double(g_.kv_cached));
+  t.Sample("chorus_kv_bytes", PromText::Label("kind", "overhead"), double(g_.kv_overhead));
   t.Sample("chorus_kv_bytes", PromText::Label("kind", "free"), double(g_.kv_free));
   gauge("chorus_kv_budget_bytes", "The KV byte budget (--kv-budget).", double(g_.kv_budget));
   gauge("chorus_kv_held_bytes", "Everything the KV layer holds: blocks, windows, tables (measured).", double(g_.kv_total));

@@ -47,7 +47,7 @@ class PromText {
 // What the engine loop publishes once per step (a snapshot; gauges).
 struct EngineGauges {
   size_t running = 0, waiting = 0;
-  size_t kv_pinned = 0, kv_in_use = 0, kv_cached = 0, kv_free = 0, kv_budget = 0, kv_total = 0, kv_high_water = 0;
+  size_t kv_pinned = 0, kv_in_use = 0, kv_cached = 0, kv_free = 0, kv_budget = 0, kv_total = 0, kv_high_water = 0, kv_overhead = 0;
   size_t contexts = 0, cached_blocks = 0;
   // Counters the engine keeps (monotonic; copied, not added).
   uint64_t prefix_queried_tokens = 0, prefix_hit_tokens = 0, evicted_blocks = 0;
