@@ -23,13 +23,7 @@ using testing_doc::kModel;
 
 constexpr size_t kLayers = 30;  // SmolLM2-135M
 
-std::unique_ptr<Engine> Open(EngineOptions o = {}) {
-  o.model_path = kModel;
-  o.threads = 2;
-  auto e = Engine::Open(o);
-  EXPECT_TRUE(e.ok()) << e.status().message();
-  return e.ok() ? std::move(e).value() : nullptr;
-}
+std::unique_ptr<Engine> Open(EngineOptions o = {}) { return testing_doc::OpenEngine(std::move(o)); }
 
 // Distinct first tokens: no two prompts share a prefix-cache block unless `shared`.
 std::vector<int32_t> Prompt(const Engine& e, int i, size_t doc_chars, bool shared) {

@@ -16,13 +16,7 @@ namespace {
 
 using testing_doc::kModel;
 
-std::unique_ptr<Engine> Open(EngineOptions o = {}) {
-  o.model_path = kModel;
-  o.threads = 2;
-  auto e = Engine::Open(o);
-  EXPECT_TRUE(e.ok()) << e.status().message();
-  return e.ok() ? std::move(e).value() : nullptr;
-}
+std::unique_ptr<Engine> Open(EngineOptions o = {}) { return testing_doc::OpenEngine(std::move(o)); }
 
 // A prompt of about n tokens: the document repeated, then a question.
 std::vector<int32_t> Prompt(const Engine& e, size_t doc_repeats, const std::string& question) {

@@ -1,7 +1,12 @@
 // Shared by the engine tests on the real model: its path and a ~300-token document (several
 // sealed blocks and a tail).
 #pragma once
+#include <gtest/gtest.h>
+
+#include <memory>
 #include <string>
+
+#include "chorus/engine.h"
 
 namespace chorus::testing_doc {
 
@@ -14,6 +19,15 @@ inline std::string Document() {
   std::string out;
   for (int i = 0; i < 6; ++i) out += d;
   return out;
+}
+
+// The real model with 2 threads and `o`'s other options; nullptr (and a test failure) if it does not open.
+inline std::unique_ptr<Engine> OpenEngine(EngineOptions o = {}) {
+  o.model_path = kModel;
+  o.threads = 2;
+  auto e = Engine::Open(o);
+  EXPECT_TRUE(e.ok()) << e.status().message();
+  return e.ok() ? std::move(e).value() : nullptr;
 }
 
 }  // namespace chorus::testing_doc
