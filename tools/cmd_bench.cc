@@ -98,7 +98,7 @@ int RunBench(const BenchArgs& a) {
                       .kv = a.kv.size() == 1 && a.kv[0] == "f16/f16" ? std::vector<std::string>{"q8/tq3", "f16/f16"} : a.kv,
                       .peer_kv = a.no_peer ? std::vector<std::string>{} : a.peer_kv, .threads = a.threads.back(),
                       .tg = a.tg, .json = a.json, .window = a.window};
-    return RunAgentsBench(model.tokenizer().Decode(toks), g);
+    return RunAgentsBench(model, model.tokenizer().Decode(toks), g);
   }
   if (!a.depths.empty()) {
     DepthBenchArgs d{.model = a.model, .python = a.python, .depths = a.depths, .kv = a.kv,
