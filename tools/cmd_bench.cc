@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <sstream>
+#include <tuple>
 
 #include "model/forward.h"
 #include "model/sampler.h"  // ArgMax
@@ -22,6 +23,7 @@ struct BenchArgs {
   int pp = 512, tg = 128, reps = 3;
   bool no_peer = false, json = false, machine = false;
   std::string python = "python3";
+  std::string peer = "best";   // pp/tg mode: best (llama-bench over weights/FA variants) or python
   std::vector<size_t> depths;  // decode-at-depth mode
   std::vector<size_t> agents;  // multi-agent mode
   size_t doc_tokens = 4096;
@@ -38,6 +40,7 @@ double Median(std::vector<double> v) {
 struct Speeds {
   double pp = 0, tg = 0;
   double kv_bytes_per_token = 0;  // the live cache's bytes / its token capacity
+  double pp_min = 0, pp_max = 0, tg_min = 0, tg_max = 0;  // spread of the reps
 };
 
 Result<Speeds> MeasureOurs(const Model& model, int threads, const BenchArgs& a) {
@@ -68,15 +71,33 @@ Result<Speeds> MeasureOurs(const Model& model, int threads, const BenchArgs& a) 
     }
     if (r > 0) tg_rates.push_back(a.tg / t.Seconds());
   }
-  return Speeds{Median(pp_rates), Median(tg_rates), static_cast<double>(kv.bytes()) / (std::max(a.pp, a.tg) + 1)};
+  Speeds s{Median(pp_rates), Median(tg_rates), static_cast<double>(kv.bytes()) / (std::max(a.pp, a.tg) + 1)};
+  std::tie(s.pp_min, s.pp_max) = std::pair(*std::min_element(pp_rates.begin(), pp_rates.end()),
+                                           *std::max_element(pp_rates.begin(), pp_rates.end()));
+  std::tie(s.tg_min, s.tg_max) = std::pair(*std::min_element(tg_rates.begin(), tg_rates.end()),
+                                           *std::max_element(tg_rates.begin(), tg_rates.end()));
+  return s;
 }
 
 // Runs the llama.cpp peer and returns its JSON, or an error saying why it could not run.
-Result<nlohmann::json> MeasurePeer(const BenchArgs& a) {
+// --peer best: llama.cpp's own llama-bench over the original weights and its Q4_0 / Q8_0
+// conversions, flash attention on and off (scripts/ref/llama_best.py), the best median per test;
+// if llama.cpp's tools are not built, llama-cpp-python with default settings, and says so.
+Result<nlohmann::json> MeasurePeer(const BenchArgs& a, std::string* note) {
+  std::ostringstream threads;
+  for (size_t i = 0; i < a.threads.size(); ++i) threads << (i ? "," : "") << a.threads[i];
+  if (a.peer == "best") {
+    std::ostringstream cmd;
+    cmd << a.python << " scripts/ref/llama_best.py -m '" << a.model << "' --threads " << threads.str() << " --pp "
+        << a.pp << " --tg " << a.tg << " --reps " << a.reps << " --json";
+    auto r = RunPeerJson(cmd.str());
+    if (r.ok()) return r;
+    *note = "llama-bench variants not run (" + r.status().message() +
+            "); peer = llama-cpp-python, its default settings only";
+  }
   std::ostringstream cmd;
-  cmd << a.python << " scripts/ref/llama_bench.py --model '" << a.model << "' --threads ";
-  for (size_t i = 0; i < a.threads.size(); ++i) cmd << (i ? "," : "") << a.threads[i];
-  cmd << " --pp " << a.pp << " --tg " << a.tg << " --reps " << a.reps << " --json";
+  cmd << a.python << " scripts/ref/llama_bench.py --model '" << a.model << "' --threads " << threads.str()
+      << " --pp " << a.pp << " --tg " << a.tg << " --reps " << a.reps << " --json";
   return RunPeerJson(cmd.str());
 }
 
@@ -120,7 +141,8 @@ int RunBench(const BenchArgs& a) {
     auto s = MeasureOurs(model, t, a);
     if (!s.ok()) return Fail(s.status());
     ours[t] = s.value();
-    report["chorus"][std::to_string(t)] = {{"pp", s->pp}, {"tg", s->tg}};
+    report["chorus"][std::to_string(t)] = {{"pp", s->pp}, {"tg", s->tg}, {"pp_spread", {s->pp_min, s->pp_max}},
+                                           {"tg_spread", {s->tg_min, s->tg_max}}};
     report["machine"][std::to_string(t)] = MachineJson(limits[t]);
   }
   // Roofline: pp = one pass over the prompt; tg = a decode step at the run's mean depth (tg / 2).
@@ -132,7 +154,12 @@ int RunBench(const BenchArgs& a) {
   std::string peer_error;
   if (!a.no_peer) {
     std::fprintf(stderr, "llama.cpp peer ...\n");
-    auto p = MeasurePeer(a);
+    std::string note;
+    auto p = MeasurePeer(a, &note);
+    if (!note.empty()) {
+      std::fprintf(stderr, "%s\n", note.c_str());
+      report["llama_cpp_note"] = note;
+    }
     if (p.ok()) {
       peer = p.value();
       report["llama_cpp"] = peer;
@@ -180,6 +207,21 @@ int RunBench(const BenchArgs& a) {
     }
   }
   for (int t : a.threads)
+    std::printf("chorus, %d thread(s): pp spread %.1f-%.1f, tg spread %.1f-%.1f (median of %d)\n", t, ours[t].pp_min,
+                ours[t].pp_max, ours[t].tg_min, ours[t].tg_max, a.reps);
+  for (int t : a.threads) {
+    const std::string ts = std::to_string(t);
+    if (peer.is_null() || !peer.contains("threads") || !peer["threads"].contains(ts)) continue;
+    for (const char* k : {"pp", "tg"}) {
+      const nlohmann::json& pt = peer["threads"][ts];
+      const std::string key = std::string(k) + "_settings";
+      if (pt.contains(key))
+        std::printf("llama.cpp best %s, %d thread(s): %s (median of %d; spread %.1f-%.1f)\n", k, t,
+                    pt[key].get<std::string>().c_str(), a.reps, pt[std::string(k) + "_spread"][0].get<double>(),
+                    pt[std::string(k) + "_spread"][1].get<double>());
+    }
+  }
+  for (int t : a.threads)
     std::printf("machine, %d thread(s): read %.1f GB/s, f32 %.1f GFLOP/s, int8 %.1f GOP/s (%s)\n", t,
                 limits[t].read_bytes_per_s * 1e-9, limits[t].f32_flops_per_s * 1e-9, limits[t].int8_ops_per_s * 1e-9,
                 limits[t].simd.c_str());
@@ -206,6 +248,11 @@ RunFn AddBench(CLI::App& app) {
       ->check(CLI::Range(1, 100))->capture_default_str();
   cmd->add_flag("--no-peer", a->no_peer, "skip llama.cpp");
   cmd->add_option("--python", a->python, "python with llama-cpp-python")->capture_default_str();
+  cmd->add_option("--peer", a->peer,
+                  "pp/tg peer: best = llama.cpp's llama-bench over the original weights and llama-quantize's Q4_0 / "
+                  "Q8_0 conversions, flash attention on and off (needs scripts/build_peer.sh); python = "
+                  "llama-cpp-python, default settings")
+      ->check(CLI::IsMember({"best", "python"}))->capture_default_str();
   cmd->add_option("--depths", a->depths, "decode-at-depth mode: context depths, e.g. 0,1024,4096,8192")
       ->delimiter(',');
   cmd->add_option("--agents", a->agents, "multi-agent mode: agent counts, e.g. 1,4,8,15 (one shared document)")
