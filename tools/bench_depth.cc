@@ -49,15 +49,30 @@ Result<double> OursAtDepth(const Model& model, const KvConfig& cfg, size_t depth
   return rates[rates.size() / 2];
 }
 
+// llama.cpp at its best for one KV type and depth: llama-bench over the original weights and its
+// Q4_0 / Q8_0 conversions, flash attention on and off (scripts/ref/llama_best.py); the winner's
+// settings go to *settings. Without llama.cpp's tools: llama-cpp-python, flash attention auto.
 Result<double> PeerAtDepth(const std::string& model, const std::string& kv_type, size_t depth, int threads,
-                           const DepthBenchArgs& a) {
+                           const DepthBenchArgs& a, std::string* settings) {
+  const std::string ts = std::to_string(threads);
+  {
+    std::ostringstream cmd;
+    cmd << a.python << " scripts/ref/llama_best.py -m '" << model << "' --threads " << threads << " --pp 0 --tg "
+        << a.tg << " --reps " << a.reps << " --depth " << depth << " --kv " << kv_type << " --json 2>/dev/null";
+    auto j = RunPeerJson(cmd.str());
+    if (j.ok() && j.value()["threads"].contains(ts) && j.value()["threads"][ts].contains("tg")) {
+      *settings = j.value()["threads"][ts].value("tg_settings", "");
+      return j.value()["threads"][ts]["tg"].get<double>();
+    }
+  }
   std::ostringstream cmd;
   cmd << a.python << " scripts/ref/llama_bench.py --model '" << model << "' --threads " << threads
       << " --pp 0 --tg " << a.tg << " --reps " << a.reps << " --depth " << depth << " --kv-type " << kv_type
       << " --json 2>/dev/null";
   CHORUS_ASSIGN_OR_RETURN(nlohmann::json j, RunPeerJson(cmd.str()));
+  *settings = "llama-cpp-python, weights as given, flash-attn auto (llama.cpp tools not built)";
   try {
-    return j["threads"][std::to_string(threads)]["tg"].get<double>();
+    return j["threads"][ts]["tg"].get<double>();
   } catch (const std::exception& e) {
     return Status::Error("the peer's JSON has no tg rate for {} threads: {}", threads, e.what());
   }
@@ -91,6 +106,7 @@ int RunDepthBench(const Model& model, const DepthBenchArgs& a) {
     Roof roof;
   };
   std::vector<RoofRow> roofs;
+  std::vector<std::string> peer_settings;  // the winning llama.cpp settings per cell
   FILE* out = a.json ? stderr : stdout;  // --json: stdout is the one JSON object
   std::fprintf(out, "decode tokens/s after D tokens of context (%d threads, %d tokens, median of %d)\n", a.threads, a.tg,
               a.reps);
@@ -120,8 +136,13 @@ int RunDepthBench(const Model& model, const DepthBenchArgs& a) {
       std::fflush(stdout);
     }
     for (const auto& t : a.peer_kv) {
-      auto r = PeerAtDepth(a.model, t, d, a.threads, a);
-      if (r.ok()) row["llama_cpp"][t] = r.value();
+      std::string settings;
+      auto r = PeerAtDepth(a.model, t, d, a.threads, a, &settings);
+      if (r.ok()) {
+        row["llama_cpp"][t] = r.value();
+        row["llama_cpp_settings"][t] = settings;
+        peer_settings.push_back("depth " + std::to_string(d) + ", KV " + t + ": " + settings);
+      }
       else row["llama_cpp_error"][t] = r.status().message();
       if (r.ok()) std::fprintf(out, " %16.1f", r.value());
       else std::fprintf(out, " %16s", "n/a");
@@ -131,6 +152,7 @@ int RunDepthBench(const Model& model, const DepthBenchArgs& a) {
     report["rows"].push_back(row);
   }
   report["load_average_after"] = LoadAverage();
+  for (const std::string& line : peer_settings) std::fprintf(out, "llama.cpp best at %s\n", line.c_str());
   std::fprintf(out, "\nroofline (read %.1f GB/s, int8 %.1f GOP/s, %s; load average %.2f -> %.2f)\n",
                limits.read_bytes_per_s * 1e-9, limits.int8_ops_per_s * 1e-9, limits.simd.c_str(),
                report["load_average_before"].get<double>(), report["load_average_after"].get<double>());

@@ -7,14 +7,15 @@ Variants measured (all in one llama-bench run, interleaved by llama-bench itself
             (--allow-requantize; llama.cpp repacks these types for its fastest CPU kernels — a
             Q4_1 or K-quant file is not repacked on x86), cached under .cache/peer/models/
   flash attention   on and off
-  KV cache types    --kv f16 (default), or several: --kv f16,q8_0
-for each thread count. Per (test, threads) the variant with the highest median wins; every
+  KV cache type     --kv f16 (default; q8_0, q4_0: llama-bench's -ctk/-ctv)
+for each thread count, after --depth untimed context tokens (llama-bench -d; decode at depth). Per (test, threads) the variant with the highest median wins; every
 variant's median, min and max are kept. The binaries come from scripts/build_peer.sh (the
 llama.cpp sources vendored in the llama-cpp-python sdist); this script does not build them.
 
 Usage: scripts/ref/llama_best.py -m MODEL [--threads 1,2] [--pp 512] [--tg 128] [--reps 3]
                                  [--weights original,q4_0,q8_0] [--fa on,off] [--kv f16]
-                                 [--bin-dir DIR] [--json]
+                                 [--depth 0] [--bin-dir DIR] [--json]
+--pp 0 measures decode only (e.g. with --depth 4096).
 --json prints one JSON object: {"threads": {"1": {"pp": best median, "tg": ..., "pp_settings":
 "...", "tg_settings": "...", "pp_spread": [min, max], ...}}, "variants": [...], "tool": "..."}
 (tools/cmd_bench.cc reads "pp"/"tg" and the settings).
@@ -70,7 +71,8 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--weights", default="original,q4_0,q8_0")
     ap.add_argument("--fa", default="on,off")
-    ap.add_argument("--kv", default="f16")
+    ap.add_argument("--kv", default="f16", choices=["f16", "q8_0", "q4_0"])
+    ap.add_argument("--depth", type=int, default=0)
     ap.add_argument("--bin-dir")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
@@ -82,8 +84,8 @@ def main() -> None:
         models[w] = a.model if w == "original" else convert(bin_dir, a.model, w)
     by_path = {v: k for k, v in models.items()}
     cmd = [os.path.join(bin_dir, "llama-bench"), "-m", ",".join(models.values()), "-t", a.threads,
-           "-p", str(a.pp), "-n", str(a.tg), "-r", str(a.reps), "-fa", a.fa, "-ctk", a.kv, "-ctv", a.kv,
-           "-o", "json"]
+           "-p", str(a.pp), "-n", str(a.tg), "-d", str(a.depth), "-r", str(a.reps), "-fa", a.fa,
+           "-ctk", a.kv, "-ctv", a.kv, "-o", "json"]
     print("llama_best.py: " + " ".join(cmd), file=sys.stderr)
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
@@ -103,7 +105,7 @@ def main() -> None:
         key = (str(row["n_threads"]), test)
         if key not in best or v["median"] > best[key]["median"]:
             best[key] = v
-    out = {"threads": {}, "variants": variants, "tool": f"llama-bench (build {rows[0].get('build_commit', '?')} "
+    out = {"threads": {}, "variants": variants, "depth": a.depth, "kv_type": a.kv, "tool": f"llama-bench (build {rows[0].get('build_commit', '?')} "
                                                         f"{rows[0].get('build_number', '')})" if rows else "llama-bench",
            "command": " ".join(cmd), "reps": a.reps}
     for (t, test), v in best.items():
