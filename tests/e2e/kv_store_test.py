@@ -310,6 +310,20 @@ def case_redis_restart(st):
     check(keys >= n3 and m["chorus_kv_remote_up"] == 1, "the restarted Redis did not get the new blocks")
 
 
+def rejected_once(b, prompt, kind, good_blocks, reference):
+    """B asks prompt: exactly one block rejected as `kind`, the ones before it used, the rest
+    computed, and the answer equal to reference() (a replica that computed the blocks itself)."""
+    m1 = b.metrics()
+    text_b, _, ub = ask(b, prompt)
+    m2 = b.metrics()
+    want = reference()
+    print(f"{kind}: B used {cached(ub)} fetched tokens, prefilled {ub['prompt_tokens'] - cached(ub)}; errors "
+          f"{kind}={err(m2, kind)}; answers {text_b!r} / {want!r}")
+    check(err(m2, kind) - err(m1, kind) == 1, f"the bad block was not rejected as {kind}")
+    check(cached(ub) == good_blocks * 32, f"B used {cached(ub)} tokens, not blocks 0-{good_blocks - 1}")
+    check(text_b == want, "B's answer differs from the reference")
+
+
 def damaged(st, damage, kind):
     """A publishes a document, `damage(r, key, value)` spoils its block 5 in Redis, cold B asks."""
     redis = st.add(RedisServer())
@@ -324,14 +338,7 @@ def damaged(st, damage, kind):
     key, good = blocks[5]
     damage(r, key, good)
     b = serve(st, "--kv-store", redis.url)
-    m1 = b.metrics()
-    text_b, _, ub = ask(b, prompt)
-    m2 = b.metrics()
-    print(f"{kind}: B fetched {cached(ub)} tokens, prefilled {ub['prompt_tokens'] - cached(ub)}; "
-          f"errors {kind}={err(m2, kind)}; answers {text_b!r} / {text_a!r}")
-    check(err(m2, kind) - err(m1, kind) == 1, f"the damaged block was not counted as {kind}")
-    check(cached(ub) == 5 * 32, f"B should use blocks 0-4 only, used {cached(ub)} tokens")
-    check(text_b == text_a, "B's recomputed answer differs from A's")
+    rejected_once(b, prompt, kind, 5, lambda: text_a)
     # B recomputed block 5 and published it: Redis holds the intact bytes again.
     wait_for(lambda: r.cmd("GET", key) == good, "the recomputed block to replace the damaged one")
     log = "".join(b.stderr_lines)
@@ -377,15 +384,7 @@ def case_forged(st):
         pkey, pval = by[ps][3]
         _, oval = by[os_][3]
         r.cmd("SET", pkey, forge(pval, oval))
-        m1 = b.metrics()
-        text_b, _, ub = ask(b, doc + q)
-        text_p, _, _ = ask(p, doc + q)
-        m2 = b.metrics()
-        print(f"forged ({kind}): B used {cached(ub)} tokens; errors {kind}={err(m2, kind)}; "
-              f"answers {text_b!r} / {text_p!r}")
-        check(err(m2, kind) - err(m1, kind) == 1, f"the forged block was not rejected as {kind}")
-        check(cached(ub) == 3 * 32, f"B used {cached(ub)} tokens, not blocks 0-2")
-        check(text_b == text_p, "B's answer differs")
+        rejected_once(b, doc + q, kind, 3, lambda: ask(p, doc + q)[0])
 
     # Another configuration's whole block under this configuration's key.
     attempt(document(8, 400), lambda pv, ov: ov, "settings")
