@@ -17,8 +17,8 @@ namespace {
 // Upper bounds (seconds) of the fetch latency histogram.
 const std::vector<double> kFetchBounds = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1.0};
 
-// An engine-side deadline on top of the store's socket timeout: a fetch stuck behind a slow
-// publication is given up on, so no request waits past it.
+// An engine-side deadline for a fetch the store's thread has not begun (stuck behind a slow
+// publication), so no request waits in that queue past it.
 constexpr double kFetchGraceSeconds = 0.05;
 
 }  // namespace
@@ -151,10 +151,12 @@ void Engine::Impl::CollectFetches() {
     rc.hits += hits;
     rc.misses += f.keys.size() - hits;
   }
-  // Fetches past their deadline (the store's thread may be stuck behind a slow write): given up.
+  // Fetches still queued past their deadline (the store's thread stuck behind a slow write): given
+  // up. One on the wire is the socket timeout's (no byte from Redis for the deadline fails it).
   const double limit = options.kv_store_timeout_ms / 1000.0 + kFetchGraceSeconds;
+  const uint64_t started = remote->started();
   for (auto it = fetches.begin(); it != fetches.end();) {
-    if (it->second.timer.Seconds() < limit) {
+    if (it->first <= started || it->second.timer.Seconds() < limit) {
       ++it;
       continue;
     }

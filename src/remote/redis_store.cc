@@ -227,7 +227,7 @@ FetchResult RedisStore::DoFetch(const Fetch& f) {
     std::vector<const char*> argv{"MGET"};
     std::vector<size_t> len{4};
     for (const std::string& k : f.keys) argv.push_back(k.data()), len.push_back(k.size());
-    redisSetTimeout(ctx_, ToTimeval(left));
+    redisSetTimeout(ctx_, ToTimeval(options_.fetch_timeout));  // per read: no progress for this long
     auto* rep = static_cast<redisReply*>(redisCommandArgv(ctx_, int(argv.size()), argv.data(), len.data()));
     if (!rep) {
       r.error_kind = IoKind(ctx_);
@@ -307,7 +307,10 @@ void RedisStore::Run() {
     }
     if (!ctx_ && Clock::now() >= next_retry_) Connect();
     std::vector<FetchResult> done;
-    for (const Fetch& f : fetches) done.push_back(DoFetch(f));  // fetches go before publications
+    for (const Fetch& f : fetches) {  // fetches go before publications
+      started_ = f.ticket;
+      done.push_back(DoFetch(f));
+    }
     if (!done.empty()) {
       {
         std::lock_guard lock(mu_);

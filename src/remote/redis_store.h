@@ -41,7 +41,10 @@ Result<RedisUrl> ParseRedisUrl(std::string_view url);
 
 struct RedisStoreOptions {
   RedisUrl url;
-  std::chrono::milliseconds fetch_timeout{200};    // per fetch, from StartFetch to the reply
+  // A fetch fails when it waited this long to be sent (queued behind writes), or when Redis sends
+  // nothing for this long once it is sent (the socket timeout: a large reply that keeps coming
+  // is not cut off).
+  std::chrono::milliseconds fetch_timeout{200};
   std::chrono::milliseconds connect_timeout{300};
   std::chrono::milliseconds write_timeout{1000};   // a batch of publications
   std::chrono::milliseconds backoff_min{100}, backoff_max{2000};
@@ -84,6 +87,9 @@ class RedisStore {
   // Waits until a result is ready or `max` passed; true if one is ready.
   bool WaitResult(std::chrono::microseconds max);
   RedisStoreStats Stats() const;
+  // The last ticket the thread has begun sending (tickets are served in order): a fetch at or
+  // below it is on the wire, governed by the socket timeout; above it, still queued.
+  uint64_t started() const { return started_.load(); }
   const RedisStoreOptions& options() const { return options_; }
 
  private:
@@ -112,6 +118,7 @@ class RedisStore {
   std::deque<Fetch> fetches_;
   std::vector<FetchResult> results_;
   uint64_t next_ticket_ = 1;
+  std::atomic<uint64_t> started_{0};
   RedisStoreStats stats_;
   std::thread thread_;
 };
