@@ -103,15 +103,15 @@ void Engine::Impl::CollectFetches() {
     rc.fetches++;
     rc.fetch_seconds_sum += r.seconds;
     rc.fetch_counts[std::lower_bound(kFetchBounds.begin(), kFetchBounds.end(), r.seconds) - kFetchBounds.begin()]++;
-    size_t hits = 0;
+    size_t hits = 0, local = 0;
     // The run of verified blocks from the first asked (each continues the one before it); the
     // first absent, rejected or unplaceable block ends it: the rest is computed here.
     std::vector<BlockId> ids;
     for (size_t i = 0; i < r.values.size() && r.values[i]; ++i) {
       const size_t j = f.first_block + i;
       const uint64_t key = f.keys[i], parent = i ? f.keys[i - 1] : f.parent;
-      if (cache->Blocks(key)) {  // computed here meanwhile
-        ++hits;
+      if (cache->Blocks(key)) {  // computed here meanwhile: neither a hit nor a miss
+        ++local;
         continue;
       }
       if (parent != 0 && !cache->Blocks(parent)) break;
@@ -149,7 +149,7 @@ void Engine::Impl::CollectFetches() {
       rc.fetched_bytes += r.values[i]->size();
     }
     rc.hits += hits;
-    rc.misses += f.keys.size() - hits;
+    rc.misses += f.keys.size() - hits - local;
   }
   // Fetches still queued past their deadline (the store's thread stuck behind a slow write): given
   // up. One on the wire is the socket timeout's (no byte from Redis for the deadline fails it).
