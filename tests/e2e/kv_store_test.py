@@ -403,19 +403,20 @@ def case_slow(st):
     wait_for(lambda: published(a) >= ua["prompt_tokens"] // 32, "A to publish")
     m1 = b.metrics()
     r = redis.client()
-    r.cmd("CLIENT", "PAUSE", "20000", "ALL")  # every client's commands wait 20 s (killed in finally)
+    # Every client's commands wait 10 minutes: longer than the test may run, so an answer at all
+    # shows B did not wait for Redis (no timing assertion). Redis is killed in finally.
+    r.cmd("CLIENT", "PAUSE", "600000", "ALL")
     t0 = time.perf_counter()
     text_b, ttft, ub = ask(b, prompt)
     m2 = b.metrics()
     late = err(m2, "timeout") + err(m2, "deadline") - err(m1, "timeout") - err(m1, "deadline")
-    print(f"slow: B answered after {time.perf_counter() - t0:.2f} s (TTFT {ttft:.2f} s), cached "
+    fetch_s = m2["chorus_kv_remote_fetch_seconds_sum"] - m1["chorus_kv_remote_fetch_seconds_sum"]
+    print(f"slow: the fetch took {fetch_s:.3f} s; B answered after {time.perf_counter() - t0:.2f} s (TTFT {ttft:.2f} s), cached "
           f"{cached(ub)}, late fetches {late}; answers {text_b!r} / {text_a!r}")
     check(late >= 1, "the fetch past its deadline was not counted")
     check(cached(ub) == 0 and m2["chorus_kv_remote_hits_total"] == m1["chorus_kv_remote_hits_total"],
           "B used remote blocks")
     check(text_b == text_a, "B's local answer differs from A's")
-    # Waiting for Redis would take the whole 20 s pause; the deadline is 0.2 s (loose bound).
-    check(ttft < 15, f"B waited for the paused Redis ({ttft:.2f} s)")
 
 
 def case_bad_url(st):
