@@ -14,6 +14,7 @@ p50/p99 of the 16, remote hits. Configurations are interleaved, --reps of each; 
 import argparse
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -68,6 +69,7 @@ backend replicas
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGTERM)
         self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 class Url:
@@ -128,7 +130,7 @@ def run(binary, replicas, store, doc, n_agents, max_tokens):
     finally:
         for x in reversed(started):
             try:
-                x.kill() if hasattr(x, "kill") and not isinstance(x, ChorusServer) else x.stop()
+                (getattr(x, "kill", None) or x.stop)()
             except Exception as e:
                 print("stop:", e, file=sys.stderr)
 

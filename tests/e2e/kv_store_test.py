@@ -130,7 +130,7 @@ class Stack:
     def close(self):
         for x in reversed(self.items):
             try:
-                x.kill() if isinstance(x, RedisServer) else x.stop()
+                (getattr(x, "kill", None) or x.stop)()  # servers stop cleanly; redis, proxies are killed
             except Exception as e:  # keep stopping the rest
                 print("stop:", e)
 
