@@ -41,7 +41,8 @@ fi
 
 apt_pkgs=(build-essential cmake ninja-build g++ clang libgtest-dev libgmock-dev
           libbenchmark-dev libhwy-dev nlohmann-json3-dev libcli11-dev libfmt-dev
-          libxxhash-dev libpcre2-dev libcpp-httplib-dev python3 python3-pip)
+          libxxhash-dev libpcre2-dev libcpp-httplib-dev python3 python3-pip
+          libhiredis-dev redis-server haproxy)
 
 # ---- 1. Debian packages ------------------------------------------------------------------
 step "1/4 Debian packages"

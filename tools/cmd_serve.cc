@@ -18,6 +18,8 @@ struct ServeArgs {
   std::string shared_k, shared_v, private_k = "q8", private_v = "q8", window, family = "tq";
   size_t sink = 1;
   double avg_bits = 3;
+  std::string kv_store, kv_store_queue = "64M";
+  int kv_store_timeout_ms = 200;
   size_t max_queue = 64, max_running = 64, prefill_chunk = 256, max_tokens = 1024, max_body = 8 << 20;
 };
 
@@ -37,6 +39,12 @@ int RunServe(const ServeArgs& a) {
                    .kv_budget_bytes = *budget, .kv_avg_bits = a.avg_bits, .comix_family = a.family};
   eo.serve = {.prefill_chunk = a.prefill_chunk, .max_prefill = std::max<size_t>(512, a.prefill_chunk),
               .max_running = a.max_running};
+  auto queue = ParseBytes(a.kv_store_queue);
+  if (!queue.ok()) return Fail(queue.status().Context("--kv-store-queue"));
+  eo.kv_store_url = a.kv_store;
+  eo.kv_store_timeout_ms = a.kv_store_timeout_ms;
+  eo.kv_store_queue_bytes = *queue;
+  eo.kv_store_log = [](const std::string& msg) { std::fprintf(stderr, "chorus serve: %s\n", msg.c_str()); };
   if (!a.window.empty()) {
     if (Status s = CheckEngineWindowFlag(a.window); !s.ok()) return Fail(s);
     eo.kv_window = a.window;
@@ -58,6 +66,7 @@ int RunServe(const ServeArgs& a) {
   auto engine_r = Engine::Open(eo);
   if (!engine_r.ok()) return Fail(engine_r.status());
   Engine& engine = *engine_r.value();
+  const bool store_up = engine.Stats().remote.up;  // before the engine loop starts (Bind)
   const size_t need = engine.EstimateBytes(32, a.max_tokens);
   if (*budget != 0 && need > *budget)
     return Fail(Status::Error("--kv-budget {} is too small for one request: a 32-token prompt with the default {} "
@@ -68,9 +77,10 @@ int RunServe(const ServeArgs& a) {
   server::HttpServer http(engine, {.host = a.host, .port = a.port, .api_key = a.api_key, .max_queue = a.max_queue,
                                    .max_body_bytes = a.max_body, .default_max_tokens = a.max_tokens, .model_id = id});
   if (Status s = http.Bind(); !s.ok()) return Fail(s);
-  std::printf("chorus serve: http://%s:%d/v1  (model %s, context %zu, KV budget %s, policy %s, %d threads%s)\n",
+  std::printf("chorus serve: http://%s:%d/v1  (model %s, context %zu, KV budget %s, policy %s, %d threads%s%s%s)\n",
               a.host.c_str(), http.port(), id.c_str(), engine.context_size(), a.budget.c_str(),
-              a.policy.c_str(), a.threads, a.api_key.empty() ? "" : ", API key required");
+              a.policy.c_str(), a.threads, a.api_key.empty() ? "" : ", API key required",
+              a.kv_store.empty() ? "" : ", kv-store ", a.kv_store.empty() ? "" : (store_up ? "up" : "DOWN"));
   std::fflush(stdout);
   std::thread waiter([&] {
     int sig = 0;
@@ -117,6 +127,14 @@ RunFn AddServe(CLI::App& app) {
                                                 EngineOptions{}.kv_window + ")");
   cmd->add_option("--kv-avg-bits", a->avg_bits, "comix without a budget: average bits target")->capture_default_str();
   cmd->add_option("--comix-family", a->family, "comix formats: tq or kivi")->capture_default_str();
+  cmd->add_option("--kv-store", a->kv_store, "share sealed prompt blocks with other replicas through Redis: "
+                                             "redis://[:PASSWORD@]HOST[:PORT][/DB] (docs/SCALE_OUT.md); unreachable = "
+                                             "serve locally and retry");
+  cmd->add_option("--kv-store-timeout-ms", a->kv_store_timeout_ms, "deadline of one remote fetch; past it the "
+                                                                   "prompt is prefilled here")
+      ->check(CLI::Range(1, 60000))->capture_default_str();
+  cmd->add_option("--kv-store-queue", a->kv_store_queue, "bytes of blocks waiting to be published (beyond: dropped "
+                                                         "and counted)")->capture_default_str();
   cmd->add_option("--max-queue", a->max_queue, "requests waiting for KV space before new ones get 503 + Retry-After")
       ->check(CLI::Range(1, 1 << 16))->capture_default_str();
   cmd->add_option("--max-running", a->max_running, "requests decoding at once (one batch per step)")

@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -72,6 +73,16 @@ struct EngineOptions {
   // the fallback; kHiddenStateEncoder forces the fallback.
   std::string encoder_path = "";
   ServeOptions serve;
+  // A remote block store shared by replicas: "redis://HOST[:PORT][/DB]" (docs/SCALE_OUT.md), or
+  // empty for none. Every prompt block sealed here is published to it (its own thread, a bounded
+  // queue); a request whose leading blocks are not held here asks it for them before prefilling
+  // and waits at most kv_store_timeout_ms. A malformed URL fails Open; an unreachable store (or
+  // one that answers with an error, e.g. auth required) is reported through kv_store_log and
+  // retried in the background while the engine serves locally. Uniform policies only.
+  std::string kv_store_url = "";
+  int kv_store_timeout_ms = 200;
+  size_t kv_store_queue_bytes = size_t{64} << 20;  // publications waiting to be written
+  std::function<void(const std::string&)> kv_store_log = {};  // warnings (connection, rejected blocks)
   // Tests of the all-or-nothing paths: the n-th KV block allocation fails as if the budget were
   // exhausted (KvStoreOptions::fail_block_allocation). 0 = never.
   size_t test_fail_block = 0;
@@ -157,6 +168,17 @@ struct EngineStats {
   size_t high_water_bytes = 0;  // the most the KV layer held at any instant since start, inside steps included
   size_t overhead_bytes = 0;    // of total: the store's scratch and the pool's free slots (no request's)
   size_t last_step_rows = 0, last_step_prefill_tokens = 0;
+  // The remote block store (EngineOptions::kv_store_url); all zero without one.
+  struct Remote {
+    bool enabled = false, up = false;
+    uint64_t hits = 0, misses = 0;                 // blocks asked for: installed / not (absent, rejected, late)
+    uint64_t fetched_bytes = 0, published_bytes = 0, published_blocks = 0, publish_dropped = 0;
+    std::map<std::string, uint64_t> errors;        // by kind: connect, auth, io, timeout, checksum, model, ...
+    std::vector<double> fetch_bounds;              // fetch latency histogram (seconds): upper bounds
+    std::vector<uint64_t> fetch_counts;            // per bucket (last = +Inf), not cumulative
+    double fetch_seconds_sum = 0;
+    uint64_t fetches = 0;
+  } remote;
 };
 
 struct EngineKvReport {

@@ -182,7 +182,7 @@ ContextId Engine::Impl::AddContext(std::vector<int32_t> tokens, const KvSequence
     std::vector<BlockId> ids(L);
     for (size_t j = 0; j < full; ++j) {
       for (size_t l = 0; l < L; ++l) ids[l] = seq.block(l, j);
-      cache->Insert(c.keys[j], j ? c.keys[j - 1] : 0, ids);  // present already when borrowed
+      if (cache->Insert(c.keys[j], j ? c.keys[j - 1] : 0, ids)) PublishBlock(c.keys[j], j, ids);  // present already when borrowed
     }
     cache->Pin(c.keys);
   }
@@ -293,7 +293,9 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options) {
                                            options.private_k, options.private_v, options.sink_blocks,
                                            WindowFormatName(*window), options.policy, options.comix_family,
                                            options.kv_avg_bits, options.kv_budget_bytes);
-  impl->salt = XXH3_64bits_withSeed(settings.data(), settings.size(), ModelFingerprint(*impl->model));
+  impl->model_fp = ModelFingerprint(*impl->model);
+  impl->salt = XXH3_64bits_withSeed(settings.data(), settings.size(), impl->model_fp);
+  CHORUS_RETURN_IF_ERROR(impl->OpenRemote());
   // CoMix decides a block's bits from every layer observed so far: a one-block micro-batch lets
   // all layers see a document's first tokens before most of its blocks are sealed (512 at once
   // would seal layer 0's blocks knowing only layer 0 — the allocation then follows layer order).
@@ -484,6 +486,15 @@ EngineStats Engine::Stats() const {
   s.budget_bytes = m.store->budget();
   s.high_water_bytes = m.store->high_water();
   s.free_bytes = s.budget_bytes > s.total_bytes ? s.budget_bytes - s.total_bytes : 0;
+  if (m.remote) {  // the engine's counters and the store thread's
+    s.remote = m.remote_counters;
+    const RedisStoreStats rs = m.remote->Stats();
+    s.remote.up = rs.up;
+    s.remote.published_bytes = rs.published_bytes;
+    s.remote.published_blocks = rs.published_values;
+    s.remote.publish_dropped = rs.publish_dropped;
+    for (const auto& [kind, n] : rs.errors) s.remote.errors[kind] += n;
+  }
   return s;
 }
 

@@ -21,6 +21,7 @@
 #include "util/thread_pool.h"
 #include "util/timer.h"
 #include "kv/kv_batch.h"             // KvBatch
+#include "remote/redis_store.h"      // RedisStore
 
 namespace chorus {
 
@@ -37,6 +38,7 @@ struct Engine::Impl {
   size_t n_ctx = 0;
   size_t prefill_rows = 0;       // the most prompt rows one forward call appends to a sequence
   uint64_t salt = 0;             // prefix keys: model fingerprint + every KV setting
+  uint64_t model_fp = 0;         // the model file's fingerprint (remote blocks' header)
   std::vector<float> logits;     // (rows, n_vocab)
   EngineStats counters;          // the monotonic counters of Stats()
 
@@ -75,11 +77,25 @@ struct Engine::Impl {
     AgentState state;
     size_t reserved_bytes = 0;     // projected bytes still to be used (budget admission)
     Timer timer;
+    bool remote_checked = false;   // the remote store was asked for its leading blocks (once)
+    uint64_t fetch_ticket = 0;     // a remote fetch of its leading blocks is in flight
   };
   std::map<AgentId, Agent> agents;
   std::deque<AgentId> waiting;
   AgentId next_agent = 1;
   std::string last_refusal;      // why the last TryAdmit said kNotNow
+
+  // The remote block store (EngineOptions::kv_store_url; remote_blocks.cc).
+  std::unique_ptr<RedisStore> remote;
+  struct PendingFetch {
+    AgentId agent = 0;
+    std::vector<uint64_t> keys;  // chained keys asked for, in order; keys[0] continues `parent`
+    size_t first_block = 0;      // block index of keys[0]
+    uint64_t parent = 0;         // the key keys[0] continues (0: the first block)
+    Timer timer;
+  };
+  std::map<uint64_t, PendingFetch> fetches;  // by ticket
+  EngineStats::Remote remote_counters;       // the engine's side: hits, misses, rejections, latency
 
   // --- engine.cc
   size_t fp16_bytes(size_t tokens) const;
@@ -137,6 +153,23 @@ struct Engine::Impl {
   void UpdateReaders(ContextId context);
   void Finish(AgentId id, const char* why, std::string error = "");
   Status RunStep();
+
+  // --- remote_blocks.cc
+  // Connects the remote store of options.kv_store_url (a malformed URL is an error; an
+  // unreachable store a warning through kv_store_log).
+  Status OpenRemote();
+  std::string RemoteKey(uint64_t key) const;
+  // A prompt block just computed here and inserted into the prefix cache: serialized and queued.
+  void PublishBlock(uint64_t key, size_t index, std::span<const BlockId> ids);
+  // Admission of a waiting request whose first k blocks are cached here: asks the store (once)
+  // for the rest of its full prompt blocks. True while that fetch is in flight (it waits).
+  bool MaybeFetch(AgentId id, Agent& a, size_t k);
+  // Installs the blocks of every finished fetch (verified) into the prefix cache, and gives up on
+  // fetches past their deadline; their requests then admit as usual.
+  void CollectFetches();
+  // Nothing to compute but fetches in flight: waits a little for one to finish.
+  void WaitForFetch();
+  void RemoteLog(const std::string& msg) const;
 };
 
 }  // namespace chorus

@@ -214,7 +214,9 @@ void Engine::Impl::InsertPromptBlocks(AgentId id, Agent& a) {
   for (size_t j = a.inserted; j < upto; ++j) {
     for (size_t l = 0; l < L; ++l) ids[l] = a.seq->block(l, j);
     // Present already (another request computed it too): that copy stays; ours is private.
-    if (!cache->Insert(a.keys[j], j ? a.keys[j - 1] : 0, ids) && !cache->Blocks(a.keys[j])) {
+    if (cache->Insert(a.keys[j], j ? a.keys[j - 1] : 0, ids)) {
+      PublishBlock(a.keys[j], j, ids);  // computed here: other replicas may use it
+    } else if (!cache->Blocks(a.keys[j])) {
       stuck = true;  // its parent was evicted: nothing after it can be reached in the cache
       break;
     }
@@ -293,13 +295,20 @@ Status Engine::Impl::RunStep() {
     if (a.cancel && !a.state.done) Finish(id, "cancelled");
   // Admission, first come first served; a request whose next prompt block another request is
   // computing right now waits for it (then borrows it) instead of computing it twice.
+  // A request whose leading blocks are not held here first asks the remote store (if any) for
+  // them and waits, without holding anything, until they are installed or the fetch gave up.
+  CollectFetches();
   size_t active = 0;
   for (const auto& [id, a] : agents) active += a.seq != nullptr;
   for (auto it = waiting.begin(); it != waiting.end() && active < so.max_running;) {
     Agent& a = agents.at(*it);
     if (a.cacheable && !a.context) {
+      if (a.fetch_ticket) {
+        ++it;
+        continue;
+      }
       const size_t k = std::min(cache->Match(a.keys), (a.prompt.size() - 1) / kBlockTokens);
-      if (k < a.keys.size() && cache->IsPending(a.keys[k])) {
+      if ((k < a.keys.size() && cache->IsPending(a.keys[k])) || MaybeFetch(*it, a, k)) {
         ++it;
         continue;
       }
@@ -343,7 +352,10 @@ Status Engine::Impl::RunStep() {
     tokens.insert(tokens.end(), a.prompt.begin() + a.prefilled, a.prompt.begin() + a.prefilled + take);
     budget -= take;
   }
-  if (plan.empty()) return Status::Ok();
+  if (plan.empty()) {
+    WaitForFetch();  // nothing to compute until a fetch comes back
+    return Status::Ok();
+  }
   KvBatch batch(*store);
   std::vector<size_t> logit_rows;
   for (const Row& r : plan) {

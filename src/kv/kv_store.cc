@@ -2,6 +2,8 @@
 // counting every byte against the budget as it is allocated.
 #include "kv/kv_store.h"
 
+#include <cstring>
+
 #include <algorithm>
 
 #include "kv/kv_batch.h"  // AttendRows
@@ -72,6 +74,16 @@ Status KvStore::Reserve(size_t more, const char* what) {
   counted_ += more;
   NoteHeld();
   return Status::Ok();
+}
+
+Result<BlockId> KvStore::AdoptBlock(KvFormat k_format, std::span<const uint8_t> k, KvFormat v_format,
+                                    std::span<const uint8_t> v) {
+  CHORUS_RETURN_IF_ERROR(CheckRoom(pool_.AllocationCost(k.size(), v.size()), "a fetched block"));
+  CHORUS_ASSIGN_OR_RETURN(const BlockId id, pool_.Allocate(k_format, k.size(), v_format, v.size()));
+  NoteHeld();
+  std::memcpy(pool_.mutable_k(id), k.data(), k.size());
+  std::memcpy(pool_.mutable_v(id), v.data(), v.size());
+  return id;
 }
 
 size_t BorrowedBlocks::blocks() const {

@@ -114,6 +114,11 @@ class KvStore {
   std::vector<float>& stack(size_t ti) { return stack_q_[ti]; }
   // The first block of layer `layer` a token at `pos` sees (0 on a global layer).
   size_t FirstVisibleBlock(size_t layer, size_t pos) const;
+  // A block sealed elsewhere (a remote store's verified bytes, kv/block_codec.h): allocated here
+  // and filled with k then v, counted against the budget like one sealed here (an error, nothing
+  // allocated, if it does not fit). Refcount 1: the caller's.
+  Result<BlockId> AdoptBlock(KvFormat k_format, std::span<const uint8_t> k, KvFormat v_format,
+                             std::span<const uint8_t> v);
 
  private:
   friend class KvSequence;

@@ -92,8 +92,10 @@ void EngineLoop::Run() {
   for (;;) {
     {
       std::unique_lock lock(mu_);
+      // Idle: wake now and then all the same, so /metrics follows what changes without requests
+      // (the remote store's thread keeps publishing after the last step).
       if (!stop_ && inbox_.empty() && jobs_.empty() && live_.empty())
-        cv_.wait(lock, [&] { return stop_ || !inbox_.empty() || !jobs_.empty(); });
+        cv_.wait_for(lock, std::chrono::milliseconds(500), [&] { return stop_ || !inbox_.empty() || !jobs_.empty(); });
       if (stop_) break;
       incoming.assign(inbox_.begin(), inbox_.end());
       inbox_.clear();
@@ -157,7 +159,7 @@ void EngineLoop::Run() {
                       .prefix_queried_tokens = s.prefix_queried_tokens, .prefix_hit_tokens = s.prefix_hit_tokens,
                       .evicted_blocks = s.evicted_blocks, .prompt_tokens = s.prompt_tokens,
                       .prefilled_tokens = s.prefilled_tokens, .generated_tokens = s.generated_tokens,
-                      .steps = s.steps});
+                      .steps = s.steps, .remote = s.remote});
   }
   // Stopping: every request in flight or queued gets the reason as its final event.
   std::string reason;

@@ -60,6 +60,15 @@ void PromText::Sample(const std::string& name, const std::string& labels, double
   out_ += labels.empty() ? fmt::format("{} {}\n", name, Num(value)) : fmt::format("{}{{{}}} {}\n", name, labels, Num(value));
 }
 
+Histogram Histogram::FromCounts(std::vector<double> upper_bounds, const std::vector<uint64_t>& counts, double sum) {
+  Histogram h(std::move(upper_bounds));
+  if (counts.size() != h.counts_.size()) return h;
+  h.counts_ = counts;
+  h.sum_ = sum;
+  for (uint64_t c : counts) h.count_ += c;
+  return h;
+}
+
 void PromText::Histo(const std::string& name, const std::string& help, const Histogram& h) {
   Header(name, help, "histogram");
   uint64_t cum = 0;
@@ -150,6 +159,30 @@ std::string ServerMetrics::Render() const {
   t.Histo("chorus_inter_token_latency_seconds", "Time between consecutive tokens of a request.", itl_);
   t.Histo("chorus_batch_rows", "Rows (decode tokens + prefill tokens) per engine step.", batch_rows_);
   t.Histo("chorus_prefill_chunk_tokens", "Prompt tokens prefilled per engine step (steps that prefill).", prefill_chunk_);
+  if (const EngineStats::Remote& r = g_.remote; r.enabled) {  // --kv-store
+    gauge("chorus_kv_remote_up", "1 while the remote block store (--kv-store) is connected; 0: serving locally.",
+          r.up ? 1 : 0);
+    counter("chorus_kv_remote_hits_total", "Prompt blocks (32 tokens, all layers) fetched from the remote store, "
+            "verified and installed instead of prefilled.", double(r.hits));
+    counter("chorus_kv_remote_misses_total", "Prompt blocks asked of the remote store and not used (absent, rejected, "
+            "late).", double(r.misses));
+    counter("chorus_kv_remote_fetched_bytes_total", "Bytes of blocks fetched from the remote store and installed.",
+            double(r.fetched_bytes));
+    counter("chorus_kv_remote_published_bytes_total", "Bytes of blocks written to the remote store.",
+            double(r.published_bytes));
+    counter("chorus_kv_remote_published_blocks_total", "Blocks written to the remote store.", double(r.published_blocks));
+    counter("chorus_kv_remote_publish_dropped_total", "Blocks not published: the queue was full or the connection "
+            "was lost with them.", double(r.publish_dropped));
+    t.Histo("chorus_kv_remote_fetch_seconds", "Time of one remote fetch (the pipelined MGET of a request's leading "
+            "blocks), from the request's admission to the reply.",
+            Histogram::FromCounts(r.fetch_bounds, r.fetch_counts, r.fetch_seconds_sum));
+    t.Header("chorus_kv_remote_errors_total", "Remote store errors by kind: connect, auth, io, timeout, reply "
+             "(the connection); checksum, truncated, magic, version, model, settings, key, format (a block rejected); "
+             "deadline (a fetch given up), budget (no room to install).", "counter");
+    for (const char* k : {"connect", "auth", "io", "timeout", "checksum", "model", "format"})  // always present
+      if (!r.errors.count(k)) t.Sample("chorus_kv_remote_errors_total", PromText::Label("kind", k), 0);
+    for (const auto& [k, n] : r.errors) t.Sample("chorus_kv_remote_errors_total", PromText::Label("kind", k), double(n));
+  }
   return t.str();
 }
 

@@ -9,12 +9,16 @@
 #include <string>
 #include <vector>
 
+#include "chorus/engine.h"  // EngineStats
+
 namespace chorus::server {
 
 // Cumulative-bucket histogram (Prometheus semantics). Not thread-safe on its own.
 class Histogram {
  public:
   explicit Histogram(std::vector<double> upper_bounds);
+  // A histogram kept elsewhere (the engine's): per-bucket counts (last = +Inf) and the sum.
+  static Histogram FromCounts(std::vector<double> upper_bounds, const std::vector<uint64_t>& counts, double sum);
   void Observe(double v);
   const std::vector<double>& bounds() const { return bounds_; }
   const std::vector<uint64_t>& counts() const { return counts_; }  // per bucket, not cumulative; last = +Inf
@@ -52,6 +56,7 @@ struct EngineGauges {
   // Counters the engine keeps (monotonic; copied, not added).
   uint64_t prefix_queried_tokens = 0, prefix_hit_tokens = 0, evicted_blocks = 0;
   uint64_t prompt_tokens = 0, prefilled_tokens = 0, generated_tokens = 0, steps = 0;
+  EngineStats::Remote remote;  // the remote block store (--kv-store), copied
 };
 
 class ServerMetrics {

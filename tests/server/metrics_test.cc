@@ -67,5 +67,33 @@ TEST(Metrics, EveryServerMetricHasHelpAndType) {
   }
 }
 
+// The remote store's family appears only with --kv-store, each metric once with HELP/TYPE; its
+// histogram (kept by the engine as per-bucket counts) is rendered cumulative with +Inf = _count.
+TEST(Metrics, RemoteStoreMetrics) {
+  ServerMetrics off;
+  off.Publish({});
+  EXPECT_EQ(off.Render().find("chorus_kv_remote"), std::string::npos);
+  EngineStats::Remote r{.enabled = true, .up = true, .hits = 126, .misses = 3, .fetched_bytes = 22389696,
+                        .published_bytes = 5, .published_blocks = 1, .publish_dropped = 2,
+                        .errors = {{"checksum", 1}, {"deadline", 4}},
+                        .fetch_bounds = {0.01, 0.1}, .fetch_counts = {1, 2, 1}, .fetch_seconds_sum = 0.7, .fetches = 4};
+  ServerMetrics m;
+  m.Publish({.remote = r});
+  const std::string s = m.Render();
+  for (const char* want : {"chorus_kv_remote_up 1\n", "chorus_kv_remote_hits_total 126\n",
+                           "chorus_kv_remote_misses_total 3\n", "chorus_kv_remote_fetched_bytes_total 22389696\n",
+                           "chorus_kv_remote_publish_dropped_total 2\n",
+                           "chorus_kv_remote_errors_total{kind=\"checksum\"} 1\n",
+                           "chorus_kv_remote_errors_total{kind=\"deadline\"} 4\n",
+                           "chorus_kv_remote_errors_total{kind=\"connect\"} 0\n",
+                           "chorus_kv_remote_fetch_seconds_bucket{le=\"0.1\"} 3\n",
+                           "chorus_kv_remote_fetch_seconds_bucket{le=\"+Inf\"} 4\n",
+                           "chorus_kv_remote_fetch_seconds_count 4\n", "# TYPE chorus_kv_remote_fetch_seconds histogram\n"})
+    EXPECT_NE(s.find(want), std::string::npos) << want;
+  size_t types = 0;
+  for (size_t at = 0; (at = s.find("# TYPE chorus_kv_remote_errors_total ", at)) != std::string::npos; ++at) ++types;
+  EXPECT_EQ(types, 1u);
+}
+
 }  // namespace
 }  // namespace chorus::server

@@ -1,0 +1,91 @@
+// RedisStore without a Redis: URL parsing (every malformed form named), and a store whose server
+// is not there (a closed loopback port): it says why at start, answers fetches at once as "down",
+// keeps publications queued within its byte bound and counts what it drops. The behaviour against
+// a real redis-server is tested end to end by tests/e2e/kv_store_test.py.
+#include "remote/redis_store.h"
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+namespace chorus {
+namespace {
+
+TEST(RedisUrl, ParsesHostPortDbAndPassword) {
+  auto u = ParseRedisUrl("redis://127.0.0.1:6380/2");
+  ASSERT_TRUE(u.ok()) << u.status().message();
+  EXPECT_EQ(u->host, "127.0.0.1");
+  EXPECT_EQ(u->port, 6380);
+  EXPECT_EQ(u->db, 2);
+  EXPECT_TRUE(u->password.empty());
+  u = ParseRedisUrl("redis://cache.internal");
+  ASSERT_TRUE(u.ok());
+  EXPECT_EQ(u->port, 6379);
+  EXPECT_EQ(u->db, 0);
+  u = ParseRedisUrl("redis://:p@ss@10.0.0.5:7000/0");  // the last @ ends the password
+  ASSERT_TRUE(u.ok()) << u.status().message();
+  EXPECT_EQ(u->password, "p@ss");
+  EXPECT_EQ(u->host, "10.0.0.5");
+  EXPECT_EQ(u->Text().find("p@ss"), std::string::npos);  // never printed
+}
+
+// Catches a parser that accepts a typo and then connects somewhere else (or to port 0).
+TEST(RedisUrl, MalformedIsAnErrorNamingThePart) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"http://127.0.0.1:6379", "redis://"}, {"redis://", "host is empty"},
+      {"redis://:6379", "host is empty"},    {"redis://h:0", "port '0'"},
+      {"redis://h:99999", "port '99999'"},   {"redis://h:63x9", "port '63x9'"},
+      {"redis://h:6379/x", "database 'x'"},  {"redis://h:6379/-1", "database '-1'"},
+      {"redis://user:pw@h", "user names"},   {"redis://pw@h", ":PASSWORD@"},
+      {"redis://h h:1", "character ' '"},    {"redis://h:", "port ''"},
+  };
+  for (const auto& [url, what] : cases) {
+    auto u = ParseRedisUrl(url);
+    ASSERT_FALSE(u.ok()) << url;
+    EXPECT_NE(u.status().message().find("malformed --kv-store URL"), std::string::npos) << u.status().message();
+    EXPECT_NE(u.status().message().find(what), std::string::npos) << url << ": " << u.status().message();
+  }
+}
+
+// A loopback port nothing listens on (bound, then closed).
+int ClosedPort() {
+  int s = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t n = sizeof a;
+  getsockname(s, reinterpret_cast<sockaddr*>(&a), &n);
+  close(s);
+  return ntohs(a.sin_port);
+}
+
+TEST(RedisStore, UnreachableServerIsDownNotFatal) {
+  RedisStoreOptions o{.url = {.host = "127.0.0.1", .port = ClosedPort()}, .queue_bytes = 1000};
+  std::string why;
+  RedisStore store(o, &why);
+  EXPECT_NE(why.find("cannot connect"), std::string::npos) << why;
+  RedisStoreStats s = store.Stats();
+  EXPECT_FALSE(s.up);
+  EXPECT_EQ(s.errors["connect"], 1u);
+  // A fetch is answered at once, not after the deadline.
+  const uint64_t t = store.StartFetch({"a", "b"});
+  ASSERT_TRUE(store.WaitResult(std::chrono::seconds(5)));
+  std::vector<FetchResult> r = store.TakeResults();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].ticket, t);
+  EXPECT_EQ(r[0].error_kind, "down");
+  EXPECT_TRUE(r[0].values.empty());
+  EXPECT_LT(r[0].seconds, 0.2);
+  // Publications wait (bounded by bytes); beyond the bound they are dropped and counted.
+  EXPECT_TRUE(store.Publish("k1", std::string(600, 'x')));
+  EXPECT_FALSE(store.Publish("k2", std::string(600, 'x')));
+  s = store.Stats();
+  EXPECT_EQ(s.publish_dropped, 1u);
+  EXPECT_EQ(s.queued_bytes, 602u);
+  EXPECT_EQ(s.published_values, 0u);
+}
+
+}  // namespace
+}  // namespace chorus
