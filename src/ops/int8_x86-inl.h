@@ -229,19 +229,24 @@ HWY_INLINE __m256i FifthBits(uint32_t qh) {
   return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
 }
 
+// The 32 codes of the Q5_0 block at blk, in element order.
+HWY_INLINE __m256i Q5_0Codes(const uint8_t* blk) {
+  uint32_t qh;
+  std::memcpy(&qh, blk + offsetof(BlockQ5_0, qh), 4);
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + offsetof(BlockQ5_0, qs)));
+  const __m256i v2 = _mm256_inserti128_si256(_mm256_castsi128_si256(v), v, 1);
+  // elements 0-15: low nibbles, 16-31: high nibbles
+  const __m256i nib = _mm256_blend_epi32(Lo4(v2), Hi4(v2), 0xF0);
+  return _mm256_or_si256(nib, FifthBits(qh));
+}
+
 inline void UnpackBlocksAvx2(GgmlType type, const uint8_t* src, size_t nb, uint8_t* q, float* dw, float* m) {
   switch (type) {
     case GgmlType::kQ5_0:
       for (size_t i = 0; i < nb; ++i, src += sizeof(BlockQ5_0), q += kQk) {
         dw[i] = HalfAt(src);
         m[i] = -16.0f * dw[i];
-        uint32_t qh;
-        std::memcpy(&qh, src + offsetof(BlockQ5_0, qh), 4);
-        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + offsetof(BlockQ5_0, qs)));
-        const __m256i v2 = _mm256_inserti128_si256(_mm256_castsi128_si256(v), v, 1);
-        // elements 0-15: low nibbles, 16-31: high nibbles
-        const __m256i nib = _mm256_blend_epi32(Lo4(v2), Hi4(v2), 0xF0);
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), _mm256_or_si256(nib, FifthBits(qh)));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), Q5_0Codes(src));
       }
       return;
     case GgmlType::kQ4_K:
