@@ -251,13 +251,7 @@ inline void UnpackBlocksAvx2(GgmlType type, const uint8_t* src, size_t nb, uint8
       return;
     case GgmlType::kQ4_K:
       for (size_t i = 0; i < nb; ++i, src += sizeof(BlockQ4_K), q += kQkK, dw += 8, m += 8) {
-        const float d = HalfAt(src), dmin = HalfAt(src + 2);
-        for (int j = 0; j < 8; ++j) {
-          int sc, mn;
-          KScaleMin(src + offsetof(BlockQ4_K, scales), j, &sc, &mn);
-          dw[j] = d * sc;
-          m[j] = -(dmin * mn);
-        }
+        KQuantScales(src, dw, m);
         const uint8_t* qs = src + offsetof(BlockQ4_K, qs);
         for (int c = 0; c < 4; ++c) {
           const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * c));
@@ -268,12 +262,7 @@ inline void UnpackBlocksAvx2(GgmlType type, const uint8_t* src, size_t nb, uint8
       return;
     case GgmlType::kQ6_K:
       for (size_t i = 0; i < nb; ++i, src += sizeof(BlockQ6_K), q += kQkK, dw += 16, m += 16) {
-        const float d = HalfAt(src + offsetof(BlockQ6_K, d));
-        const int8_t* sc = reinterpret_cast<const int8_t*>(src + offsetof(BlockQ6_K, scales));
-        for (int j = 0; j < 16; ++j) {
-          dw[j] = d * sc[j];
-          m[j] = -32.0f * dw[j];
-        }
+        Q6KScales(src, dw, m);
         const __m256i two = _mm256_set1_epi8(0x30);
         for (int h = 0; h < 2; ++h) {
           const uint8_t* l8 = src + offsetof(BlockQ6_K, ql) + 64 * h;

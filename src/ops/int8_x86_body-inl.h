@@ -86,13 +86,11 @@ HWY_INLINE void DirectRowsToken(const uint8_t* const* rp, size_t cols, const uin
     for (size_t b = 0; b < cols / 256; ++b) {
       const size_t off = b * sizeof(BlockQ4_K);
       for (int i = 0; i < 8; ++i) {
-        const uint8_t* blk = rp[i] + off;
-        const float d = HalfAt(blk), dmin = HalfAt(blk + 2);
+        float rdw[8], rm[8];
+        KQuantScales(rp[i] + off, rdw, rm);
         for (int j = 0; j < 8; ++j) {
-          int sc, m;
-          KScaleMin(blk + offsetof(BlockQ4_K, scales), j, &sc, &m);
-          dw[j][i] = d * sc;
-          mn[j][i] = -(dmin * m);
+          dw[j][i] = rdw[j];
+          mn[j][i] = rm[j];
         }
       }
       for (int c = 0; c < 4; ++c) {
