@@ -8,6 +8,7 @@
 
 #include "chorus/engine.h"
 #include "tools/bench_agents.h"
+#include "tools/bench_roofline.h"
 #include "util/timer.h"
 
 namespace chorus::cli {
@@ -29,6 +30,7 @@ namespace {
 struct ChorusRow {
   double tps = 0;
   size_t peak_kv_bytes = 0;  // measured: everything the KV layer held at its peak during the round
+  double mean_kv_bytes = 0;  // measured: the KV layer's bytes averaged over the round's steps
 };
 
 // One engine per K/V config: the document is prefilled and shared once, then each agent count
@@ -55,11 +57,15 @@ Status RunChorusConfig(const std::string& doc_text, const AgentsBenchArgs& a, co
     r.peak_kv_bytes = e->KvReport().total_bytes;
     Timer t;
     size_t steps = 0;
+    double kv_sum = 0;
     while (e->running()) {
       CHORUS_RETURN_IF_ERROR(e->Step());
-      r.peak_kv_bytes = std::max(r.peak_kv_bytes, e->KvReport().total_bytes);
+      const size_t now = e->KvReport().total_bytes;
+      r.peak_kv_bytes = std::max(r.peak_kv_bytes, now);
+      kv_sum += static_cast<double>(now);
       ++steps;
     }
+    r.mean_kv_bytes = steps ? kv_sum / steps : 0;
     // The first token of each agent comes from its prompt's prefill; steps produce the rest.
     r.tps = double(n) * steps / t.Seconds();
     (*rows)[n] = r;
@@ -70,8 +76,25 @@ Status RunChorusConfig(const std::string& doc_text, const AgentsBenchArgs& a, co
 
 }  // namespace
 
-int RunAgentsBench(const std::string& doc_text, const AgentsBenchArgs& a) {
-  nlohmann::json report = {{"doc_tokens", a.doc_tokens}, {"tg", a.tg}, {"threads", a.threads}};
+int RunAgentsBench(const Model& model, const std::string& doc_text, const AgentsBenchArgs& a) {
+  nlohmann::json report = {{"doc_tokens", a.doc_tokens}, {"tg", a.tg}, {"threads", a.threads},
+                           {"load_average_before", LoadAverage()}};
+  MachineLimits limits;
+  {
+    ThreadPool pool(a.threads);
+    limits = ProbeMachine(pool);
+  }
+  report["machine"] = MachineJson(limits);
+  // One batched step of n agents reads the weights once and every KV byte held once (the shared
+  // document once for all its readers), and computes n tokens.
+  const ModelConfig& mc = model.config();
+  auto step_cost = [&](const ChorusRow& r, size_t n) {
+    StepCost c = WeightCost(model);
+    c.ops *= static_cast<double>(n);
+    c.bytes += r.mean_kv_bytes;
+    c.ops += 4.0 * mc.n_layer * mc.n_head * mc.head_dim * (a.doc_tokens + a.tg / 2.0) * n;
+    return c;
+  };
   std::map<std::string, nlohmann::json> peers;
   for (const auto& t : a.peer_kv) {
     std::fprintf(stderr, "llama.cpp %s ...\n", t.c_str());
@@ -104,8 +127,10 @@ int RunAgentsBench(const std::string& doc_text, const AgentsBenchArgs& a) {
     for (const auto& kv : a.kv) {
       const ChorusRow& r = chorus[kv][n];
       std::fprintf(out, " %18.1f", r.tps);
-      report["rows"][std::to_string(n)]["chorus"][kv] = {{"decode_tokens_per_s", r.tps},
-                                                         {"peak_kv_bytes", r.peak_kv_bytes}};
+      const StepCost c = step_cost(r, n);
+      report["rows"][std::to_string(n)]["chorus"][kv] = {
+          {"decode_tokens_per_s", r.tps}, {"peak_kv_bytes", r.peak_kv_bytes}, {"mean_kv_bytes", r.mean_kv_bytes},
+          {"roofline", RoofJson(c, n, RoofFor(c, n, limits), r.tps)}};
     }
     for (const auto& t : a.peer_kv) {
       const double v = peer_tps(t, n);
@@ -135,6 +160,25 @@ int RunAgentsBench(const std::string& doc_text, const AgentsBenchArgs& a) {
     for (const auto& kv : a.kv) std::fprintf(out, " %18.2f", chorus[kv][n].peak_kv_bytes / 1048576.0);
     std::fprintf(out, "\n");
   }
+  std::fprintf(out, "\nroofline: %% of min(read %.1f GB/s / bytes per step, int8 %.1f GOP/s / ops per step) x agents\n%-8s",
+               limits.read_bytes_per_s * 1e-9, limits.int8_ops_per_s * 1e-9, "agents");
+  for (const auto& kv : a.kv) std::fprintf(out, " %18s", ("chorus " + kv).c_str());
+  std::fprintf(out, "\n");
+  for (size_t n : a.agents) {
+    std::fprintf(out, "%-8zu", n);
+    for (const auto& kv : a.kv) {
+      const ChorusRow& r = chorus[kv][n];
+      const Roof roof = RoofFor(step_cost(r, n), n, limits);
+      char cell[64];
+      std::snprintf(cell, sizeof cell, "%.0f%% of %.0f %s", 100 * r.tps / roof.tok_s, roof.tok_s,
+                    roof.bound[0] == 'm' ? "mem" : "cpu");
+      std::fprintf(out, " %18s", cell);
+    }
+    std::fprintf(out, "\n");
+  }
+  report["load_average_after"] = LoadAverage();
+  std::fprintf(out, "load average %.2f -> %.2f\n", report["load_average_before"].get<double>(),
+               report["load_average_after"].get<double>());
   for (auto& [t, p] : peers) report["llama_cpp_raw"][t] = p;
   if (a.json) PrintJson(report);
   return 0;

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "model/model.h"
 #include "tools/common.h"
 
 namespace chorus::cli {
@@ -18,6 +19,7 @@ struct AgentsBenchArgs {
   std::string window;  // --kv-window; empty = the engine's default
 };
 
-int RunAgentsBench(const std::string& doc_text, const AgentsBenchArgs& a);
+// model: the opened model (for the roofline's weight bytes and shapes; the engine opens its own).
+int RunAgentsBench(const Model& model, const std::string& doc_text, const AgentsBenchArgs& a);
 
 }  // namespace chorus::cli

@@ -8,6 +8,7 @@
 #include "model/forward.h"
 #include "model/sampler.h"  // ArgMax
 #include "tools/bench_depth.h"
+#include "tools/bench_roofline.h"
 #include "util/timer.h"
 
 namespace chorus::cli {
@@ -78,8 +79,18 @@ int RunDepthBench(const Model& model, const DepthBenchArgs& a) {
     if (d + a.tg + 1 > c.n_ctx_train)
       return Fail(Status::Error("depth {} + {} generated tokens exceed the model's context of {}", d, a.tg,
                                 c.n_ctx_train));
-  nlohmann::json report = {{"model", a.model}, {"tg", a.tg}, {"reps", a.reps}, {"threads", a.threads}};
+  nlohmann::json report = {{"model", a.model}, {"tg", a.tg}, {"reps", a.reps}, {"threads", a.threads},
+                           {"load_average_before", LoadAverage()}};
   ThreadPool pool(a.threads);
+  const MachineLimits limits = ProbeMachine(pool);
+  report["machine"] = MachineJson(limits);
+  struct RoofRow {
+    size_t depth;
+    std::string format;
+    double measured, bytes;
+    Roof roof;
+  };
+  std::vector<RoofRow> roofs;
   FILE* out = a.json ? stderr : stdout;  // --json: stdout is the one JSON object
   std::fprintf(out, "decode tokens/s after D tokens of context (%d threads, %d tokens, median of %d)\n", a.threads, a.tg,
               a.reps);
@@ -98,7 +109,13 @@ int RunDepthBench(const Model& model, const DepthBenchArgs& a) {
       auto r = OursAtDepth(model, cfg, d, a, pool, &bytes, &rss_growth);
       if (!r.ok()) return Fail(r.status());
       const std::string name = std::string(KvFormatName(cfg.k)) + "/" + std::string(KvFormatName(cfg.v));
-      row["chorus"][name] = {{"tg", r.value()}, {"kv_bytes", bytes}, {"rss_growth_bytes", rss_growth}};
+      // KV read per step: the live store's bytes after the run, scaled to the run's mean depth.
+      const double mean_depth = d + a.tg / 2.0;
+      const StepCost cost = DecodeStepCost(model, static_cast<size_t>(mean_depth), bytes / (d + a.tg + 1.0));
+      const Roof roof = RoofFor(cost, 1, limits);
+      roofs.push_back({d, name, r.value(), cost.bytes, roof});
+      row["chorus"][name] = {{"tg", r.value()}, {"kv_bytes", bytes}, {"rss_growth_bytes", rss_growth},
+                             {"roofline", RoofJson(cost, 1, roof, r.value())}};
       std::fprintf(out, " %16.1f", r.value());
       std::fflush(stdout);
     }
@@ -113,6 +130,15 @@ int RunDepthBench(const Model& model, const DepthBenchArgs& a) {
     std::fprintf(out, "\n");
     report["rows"].push_back(row);
   }
+  report["load_average_after"] = LoadAverage();
+  std::fprintf(out, "\nroofline (read %.1f GB/s, int8 %.1f GOP/s, %s; load average %.2f -> %.2f)\n",
+               limits.read_bytes_per_s * 1e-9, limits.int8_ops_per_s * 1e-9, limits.simd.c_str(),
+               report["load_average_before"].get<double>(), report["load_average_after"].get<double>());
+  std::fprintf(out, "%-8s %-16s %10s %10s %11s %8s  %s\n", "depth", "K/V", "tok/s", "MB/token", "roof tok/s", "% roof",
+               "bound");
+  for (const RoofRow& r : roofs)
+    std::fprintf(out, "%-8zu %-16s %10.1f %10.2f %11.1f %7.0f%%  %s\n", r.depth, r.format.c_str(), r.measured,
+                 r.bytes * 1e-6, r.roof.tok_s, 100 * r.measured / r.roof.tok_s, r.roof.bound);
   if (a.json) PrintJson(report);
   return 0;
 }

@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cstdio>
 #include <sstream>
+#include <tuple>
 
 #include "model/forward.h"
 #include "model/sampler.h"  // ArgMax
 #include "tools/bench_agents.h"
 #include "tools/bench_depth.h"
+#include "tools/bench_roofline.h"
 #include "ops/matmul.h"  // MatMulPath
 #include "tools/common.h"
 #include "util/timer.h"
@@ -19,8 +21,9 @@ struct BenchArgs {
   std::string model;
   std::vector<int> threads{1, 2};
   int pp = 512, tg = 128, reps = 3;
-  bool no_peer = false, json = false;
+  bool no_peer = false, json = false, machine = false;
   std::string python = "python3";
+  std::string peer = "best";   // pp/tg mode: best (llama-bench over weights/FA variants) or python
   std::vector<size_t> depths;  // decode-at-depth mode
   std::vector<size_t> agents;  // multi-agent mode
   size_t doc_tokens = 4096;
@@ -36,6 +39,8 @@ double Median(std::vector<double> v) {
 
 struct Speeds {
   double pp = 0, tg = 0;
+  double kv_bytes_per_token = 0;  // the live cache's bytes / its token capacity
+  double pp_min = 0, pp_max = 0, tg_min = 0, tg_max = 0;  // spread of the reps
 };
 
 Result<Speeds> MeasureOurs(const Model& model, int threads, const BenchArgs& a) {
@@ -66,19 +71,39 @@ Result<Speeds> MeasureOurs(const Model& model, int threads, const BenchArgs& a) 
     }
     if (r > 0) tg_rates.push_back(a.tg / t.Seconds());
   }
-  return Speeds{Median(pp_rates), Median(tg_rates)};
+  Speeds s{Median(pp_rates), Median(tg_rates), static_cast<double>(kv.bytes()) / (std::max(a.pp, a.tg) + 1)};
+  std::tie(s.pp_min, s.pp_max) = std::pair(*std::min_element(pp_rates.begin(), pp_rates.end()),
+                                           *std::max_element(pp_rates.begin(), pp_rates.end()));
+  std::tie(s.tg_min, s.tg_max) = std::pair(*std::min_element(tg_rates.begin(), tg_rates.end()),
+                                           *std::max_element(tg_rates.begin(), tg_rates.end()));
+  return s;
 }
 
 // Runs the llama.cpp peer and returns its JSON, or an error saying why it could not run.
-Result<nlohmann::json> MeasurePeer(const BenchArgs& a) {
+// --peer best: llama.cpp's own llama-bench over the original weights and its Q4_0 / Q8_0
+// conversions, flash attention on and off (scripts/ref/llama_best.py), the best median per test;
+// if llama.cpp's tools are not built, llama-cpp-python with default settings, and says so.
+Result<nlohmann::json> MeasurePeer(const BenchArgs& a, std::string* note) {
+  std::ostringstream threads;
+  for (size_t i = 0; i < a.threads.size(); ++i) threads << (i ? "," : "") << a.threads[i];
+  if (a.peer == "best") {
+    std::ostringstream cmd;
+    cmd << a.python << " scripts/ref/llama_best.py -m '" << a.model << "' --threads " << threads.str() << " --pp "
+        << a.pp << " --tg " << a.tg << " --reps " << a.reps << " --json";
+    auto r = RunPeerJson(cmd.str());
+    if (r.ok()) return r;
+    *note = "llama-bench variants not run (" + r.status().message() +
+            "); peer = llama-cpp-python, its default settings only";
+  }
   std::ostringstream cmd;
-  cmd << a.python << " scripts/ref/llama_bench.py --model '" << a.model << "' --threads ";
-  for (size_t i = 0; i < a.threads.size(); ++i) cmd << (i ? "," : "") << a.threads[i];
-  cmd << " --pp " << a.pp << " --tg " << a.tg << " --reps " << a.reps << " --json";
+  cmd << a.python << " scripts/ref/llama_bench.py --model '" << a.model << "' --threads " << threads.str()
+      << " --pp " << a.pp << " --tg " << a.tg << " --reps " << a.reps << " --json";
   return RunPeerJson(cmd.str());
 }
 
 int RunBench(const BenchArgs& a) {
+  if (a.machine) return RunMachineProbe(a.threads, a.json);
+  if (a.model.empty()) return Fail(Status::Error("--model is required (except with --machine)"));
   if (!a.window.empty())
     if (Status s = CheckEngineWindowFlag(a.window); !s.ok()) return Fail(s);
   auto model_r = LoadModel(a.model);
@@ -94,7 +119,7 @@ int RunBench(const BenchArgs& a) {
                       .kv = a.kv.size() == 1 && a.kv[0] == "f16/f16" ? std::vector<std::string>{"q8/tq3", "f16/f16"} : a.kv,
                       .peer_kv = a.no_peer ? std::vector<std::string>{} : a.peer_kv, .threads = a.threads.back(),
                       .tg = a.tg, .json = a.json, .window = a.window};
-    return RunAgentsBench(model.tokenizer().Decode(toks), g);
+    return RunAgentsBench(model, model.tokenizer().Decode(toks), g);
   }
   if (!a.depths.empty()) {
     DepthBenchArgs d{.model = a.model, .python = a.python, .depths = a.depths, .kv = a.kv,
@@ -104,20 +129,37 @@ int RunBench(const BenchArgs& a) {
   }
   nlohmann::json report = {{"model", a.model}, {"pp_tokens", a.pp}, {"tg_tokens", a.tg}, {"reps", a.reps}};
   std::map<int, Speeds> ours;
+  std::map<int, MachineLimits> limits;
+  report["load_average_before"] = LoadAverage();
   for (int t : a.threads) {
+    std::fprintf(stderr, "machine probe: %d thread(s) ...\n", t);
+    {
+      ThreadPool pool(t);
+      limits[t] = ProbeMachine(pool);
+    }
     std::fprintf(stderr, "chorus: %d thread(s) ...\n", t);
     auto s = MeasureOurs(model, t, a);
     if (!s.ok()) return Fail(s.status());
     ours[t] = s.value();
-    report["chorus"][std::to_string(t)] = {{"pp", s->pp}, {"tg", s->tg}};
+    report["chorus"][std::to_string(t)] = {{"pp", s->pp}, {"tg", s->tg}, {"pp_spread", {s->pp_min, s->pp_max}},
+                                           {"tg_spread", {s->tg_min, s->tg_max}}};
+    report["machine"][std::to_string(t)] = MachineJson(limits[t]);
   }
+  // Roofline: pp = one pass over the prompt; tg = a decode step at the run's mean depth (tg / 2).
+  const StepCost pp_cost = PrefillCost(model, a.pp);
+  auto tg_cost = [&](int t) { return DecodeStepCost(model, a.tg / 2, ours[t].kv_bytes_per_token); };
   report["rss_bytes"] = ResidentBytes();
   report["model_file_weight_bytes"] = model.weight_bytes();
   nlohmann::json peer;
   std::string peer_error;
   if (!a.no_peer) {
     std::fprintf(stderr, "llama.cpp peer ...\n");
-    auto p = MeasurePeer(a);
+    std::string note;
+    auto p = MeasurePeer(a, &note);
+    if (!note.empty()) {
+      std::fprintf(stderr, "%s\n", note.c_str());
+      report["llama_cpp_note"] = note;
+    }
     if (p.ok()) {
       peer = p.value();
       report["llama_cpp"] = peer;
@@ -135,24 +177,56 @@ int RunBench(const BenchArgs& a) {
     const std::string ts = std::to_string(t);
     const double ppp = peer_rate(t, "pp"), ptg = peer_rate(t, "tg");
     if (ppp > 0) report["ratio"][ts] = {{"pp", ours[t].pp / ppp}, {"tg", ours[t].tg / ptg}};
+    report["roofline"][ts] = {{"pp", RoofJson(pp_cost, a.pp, RoofFor(pp_cost, a.pp, limits[t]), ours[t].pp)},
+                              {"tg", RoofJson(tg_cost(t), 1, RoofFor(tg_cost(t), 1, limits[t]), ours[t].tg)}};
   }
+  report["load_average_after"] = LoadAverage();
   if (a.json) {
     PrintJson(report);
     return 0;
   }
   std::printf("kernels: %s\n", MatMulPath());
-  std::printf("%-8s %-8s %14s %14s %8s\n", "threads", "test", "chorus tok/s", "llama.cpp", "ratio");
+  std::printf("%-8s %-8s %14s %14s %8s %11s %8s %8s %9s  %s\n", "threads", "test", "chorus tok/s", "llama.cpp",
+              "ratio", "roof tok/s", "chorus", "peer", "MB/token", "bound");
   for (int t : a.threads) {
     for (int k = 0; k < 2; ++k) {
       const double mine = k == 0 ? ours[t].pp : ours[t].tg;
       const double theirs = peer_rate(t, k == 0 ? "pp" : "tg");
       const std::string name = (k == 0 ? "pp" : "tg") + std::to_string(k == 0 ? a.pp : a.tg);
-      if (theirs > 0)
-        std::printf("%-8d %-8s %14.1f %14.1f %7.2fx\n", t, name.c_str(), mine, theirs, mine / theirs);
-      else
-        std::printf("%-8d %-8s %14.1f %14s %8s\n", t, name.c_str(), mine, "-", "-");
+      const StepCost cost = k == 0 ? pp_cost : tg_cost(t);
+      const size_t n = k == 0 ? a.pp : 1;
+      const Roof roof = RoofFor(cost, n, limits[t]);
+      char peer_s[32] = "-", ratio_s[32] = "-", peer_pct[32] = "-";
+      if (theirs > 0) {
+        std::snprintf(peer_s, sizeof peer_s, "%.1f", theirs);
+        std::snprintf(ratio_s, sizeof ratio_s, "%.2fx", mine / theirs);
+        std::snprintf(peer_pct, sizeof peer_pct, "%.0f%%", 100 * theirs / roof.tok_s);
+      }
+      std::printf("%-8d %-8s %14.1f %14s %8s %11.1f %7.0f%% %8s %9.1f  %s\n", t, name.c_str(), mine, peer_s, ratio_s,
+                  roof.tok_s, 100 * mine / roof.tok_s, peer_pct, cost.bytes / n * 1e-6, roof.bound);
     }
   }
+  for (int t : a.threads)
+    std::printf("chorus, %d thread(s): pp spread %.1f-%.1f, tg spread %.1f-%.1f (median of %d)\n", t, ours[t].pp_min,
+                ours[t].pp_max, ours[t].tg_min, ours[t].tg_max, a.reps);
+  for (int t : a.threads) {
+    const std::string ts = std::to_string(t);
+    if (peer.is_null() || !peer.contains("threads") || !peer["threads"].contains(ts)) continue;
+    for (const char* k : {"pp", "tg"}) {
+      const nlohmann::json& pt = peer["threads"][ts];
+      const std::string key = std::string(k) + "_settings";
+      if (pt.contains(key))
+        std::printf("llama.cpp best %s, %d thread(s): %s (median of %d; spread %.1f-%.1f)\n", k, t,
+                    pt[key].get<std::string>().c_str(), a.reps, pt[std::string(k) + "_spread"][0].get<double>(),
+                    pt[std::string(k) + "_spread"][1].get<double>());
+    }
+  }
+  for (int t : a.threads)
+    std::printf("machine, %d thread(s): read %.1f GB/s, f32 %.1f GFLOP/s, int8 %.1f GOP/s (%s)\n", t,
+                limits[t].read_bytes_per_s * 1e-9, limits[t].f32_flops_per_s * 1e-9, limits[t].int8_ops_per_s * 1e-9,
+                limits[t].simd.c_str());
+  std::printf("roof: min(read bandwidth / bytes per token, int8 peak / ops per token); load average %.2f -> %.2f\n",
+              report["load_average_before"].get<double>(), report["load_average_after"].get<double>());
   std::printf("chorus RSS %.1f MiB (weights in file: %.1f MiB, mmap'ed, not copied)\n",
               ResidentBytes() / 1048576.0, model.weight_bytes() / 1048576.0);
   if (!peer_error.empty()) std::printf("peer not run: %s\n", peer_error.c_str());
@@ -165,7 +239,7 @@ RunFn AddBench(CLI::App& app) {
   auto a = std::make_shared<BenchArgs>();
   CLI::App* cmd = app.add_subcommand("bench", "Prompt processing and generation tokens/s, beside llama.cpp "
                                               "(llama-cpp-python) on the same model and threads.");
-  cmd->add_option("-m,--model", a->model, "GGUF model file")->required();
+  cmd->add_option("-m,--model", a->model, "GGUF model file (required, except with --machine)");
   cmd->add_option("-t,--threads", a->threads, "thread counts to measure")->delimiter(',')
       ->check(CLI::Range(1, 256))->capture_default_str();
   cmd->add_option("--pp", a->pp, "prompt tokens")->check(CLI::Range(1, 8192))->capture_default_str();
@@ -174,6 +248,11 @@ RunFn AddBench(CLI::App& app) {
       ->check(CLI::Range(1, 100))->capture_default_str();
   cmd->add_flag("--no-peer", a->no_peer, "skip llama.cpp");
   cmd->add_option("--python", a->python, "python with llama-cpp-python")->capture_default_str();
+  cmd->add_option("--peer", a->peer,
+                  "pp/tg peer: best = llama.cpp's llama-bench over the original weights and llama-quantize's Q4_0 / "
+                  "Q8_0 conversions, flash attention on and off (needs scripts/build_peer.sh); python = "
+                  "llama-cpp-python, default settings")
+      ->check(CLI::IsMember({"best", "python"}))->capture_default_str();
   cmd->add_option("--depths", a->depths, "decode-at-depth mode: context depths, e.g. 0,1024,4096,8192")
       ->delimiter(',');
   cmd->add_option("--agents", a->agents, "multi-agent mode: agent counts, e.g. 1,4,8,15 (one shared document)")
@@ -186,6 +265,9 @@ RunFn AddBench(CLI::App& app) {
       ->delimiter(',')->capture_default_str();
   cmd->add_option("--peer-kv", a->peer_kv, "depth mode: llama.cpp KV types (f16, q8_0, q4_0)")
       ->delimiter(',')->capture_default_str();
+  cmd->add_flag("--machine", a->machine,
+                "measure this machine's limits for each -t (read bandwidth, f32 FMA and int8 dot-product peaks; "
+                "about a second each) and exit; every other mode measures them too and prints its roofline");
   cmd->add_flag("--json", a->json, "print one JSON object");
   return [a] { return RunBench(*a); };
 }

@@ -6,6 +6,7 @@
 #include "ops/matmul.h"           // MatMulPath
 
 #include <cctype>
+#include <cstdlib>  // getloadavg
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -70,6 +71,11 @@ size_t ResidentBytes() {
     if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
   }
   return 0;
+}
+
+double LoadAverage() {
+  double l[1];
+  return getloadavg(l, 1) == 1 ? l[0] : -1.0;
 }
 
 void AddKvFlags(CLI::App* cmd, KvFlags& flags) {

@@ -49,6 +49,9 @@ int DefaultThreads();
 // Current resident set size of this process in bytes (from /proc/self/status), 0 if unknown.
 size_t ResidentBytes();
 
+// The 1-minute load average (getloadavg), -1 if unknown: benchmarks record it beside their numbers.
+double LoadAverage();
+
 // Prints j on one line; an object gets "kernel_path" (MatMulPath(): the SIMD kernels in use).
 void PrintJson(const nlohmann::json& j);
 

@@ -197,30 +197,43 @@ inline constexpr size_t kScoreQ = 2, kScoreDecodedQ = 2;
 inline constexpr size_t kScoreQ = 1, kScoreDecodedQ = 1;
 #endif
 
-// scores[i*ld + j] = scale_j · Σ_c q[i*d + c] · k_j[c] for kQ queries.
+// scores[i*ld + j] = scale_j · Σ_c q[i*d + c] · k_j[c] for kQ queries and the kTV token vectors
+// from token vector tv0 on (all 32 tokens by default).
 // init: null, or each query's starting value (KIVI's Σ_c q_c·min_c).
-template <size_t kQ, class Cols>
+template <size_t kQ, class Cols, size_t kTV = kTokenVecs>
 HWY_INLINE void ScoreColsTile(const Cols& cols, uint32_t d, const float* q, float* scores, size_t ld,
-                              const float* init = nullptr) {
+                              const float* init = nullptr, size_t tv0 = 0) {
   const DF df;
   const size_t N = hn::Lanes(df);
-  VF acc[kQ][kTokenVecs];
+  VF acc[kQ][kTV];
   CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) {
-    CHORUS_UNROLL for (size_t t = 0; t < kTokenVecs; ++t) acc[i][t] = init ? hn::Set(df, init[i]) : hn::Zero(df);
+    CHORUS_UNROLL for (size_t t = 0; t < kTV; ++t) acc[i][t] = init ? hn::Set(df, init[i]) : hn::Zero(df);
   }
   for (size_t c = 0; c < d; ++c) {
-    VF k[kTokenVecs];
-    CHORUS_UNROLL for (size_t t = 0; t < kTokenVecs; ++t) k[t] = cols.Load(df, c, t * N);
+    VF k[kTV];
+    CHORUS_UNROLL for (size_t t = 0; t < kTV; ++t) k[t] = cols.Load(df, c, (tv0 + t) * N);
     CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) {
       const VF qb = hn::Set(df, q[i * d + c]);
-      CHORUS_UNROLL for (size_t t = 0; t < kTokenVecs; ++t) acc[i][t] = hn::MulAdd(qb, k[t], acc[i][t]);
+      CHORUS_UNROLL for (size_t t = 0; t < kTV; ++t) acc[i][t] = hn::MulAdd(qb, k[t], acc[i][t]);
     }
   }
-  CHORUS_UNROLL for (size_t t = 0; t < kTokenVecs; ++t) {
-    const VF scale = cols.Scales(df, t * N);
-    CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) hn::StoreU(hn::Mul(acc[i][t], scale), df, scores + i * ld + t * N);
+  CHORUS_UNROLL for (size_t t = 0; t < kTV; ++t) {
+    const VF scale = cols.Scales(df, (tv0 + t) * N);
+    CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i)
+      hn::StoreU(hn::Mul(acc[i][t], scale), df, scores + i * ld + (tv0 + t) * N);
   }
 }
+
+// AVX2 (16 vector registers, 4 token vectors): a few queries more than one full-width tile (a GQA
+// group of 3 or 4, two agents) read the compressed columns in two passes over half the tokens —
+// kQ·2 accumulators + 2 key vectors + 1 broadcast ≤ 16 registers — instead of decoding the tile
+// first: the same lookups, no tile stores and reloads. Lanes are tokens, so every score is the same
+// FMA chain over the channels whatever the tiling: the results are bit-identical.
+#if HWY_TARGET == HWY_AVX2
+inline constexpr size_t kScoreHalfQ = 6;
+#else
+inline constexpr size_t kScoreHalfQ = 0;
+#endif
 
 // More than kOnce queries (more than one register tile): fn gets src decoded once into a stack tile
 // (decode(src, d, tile, scales), ≤ 32 KiB) instead of once per tile; else the compressed src itself.
@@ -246,6 +259,16 @@ constexpr size_t ScoreTileQ() { return std::is_same_v<Cols, DecodedCols> ? kScor
 
 template <class Cols>
 HWY_INLINE void ScoreCols(const Cols& cols, uint32_t d, const float* q, size_t n_q, float* scores, size_t ld) {
+  if constexpr (kScoreHalfQ > 0 && kTokenVecs % 2 == 0) {
+    if (n_q > kScoreQ && n_q <= kScoreHalfQ) {
+      constexpr size_t kHalf = kTokenVecs / 2;
+      for (size_t tv0 = 0; tv0 < kTokenVecs; tv0 += kHalf)
+        ForQueryTiles<kScoreHalfQ>(n_q, [&](auto kq, size_t i0) {
+          ScoreColsTile<decltype(kq)::value, Cols, kHalf>(cols, d, q + i0 * d, scores + i0 * ld, ld, nullptr, tv0);
+        });
+      return;
+    }
+  }
   WithCols(cols, d, n_q, [&](const auto& c) {
     ForQueryTiles<ScoreTileQ<std::decay_t<decltype(c)>>()>(n_q, [&](auto kq, size_t i0) {
       ScoreColsTile<decltype(kq)::value>(c, d, q + i0 * d, scores + i0 * ld, ld);

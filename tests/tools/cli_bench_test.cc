@@ -1,5 +1,8 @@
 // `chorus bench --json` prints one JSON object on stdout (the human tables go to stderr), in every
-// mode: multi-agent, decode at depth, and the plain pp/tg run. Small sizes, no llama.cpp peer.
+// mode: multi-agent, decode at depth, the plain pp/tg run and the machine probe. Small sizes, no
+// llama.cpp peer. The roofline fields are checked against what they must be: a decode step reads
+// every weight once (so its bytes are the file's weight bytes, within the embedding table's share),
+// and a deeper step reads more KV.
 #include "cli_run.h"
 
 namespace {
@@ -16,8 +19,21 @@ TEST(CliBench, JsonModesPrintOnlyJson) {
   const nlohmann::json depth = Json(Chorus(base + "--depths 0,64 --tg 2 --kv f16/f16"));
   ASSERT_EQ(depth["rows"].size(), 2u) << depth;
   EXPECT_GT(depth["rows"][1]["chorus"]["f16/f16"]["tg"].get<double>(), 0.0) << depth;
+  EXPECT_GT(depth["rows"][1]["chorus"]["f16/f16"]["roofline"]["bytes"].get<double>(),
+            depth["rows"][0]["chorus"]["f16/f16"]["roofline"]["bytes"].get<double>()) << depth;
+  EXPECT_GT(depth["machine"]["read_bytes_per_s"].get<double>(), 0.0) << depth;
   const nlohmann::json plain = Json(Chorus(base + "--pp 16 --tg 2"));
-  EXPECT_FALSE(plain.empty());
+  const double weights = plain["model_file_weight_bytes"].get<double>();
+  const nlohmann::json& tg = plain["roofline"]["1"]["tg"];
+  // SmolLM2's output matrix is its embedding table (tied): every byte of the file's weights but the
+  // norms is read per token, and nothing else of that size.
+  EXPECT_GT(tg["bytes"].get<double>(), 0.95 * weights) << plain;
+  EXPECT_LT(tg["bytes"].get<double>(), 1.05 * weights) << plain;
+  EXPECT_GT(tg["percent_of_roof"].get<double>(), 0.0) << plain;
+  EXPECT_EQ(plain["roofline"]["1"]["pp"]["tokens"].get<int>(), 16) << plain;
+  const nlohmann::json machine = Json(Chorus("bench --machine -t 1 --json"));
+  ASSERT_EQ(machine["machine"].size(), 1u) << machine;
+  EXPECT_GT(machine["machine"][0]["f32_flops_per_s"].get<double>(), 0.0) << machine;
 }
 
 }  // namespace

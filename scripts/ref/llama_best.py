@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""llama.cpp at its best on this machine: ppN / tgN tokens/s from its own llama-bench, over the
+settings that change its speed, and which of them won.
+
+Variants measured (all in one llama-bench run, interleaved by llama-bench itself):
+  weights   the original file, plus Q4_0 and Q8_0 conversions made by llama-quantize
+            (--allow-requantize; llama.cpp repacks these types for its fastest CPU kernels — a
+            Q4_1 or K-quant file is not repacked on x86), cached under .cache/peer/models/
+  flash attention   on and off
+  KV cache types    --kv f16 (default), or several: --kv f16,q8_0
+for each thread count. Per (test, threads) the variant with the highest median wins; every
+variant's median, min and max are kept. The binaries come from scripts/build_peer.sh (the
+llama.cpp sources vendored in the llama-cpp-python sdist); this script does not build them.
+
+Usage: scripts/ref/llama_best.py -m MODEL [--threads 1,2] [--pp 512] [--tg 128] [--reps 3]
+                                 [--weights original,q4_0,q8_0] [--fa on,off] [--kv f16]
+                                 [--bin-dir DIR] [--json]
+--json prints one JSON object: {"threads": {"1": {"pp": best median, "tg": ..., "pp_settings":
+"...", "tg_settings": "...", "pp_spread": [min, max], ...}}, "variants": [...], "tool": "..."}
+(tools/cmd_bench.cc reads "pp"/"tg" and the settings).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+def peer_bin_dir(explicit: str | None) -> str:
+    if explicit:
+        return explicit
+    r = subprocess.run([os.path.join(ROOT, "scripts", "build_peer.sh"), "--print-dir"], capture_output=True,
+                       text=True)
+    d = r.stdout.strip()
+    if r.returncode != 0 or not d or not os.path.exists(os.path.join(d, "llama-bench")):
+        sys.exit("llama_best.py: llama.cpp's tools are not built: run scripts/build_peer.sh "
+                 "(or pass --bin-dir with llama-bench and llama-quantize)")
+    return d
+
+
+def convert(bin_dir: str, model: str, qtype: str) -> str:
+    """The model converted to qtype by llama-quantize, cached beside the peer build."""
+    cache = os.path.join(os.environ.get("CHORUS_PEER_DIR", os.path.join(ROOT, ".cache", "peer")), "models")
+    os.makedirs(cache, exist_ok=True)
+    stem = os.path.splitext(os.path.basename(model))[0]
+    out = os.path.join(cache, f"{stem}.requant-{qtype.upper()}.gguf")
+    if os.path.exists(out) and os.path.getmtime(out) >= os.path.getmtime(model):
+        return out
+    tmp = out + ".part"
+    print(f"llama_best.py: llama-quantize {os.path.basename(model)} -> {qtype.upper()}", file=sys.stderr)
+    r = subprocess.run([os.path.join(bin_dir, "llama-quantize"), "--allow-requantize", model, tmp, qtype.upper()],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"llama_best.py: llama-quantize to {qtype} failed:\n{r.stderr[-2000:]}")
+    os.replace(tmp, out)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("-m", "--model", required=True)
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--pp", type=int, default=512)
+    ap.add_argument("--tg", type=int, default=128)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--weights", default="original,q4_0,q8_0")
+    ap.add_argument("--fa", default="on,off")
+    ap.add_argument("--kv", default="f16")
+    ap.add_argument("--bin-dir")
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    if not os.path.exists(a.model):
+        sys.exit(f"llama_best.py: no such model file: {a.model}")
+    bin_dir = peer_bin_dir(a.bin_dir)
+    models = {}
+    for w in a.weights.split(","):
+        models[w] = a.model if w == "original" else convert(bin_dir, a.model, w)
+    by_path = {v: k for k, v in models.items()}
+    cmd = [os.path.join(bin_dir, "llama-bench"), "-m", ",".join(models.values()), "-t", a.threads,
+           "-p", str(a.pp), "-n", str(a.tg), "-r", str(a.reps), "-fa", a.fa, "-ctk", a.kv, "-ctv", a.kv,
+           "-o", "json"]
+    print("llama_best.py: " + " ".join(cmd), file=sys.stderr)
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"llama_best.py: llama-bench failed ({r.returncode}):\n{r.stderr[-2000:]}")
+    rows = json.loads(r.stdout)
+    variants, best = [], {}
+    for row in rows:
+        test = "pp" if row.get("n_prompt", 0) > 0 and row.get("n_gen", 0) == 0 else "tg"
+        samples = row.get("samples_ts") or [row["avg_ts"]]
+        fa = row.get("flash_attn")
+        fa_s = {True: "on", False: "off", 1: "on", 0: "off", -1: "auto"}.get(fa, str(fa))
+        settings = (f"weights {by_path.get(row['model_filename'], row['model_filename'])} ({row.get('model_type', '')}), "
+                    f"flash-attn {fa_s}, KV {row.get('type_k', a.kv)}")
+        v = {"test": test, "threads": row["n_threads"], "settings": settings, "median": statistics.median(samples),
+             "min": min(samples), "max": max(samples), "samples": samples}
+        variants.append(v)
+        key = (str(row["n_threads"]), test)
+        if key not in best or v["median"] > best[key]["median"]:
+            best[key] = v
+    out = {"threads": {}, "variants": variants, "tool": f"llama-bench (build {rows[0].get('build_commit', '?')} "
+                                                        f"{rows[0].get('build_number', '')})" if rows else "llama-bench",
+           "command": " ".join(cmd), "reps": a.reps}
+    for (t, test), v in best.items():
+        d = out["threads"].setdefault(t, {})
+        d[test] = v["median"]
+        d[f"{test}_settings"] = v["settings"]
+        d[f"{test}_spread"] = [v["min"], v["max"]]
+    if a.json:
+        print(json.dumps(out))
+        return
+    print(f"{'threads':>7} {'test':>4} {'median t/s':>11} {'min':>9} {'max':>9}  settings")
+    for v in sorted(variants, key=lambda v: (v["threads"], v["test"], -v["median"])):
+        mark = "*" if best[(str(v["threads"]), v["test"])] is v else " "
+        print(f"{v['threads']:>7} {v['test']:>4} {v['median']:>11.1f} {v['min']:>9.1f} {v['max']:>9.1f} {mark} {v['settings']}")
+    print("* = the best of its (threads, test): chorus bench compares against it")
+
+
+if __name__ == "__main__":
+    main()

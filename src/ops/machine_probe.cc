@@ -1,0 +1,150 @@
+// Machine probes (see machine_probe.h): three loops, each run on every thread of the pool at once.
+#include "ops/machine_probe.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "util/aligned_alloc.h"  // AlignedAlloc, AlignedFree
+#include "util/timer.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/machine_probe.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+HWY_BEFORE_NAMESPACE();
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#include <immintrin.h>
+#endif
+namespace chorus {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Sum of n floats (n a multiple of 4 vectors): four independent accumulators keep the loads in flight.
+float ProbeReadSumImpl(const float* p, size_t n) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  auto a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
+  for (size_t i = 0; i + 4 * N <= n; i += 4 * N) {
+    a0 = hn::Add(a0, hn::Load(d, p + i));
+    a1 = hn::Add(a1, hn::Load(d, p + i + N));
+    a2 = hn::Add(a2, hn::Load(d, p + i + 2 * N));
+    a3 = hn::Add(a3, hn::Load(d, p + i + 3 * N));
+  }
+  return hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
+}
+
+// iters × 10 independent FMA chains in named registers (an array of vectors ends up in memory, a
+// store-forwarding chain, not the FMA units); returns flops done.
+double ProbeFmaLoopImpl(size_t iters, float* sink) {
+  const hn::ScalableTag<float> d;
+  auto a0 = hn::Set(d, 0.0f), a1 = hn::Set(d, 0.1f), a2 = hn::Set(d, 0.2f), a3 = hn::Set(d, 0.3f),
+       a4 = hn::Set(d, 0.4f), a5 = hn::Set(d, 0.5f), a6 = hn::Set(d, 0.6f), a7 = hn::Set(d, 0.7f),
+       a8 = hn::Set(d, 0.8f), a9 = hn::Set(d, 0.9f);
+  const auto m = hn::Set(d, 0.999999f), b = hn::Set(d, 1e-7f);
+  for (size_t i = 0; i < iters; ++i) {
+    a0 = hn::MulAdd(a0, m, b), a1 = hn::MulAdd(a1, m, b), a2 = hn::MulAdd(a2, m, b), a3 = hn::MulAdd(a3, m, b);
+    a4 = hn::MulAdd(a4, m, b), a5 = hn::MulAdd(a5, m, b), a6 = hn::MulAdd(a6, m, b), a7 = hn::MulAdd(a7, m, b);
+    a8 = hn::MulAdd(a8, m, b), a9 = hn::MulAdd(a9, m, b);
+  }
+  const auto s = hn::Add(hn::Add(hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)), hn::Add(hn::Add(a4, a5), hn::Add(a6, a7))),
+                         hn::Add(a8, a9));
+  *sink = hn::GetLane(hn::SumOfLanes(d, s));
+  return 2.0 * 10 * hn::Lanes(d) * static_cast<double>(iters);
+}
+
+// The int8 instructions of the x86 matmul kernels (int8_x86-inl.h): vpmaddubsw (u8 × s8 pairs → s16)
+// + vpmaddwd (s16 pairs → s32) + vpaddd, 32 multiply-adds per triple; 8 independent chains in named
+// registers. The empty asm tells the compiler an input may change, so the products are not hoisted
+// out of the loop. Returns int8 ops done (2 per multiply-add), 0 where this target has no int8 path.
+double ProbeInt8LoopImpl(size_t iters, int32_t* sink) {
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  __m256i c0 = _mm256_setzero_si256(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0;
+  __m256i x0 = _mm256_set1_epi8(3), x1 = _mm256_set1_epi8(4), x2 = _mm256_set1_epi8(5), x3 = _mm256_set1_epi8(6);
+  const __m256i w = _mm256_set1_epi8(-5), ones = _mm256_set1_epi16(1);
+#define CHORUS_PROBE_STEP(c, x) c = _mm256_add_epi32(c, _mm256_madd_epi16(_mm256_maddubs_epi16(x, w), ones))
+  for (size_t i = 0; i < iters; ++i) {
+    asm volatile("" : "+x"(x0), "+x"(x1), "+x"(x2), "+x"(x3));
+    CHORUS_PROBE_STEP(c0, x0); CHORUS_PROBE_STEP(c1, x1); CHORUS_PROBE_STEP(c2, x2); CHORUS_PROBE_STEP(c3, x3);
+    CHORUS_PROBE_STEP(c4, x0); CHORUS_PROBE_STEP(c5, x1); CHORUS_PROBE_STEP(c6, x2); CHORUS_PROBE_STEP(c7, x3);
+  }
+#undef CHORUS_PROBE_STEP
+  const __m256i s = _mm256_add_epi32(_mm256_add_epi32(_mm256_add_epi32(c0, c1), _mm256_add_epi32(c2, c3)),
+                                     _mm256_add_epi32(_mm256_add_epi32(c4, c5), _mm256_add_epi32(c6, c7)));
+  *sink = _mm256_extract_epi32(s, 0);
+  return 2.0 * 32 * 8 * static_cast<double>(iters);
+#else
+  *sink = 0;
+  return 0;
+#endif
+}
+
+const char* ProbeTargetNameImpl() { return hwy::TargetName(HWY_TARGET); }
+
+}  // namespace HWY_NAMESPACE
+}  // namespace chorus
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace chorus {
+HWY_EXPORT(ProbeReadSumImpl);
+HWY_EXPORT(ProbeFmaLoopImpl);
+HWY_EXPORT(ProbeInt8LoopImpl);
+HWY_EXPORT(ProbeTargetNameImpl);
+
+namespace {
+
+// Best (highest) rate over reps of fn run on every thread at once; fn(thread, n_threads) returns the
+// work it did (bytes, flops or ops).
+template <typename Fn>
+double BestRate(ThreadPool& pool, int reps, Fn fn) {
+  double best = 0;
+  std::vector<double> work(pool.size());
+  for (int r = 0; r < reps; ++r) {
+    Timer t;
+    pool.Run([&](int i, int n) { work[i] = fn(i, n); });
+    const double s = t.Seconds();
+    double total = 0;
+    for (double w : work) total += w;
+    if (s > 0) best = std::max(best, total / s);
+  }
+  return best;
+}
+
+}  // namespace
+
+MachineLimits ProbeMachine(ThreadPool& pool, const MachineProbeOptions& o) {
+  MachineLimits m;
+  m.threads = pool.size();
+  m.simd = HWY_DYNAMIC_DISPATCH(ProbeTargetNameImpl)();
+  {
+    const size_t n = o.buffer_bytes / sizeof(float) / 64 * 64;
+    auto* buf = static_cast<float*>(AlignedAlloc(n * sizeof(float)));
+    // First touch on the thread that will read the slice (NUMA placement; pages faulted in now).
+    pool.Run([&](int i, int t) {
+      const size_t b = n / t / 64 * 64 * i, e = i + 1 == t ? n : n / t / 64 * 64 * (i + 1);
+      std::fill(buf + b, buf + e, 1.0f);
+    });
+    std::vector<float> sinks(pool.size());
+    m.read_bytes_per_s = BestRate(pool, o.reps, [&](int i, int t) {
+      const size_t b = n / t / 64 * 64 * i, e = i + 1 == t ? n : n / t / 64 * 64 * (i + 1);
+      sinks[i] = HWY_DYNAMIC_DISPATCH(ProbeReadSumImpl)(buf + b, e - b);
+      return static_cast<double>((e - b) * sizeof(float));
+    });
+    AlignedFree(buf, n * sizeof(float));
+  }
+  std::vector<float> fsink(pool.size());
+  m.f32_flops_per_s = BestRate(pool, 8 * o.reps, [&](int i, int) {
+    return HWY_DYNAMIC_DISPATCH(ProbeFmaLoopImpl)(size_t{1} << 18, &fsink[i]);
+  });
+  std::vector<int32_t> isink(pool.size());
+  m.int8_ops_per_s = BestRate(pool, 8 * o.reps, [&](int i, int) {
+    return HWY_DYNAMIC_DISPATCH(ProbeInt8LoopImpl)(size_t{1} << 18, &isink[i]);
+  });
+  m.int8_path = m.int8_ops_per_s > 0 ? "vpmaddubsw+vpmaddwd" : "";
+  return m;
+}
+
+}  // namespace chorus
+#endif  // HWY_ONCE

@@ -1,0 +1,36 @@
+// ProbeMachine: every limit is measured (positive, finite) on every thread count, and the int8 probe
+// runs where the matmul kernels have an int8 path (x86 with AVX2). Catches: a probe whose loop the
+// compiler removed (rate infinite or absurd), a zero from a slice bound bug, a missing dispatch.
+#include "ops/machine_probe.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace chorus {
+namespace {
+
+TEST(MachineProbe, EveryLimitIsMeasuredAndPlausible) {
+  for (int threads : {1, 2}) {
+    ThreadPool pool(threads);
+    const MachineLimits m = ProbeMachine(pool, {.buffer_bytes = size_t{64} << 20, .reps = 2});
+    EXPECT_EQ(m.threads, threads);
+    EXPECT_FALSE(m.simd.empty());
+    // Bounds far outside any real machine: 10 MB/s .. 100 TB/s, 10 MFLOP/s .. 1 PFLOP/s. Timing is
+    // never asserted; a value outside these means the loop did not run as written.
+    EXPECT_GT(m.read_bytes_per_s, 1e7);
+    EXPECT_LT(m.read_bytes_per_s, 1e14);
+    EXPECT_GT(m.f32_flops_per_s, 1e7);
+    EXPECT_LT(m.f32_flops_per_s, 1e15);
+#if defined(__x86_64__)
+    if (m.simd == "AVX2" || m.simd.rfind("AVX3", 0) == 0) {
+      EXPECT_GT(m.int8_ops_per_s, 1e7);
+      EXPECT_LT(m.int8_ops_per_s, 1e15);
+      EXPECT_EQ(m.int8_path, "vpmaddubsw+vpmaddwd");
+    }
+#endif
+  }
+}
+
+}  // namespace
+}  // namespace chorus

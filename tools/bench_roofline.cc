@@ -1,0 +1,88 @@
+// Roofline arithmetic for `chorus bench` rows (see bench_roofline.h).
+#include "tools/bench_roofline.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "tools/common.h"  // PrintJson
+#include "util/thread_pool.h"
+
+namespace chorus::cli {
+
+StepCost WeightCost(const Model& model) {
+  const ModelWeights& w = model.weights();
+  StepCost c;
+  auto add = [&](const WeightView& v) {
+    if (!v.data) return;
+    c.bytes += static_cast<double>(v.rows) * v.row_bytes;
+    c.ops += 2.0 * v.rows * v.cols;
+  };
+  for (const LayerWeights& l : w.layers) {
+    for (const WeightView* v : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) add(*v);
+  }
+  add(w.output);
+  c.bytes += static_cast<double>(w.token_embd.row_bytes);  // one row looked up per token
+  return c;
+}
+
+StepCost DecodeStepCost(const Model& model, size_t depth, double kv_bytes_per_token) {
+  const ModelConfig& g = model.config();
+  StepCost c = WeightCost(model);
+  c.bytes += kv_bytes_per_token * static_cast<double>(depth);
+  c.ops += 4.0 * g.n_layer * g.n_head * g.head_dim * static_cast<double>(depth);
+  return c;
+}
+
+StepCost PrefillCost(const Model& model, size_t n) {
+  const ModelConfig& g = model.config();
+  const StepCost w = WeightCost(model);
+  StepCost c;
+  c.bytes = w.bytes;
+  c.ops = w.ops * static_cast<double>(n) + 2.0 * g.n_layer * g.n_head * g.head_dim * static_cast<double>(n) * n;
+  return c;
+}
+
+Roof RoofFor(const StepCost& cost, size_t tokens, const MachineLimits& m) {
+  Roof r;
+  const double peak = m.int8_ops_per_s > 0 ? m.int8_ops_per_s : m.f32_flops_per_s;
+  r.memory_tok_s = cost.bytes > 0 ? m.read_bytes_per_s / cost.bytes * tokens : 0;
+  r.compute_tok_s = cost.ops > 0 ? peak / cost.ops * tokens : 0;
+  r.tok_s = std::min(r.memory_tok_s, r.compute_tok_s);
+  r.bound = r.memory_tok_s <= r.compute_tok_s ? "memory" : "compute";
+  return r;
+}
+
+nlohmann::json MachineJson(const MachineLimits& m) {
+  return {{"threads", m.threads},
+          {"read_bytes_per_s", m.read_bytes_per_s},
+          {"f32_flops_per_s", m.f32_flops_per_s},
+          {"int8_ops_per_s", m.int8_ops_per_s},
+          {"simd", m.simd},
+          {"int8_path", m.int8_path}};
+}
+
+nlohmann::json RoofJson(const StepCost& cost, size_t tokens, const Roof& r, double measured_tok_s) {
+  return {{"bytes", cost.bytes},          {"ops", cost.ops},
+          {"tokens", tokens},             {"roof_tok_s", r.tok_s},
+          {"memory_roof_tok_s", r.memory_tok_s}, {"compute_roof_tok_s", r.compute_tok_s},
+          {"bound", r.bound},             {"percent_of_roof", r.tok_s > 0 ? 100.0 * measured_tok_s / r.tok_s : 0.0}};
+}
+
+int RunMachineProbe(const std::vector<int>& threads, bool json) {
+  nlohmann::json report = {{"load_average", LoadAverage()}};
+  if (!json)
+    std::printf("%-8s %16s %14s %14s  %s\n", "threads", "read GB/s", "f32 GFLOP/s", "int8 GOP/s", "SIMD / int8 path");
+  for (int t : threads) {
+    ThreadPool pool(t);
+    const MachineLimits m = ProbeMachine(pool);
+    report["machine"].push_back(MachineJson(m));
+    if (!json)
+      std::printf("%-8d %16.1f %14.1f %14.1f  %s / %s\n", t, m.read_bytes_per_s * 1e-9, m.f32_flops_per_s * 1e-9,
+                  m.int8_ops_per_s * 1e-9, m.simd.c_str(), m.int8_path.empty() ? "none" : m.int8_path.c_str());
+  }
+  if (json) PrintJson(report);
+  else std::printf("load average %.2f (a loaded machine lowers every figure)\n", LoadAverage());
+  return 0;
+}
+
+}  // namespace chorus::cli

@@ -1,0 +1,45 @@
+// The roofline of a benchmark row: what one step must read (weights + KV, from the live views and
+// caches) and compute, against the machine's measured limits (ops/machine_probe.h).
+#pragma once
+#include <cstddef>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "model/model.h"
+#include "ops/machine_probe.h"
+
+namespace chorus::cli {
+
+struct StepCost {
+  double bytes = 0;  // bytes the step must read at least once
+  double ops = 0;    // multiply-adds × 2 (matmuls + attention)
+};
+
+// Bytes of every matmul weight a token goes through (rows × row_bytes of the mapped views, the output
+// matrix included) plus one embedding row; 2 × rows × cols ops per token for them.
+StepCost WeightCost(const Model& model);
+
+// One decode step at context depth `depth`, reading kv_bytes_per_token × depth of KV (the cache's
+// measured bytes per token); attention ops 4 · n_layer · n_head · head_dim · depth.
+StepCost DecodeStepCost(const Model& model, size_t depth, double kv_bytes_per_token);
+
+// A prefill of n tokens in one pass: the weights once, 2 × weight ops × n, causal attention.
+StepCost PrefillCost(const Model& model, size_t n);
+
+struct Roof {
+  double tok_s = 0;        // the faster of the two roofs cannot be beaten: min(memory, compute)
+  double memory_tok_s = 0; // read_bytes_per_s / bytes per token
+  double compute_tok_s = 0;// int8 (or f32 where no int8 path) ops/s / ops per token
+  const char* bound = "";  // "memory" or "compute"
+};
+// cost covers `tokens` tokens (1 for a decode step, n for a prefill).
+Roof RoofFor(const StepCost& cost, size_t tokens, const MachineLimits& m);
+
+nlohmann::json MachineJson(const MachineLimits& m);
+nlohmann::json RoofJson(const StepCost& cost, size_t tokens, const Roof& r, double measured_tok_s);
+
+// `chorus bench --machine`: probes each thread count, prints a table (or JSON).
+int RunMachineProbe(const std::vector<int>& threads, bool json);
+
+}  // namespace chorus::cli
