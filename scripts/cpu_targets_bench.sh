@@ -7,8 +7,9 @@
 # ratios. Raw JSON lines go to OUT.jsonl, the summary to OUT.md.
 #
 # Usage: scripts/cpu_targets_bench.sh [--reps N] [--threads "1 2"] [--variant avx2|native]
-#                                     [--targets "avx2 scalar"] [--out PREFIX]
+#                                     [--targets "avx2 scalar"] [--models "A.gguf B.gguf"] [--out PREFIX]
 #   The scalar path is measured at pp128 / tg32 (it is ~10x slower; the rate is per token).
+#   --models: these GGUFs instead of the SmolLM2 set (e.g. models/gemma-3-270m-q4_k_m.gguf).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -17,6 +18,7 @@ threads="1 2"
 variant=avx2
 targets="avx2 scalar"
 out="docs/results/cpu-targets-$(date +%Y-%m-%d)"
+user_models=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --reps) reps="$2"; shift ;;
@@ -24,6 +26,7 @@ while [ $# -gt 0 ]; do
     --variant) variant="$2"; shift ;;
     --targets) targets="$2"; shift ;;
     --out) out="$2"; shift ;;
+    --models) user_models="$2"; shift ;;
     -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "cpu_targets_bench.sh: unknown option: $1 (try --help)" >&2; exit 2 ;;
   esac
@@ -32,16 +35,21 @@ done
 bin=$(scripts/build_peer.sh --variant "$variant" --print-dir)
 chorus=build/bin/chorus
 [ -x "$chorus" ] || { echo "cpu_targets_bench.sh: build chorus first (ninja -C build chorus)" >&2; exit 1; }
-src=models/SmolLM2-135M-Instruct.Q4_1.gguf
-[ -f "$src" ] || { echo "cpu_targets_bench.sh: $src missing (scripts/fetch_model.sh)" >&2; exit 1; }
-mkdir -p .cache/models
-models=("$src")
-for q in Q4_0 Q8_0; do
-  m=.cache/models/SmolLM2-135M-Instruct.$q.gguf
-  # Requantized from Q4_1 (no f16 source here): the weights differ, the shapes and types are real.
-  [ -f "$m" ] || "$bin/llama-quantize" --allow-requantize "$src" "$m" "$q" >/dev/null 2>&1
-  models+=("$m")
-done
+if [ -n "$user_models" ]; then
+  read -r -a models <<< "$user_models"
+  for m in "${models[@]}"; do [ -f "$m" ] || { echo "cpu_targets_bench.sh: $m missing" >&2; exit 1; }; done
+else
+  src=models/SmolLM2-135M-Instruct.Q4_1.gguf
+  [ -f "$src" ] || { echo "cpu_targets_bench.sh: $src missing (scripts/fetch_model.sh)" >&2; exit 1; }
+  mkdir -p .cache/models
+  models=("$src")
+  for q in Q4_0 Q8_0; do
+    m=.cache/models/SmolLM2-135M-Instruct.$q.gguf
+    # Requantized from Q4_1 (no f16 source here): the weights differ, the shapes and types are real.
+    [ -f "$m" ] || "$bin/llama-quantize" --allow-requantize "$src" "$m" "$q" >/dev/null 2>&1
+    models+=("$m")
+  done
+fi
 raw="$out.jsonl"
 : > "$raw"
 {

@@ -3,6 +3,7 @@
 #
 # Usage: scripts/ref/check_vs_llamacpp.sh [-m MODEL] [-n 1024] [-t 2] [--chorus build/bin/chorus]
 #                                         [--max-kl 4e-3] [--min-top1 0.96] [--ppl-chunks N] [-c 512] [--keep DIR]
+#                                         [--split 512]
 #   1. chorus eval logits  → OURS  (n × n_vocab f32) for the first n tokens of WikiText-2 test
 #   2. scripts/ref/llama_logits.py --full-out → REF (the same, from llama.cpp; goldens go to the
 #      temp dir, the committed ones are not touched)
@@ -11,6 +12,7 @@
 #      top-1 < 0.96 (the thresholds of tests/e2e/llamacpp_logits_test.cc: the activation-rounding
 #      noise floor, docs/results/foundation.md).
 #   4. with --ppl-chunks N: chorus eval ppl vs scripts/ref/llama_ppl.py on the first N chunks of -c.
+#   --split P: KL and top-1 of positions [0, P) and [P, n) also reported apart (Gemma 3: 512, its window).
 #   -m: another model (default SmolLM2, scripts/fetch_model.sh); its own noise floor sets --max-kl /
 #   --min-top1 (Gemma 3: docs/results/gemma3.md).
 # Exit status 0 only if every check passes. Temp files are removed unless --keep DIR.
@@ -27,6 +29,7 @@ ctx=512
 chorus=build/bin/chorus
 ppl_chunks=0
 keep=""
+split=0
 while [ $# -gt 0 ]; do
   case "$1" in
     -n) n=$2; shift 2 ;;
@@ -38,7 +41,8 @@ while [ $# -gt 0 ]; do
     --chorus) chorus=$2; shift 2 ;;
     --ppl-chunks) ppl_chunks=$2; shift 2 ;;
     --keep) keep=$2; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --split) split=$2; shift 2 ;;
+    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "check_vs_llamacpp.sh: unknown option: $1 (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -71,7 +75,7 @@ PY
 
 failed=()
 echo "==> KL(llama.cpp || chorus), top-1"
-python3 scripts/ref/compare_logits.py "$tmp/ref.npy" "$tmp/ours.f32" --golden "$tmp/ref.json" \
+python3 scripts/ref/compare_logits.py "$tmp/ref.npy" "$tmp/ours.f32" --golden "$tmp/ref.json" --split "$split" \
   --max-kl-mean "$max_kl" --min-top1 "$min_top1" || failed+=("logits")
 
 if [ "$ppl_chunks" -gt 0 ]; then

@@ -21,6 +21,9 @@ Per position p (row p is the distribution predicting token p+1):
   With --golden (or a golden REF) the input tokens are known, so the teacher-forced
   next-token NLL / PPL of both over all positions is reported too.
 --max-kl-mean / --min-top1: exit 1 if the measured value is worse (for CI/tests).
+--split P: also report the KL statistics and top-1 of rows [0, P) and [P, n) apart (e.g. P = 512,
+  a sliding window's length: the positions past it are where windowed attention differs).
+--n-vocab: row length of raw f32 files; when REF is a .npy its row length is used instead.
 """
 from __future__ import annotations
 
@@ -69,7 +72,7 @@ def stats(v: np.ndarray, prefix: str) -> dict:
             f"{prefix}_max_pos": int(v.argmax())}
 
 
-def compare_full(ref: np.ndarray, ours: np.ndarray, tokens, chunk: int = 64) -> dict:
+def compare_full(ref: np.ndarray, ours: np.ndarray, tokens, chunk: int = 64, split: int = 0) -> dict:
     n = min(ref.shape[0], ours.shape[0])
     kl = np.empty(n)
     agree = np.empty(n, dtype=bool)
@@ -95,6 +98,9 @@ def compare_full(ref: np.ndarray, ours: np.ndarray, tokens, chunk: int = 64) -> 
     out = {"mode": "full", "n_pos": n, "n_vocab": int(ref.shape[1]), **stats(kl, "kl"),
            "top1_agree": float(agree.mean()), "top1_agree_count": int(agree.sum()),
            "max_abs_logit_diff": max_abs}
+    if 0 < split < n:
+        for name, sl in (("before_split", slice(0, split)), ("from_split", slice(split, n))):
+            out[name] = {"rows": [sl.start, sl.stop], **stats(kl[sl], "kl"), "top1_agree": float(agree[sl].mean())}
     if nll_ref:
         out["ppl_ref_next_token"] = float(np.exp(np.mean(nll_ref)))
         out["ppl_ours_next_token"] = float(np.exp(np.mean(nll_ours)))
@@ -136,8 +142,11 @@ def main() -> int:
     ap.add_argument("--n-vocab", type=int, default=49152, help="row length of raw f32 files")
     ap.add_argument("--max-kl-mean", type=float, help="fail (exit 1) if mean KL exceeds this")
     ap.add_argument("--min-top1", type=float, help="fail (exit 1) if top-1 agreement is below this")
+    ap.add_argument("--split", type=int, default=0, help="also report rows [0, P) and [P, n) apart")
     a = ap.parse_args()
 
+    if a.ref.endswith(".npy"):
+        a.n_vocab = int(np.load(a.ref, mmap_mode="r").shape[1])
     ours = load_logits(a.ours, a.n_vocab)
     if a.ref.endswith(".json"):
         g = load_golden(a.ref)
@@ -151,7 +160,7 @@ def main() -> int:
         if ref.shape[1] != ours.shape[1]:
             sys.exit(f"n_vocab mismatch: ref {ref.shape[1]} vs ours {ours.shape[1]}")
         tokens = load_golden(a.golden)["tokens"] if a.golden else None
-        res = compare_full(ref, ours, tokens)
+        res = compare_full(ref, ours, tokens, split=a.split)
         n_ref = ref.shape[0]
         kl_key = "kl_mean"
     res["n_pos_ref"], res["n_pos_ours"] = int(n_ref), int(ours.shape[0])

@@ -212,18 +212,95 @@ inline void PackQ8(const uint8_t* const* rp, size_t nb, Panel8 pn, uint8_t* stag
   }
 }
 
-// Q5_0, Q5_1 and the K-quants: each row unpacked (UnpackBlocks) into `stage`, then transposed.
+// ---- UnpackBlocks with AVX2 for the types Gemma 3's Q4_K_M file holds most (Q5_0, Q4_K, Q6_K):
+// the same codes (integer bit moves) and the same (dw, m) (the same float expressions) as the
+// per-target scalar UnpackBlocks, which the other types keep. A profile of Gemma 3 270M decode had
+// the scalar unpack at 56 % of the time (docs/results/gemma3.md).
+HWY_INLINE __m256i Lo4(__m256i v) { return _mm256_and_si256(v, _mm256_set1_epi8(0x0F)); }
+HWY_INLINE __m256i Hi4(__m256i v) { return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F)); }
+
+// Byte j = 0x10 where bit j of qh is set (the 5th bit of element j of a Q5_0 block).
+HWY_INLINE __m256i FifthBits(uint32_t qh) {
+  const __m256i which = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
+                                         2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+  const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
+  const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(qh)), which);
+  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit);
+  return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+}
+
+// The 32 codes of the Q5_0 block at blk, in element order.
+HWY_INLINE __m256i Q5_0Codes(const uint8_t* blk) {
+  uint32_t qh;
+  std::memcpy(&qh, blk + offsetof(BlockQ5_0, qh), 4);
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + offsetof(BlockQ5_0, qs)));
+  const __m256i v2 = _mm256_inserti128_si256(_mm256_castsi128_si256(v), v, 1);
+  // elements 0-15: low nibbles, 16-31: high nibbles
+  const __m256i nib = _mm256_blend_epi32(Lo4(v2), Hi4(v2), 0xF0);
+  return _mm256_or_si256(nib, FifthBits(qh));
+}
+
+inline void UnpackBlocksAvx2(GgmlType type, const uint8_t* src, size_t nb, uint8_t* q, float* dw, float* m) {
+  switch (type) {
+    case GgmlType::kQ5_0:
+      for (size_t i = 0; i < nb; ++i, src += sizeof(BlockQ5_0), q += kQk) {
+        dw[i] = HalfAt(src);
+        m[i] = -16.0f * dw[i];
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), Q5_0Codes(src));
+      }
+      return;
+    case GgmlType::kQ4_K:
+      for (size_t i = 0; i < nb; ++i, src += sizeof(BlockQ4_K), q += kQkK, dw += 8, m += 8) {
+        KQuantScales(src, dw, m);
+        const uint8_t* qs = src + offsetof(BlockQ4_K, qs);
+        for (int c = 0; c < 4; ++c) {
+          const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * c));
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 64 * c), Lo4(v));
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 64 * c + 32), Hi4(v));
+        }
+      }
+      return;
+    case GgmlType::kQ6_K:
+      for (size_t i = 0; i < nb; ++i, src += sizeof(BlockQ6_K), q += kQkK, dw += 16, m += 16) {
+        Q6KScales(src, dw, m);
+        const __m256i two = _mm256_set1_epi8(0x30);
+        for (int h = 0; h < 2; ++h) {
+          const uint8_t* l8 = src + offsetof(BlockQ6_K, ql) + 64 * h;
+          const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(l8));
+          const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(l8 + 32));
+          const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + offsetof(BlockQ6_K, qh) + 32 * h));
+          // bits (2k, 2k + 1) of qh[l] → bits 4-5 of element l + 32 k (16-bit shifts: the bits that
+          // cross a byte boundary land outside the 0x30 mask)
+          const __m256i h0 = _mm256_and_si256(_mm256_slli_epi16(hb, 4), two);
+          const __m256i h1 = _mm256_and_si256(_mm256_slli_epi16(hb, 2), two);
+          const __m256i h2 = _mm256_and_si256(hb, two);
+          const __m256i h3 = _mm256_and_si256(_mm256_srli_epi16(hb, 2), two);
+          uint8_t* y = q + 128 * h;
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(y), _mm256_or_si256(Lo4(a), h0));
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + 32), _mm256_or_si256(Lo4(b), h1));
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + 64), _mm256_or_si256(Hi4(a), h2));
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + 96), _mm256_or_si256(Hi4(b), h3));
+        }
+      }
+      return;
+    default:
+      return UnpackBlocks(type, src, nb, q, dw, m);
+  }
+}
+
+// Q5_0, Q5_1 and the K-quants: each row unpacked (UnpackBlocksAvx2) into `stage`, then transposed.
 inline void PackGeneric(GgmlType type, const uint8_t* const* rp, size_t row_bytes, size_t cols, int sub, Panel8 pn,
                         uint8_t* stage) {
   const size_t ldq = Align64(cols), nsub = cols / sub;
   float* sdw = reinterpret_cast<float*>(stage + 8 * ldq);
   float* sm = sdw + 8 * nsub;
-  const size_t nb = cols / GgmlTraitsOf(type).block_elems;
+  const GgmlTypeTraits& tr = GgmlTraitsOf(type);
+  const size_t nb = cols / tr.block_elems, bytes = tr.block_bytes * nb;
   for (int i = 0; i < 8; ++i) {
     // The next panel's row i, a panel ahead (see StageRows).
-    for (size_t o = 0; o < GgmlTraitsOf(type).block_bytes * nb; o += 64)
+    for (size_t o = 0; o < bytes; o += 64)
       _mm_prefetch(reinterpret_cast<const char*>(rp[i] + 8 * row_bytes + o), _MM_HINT_T0);
-    UnpackBlocks(type, rp[i], nb, stage + i * ldq, sdw + i * nsub, sm + i * nsub);
+    UnpackBlocksAvx2(type, rp[i], nb, stage + i * ldq, sdw + i * nsub, sm + i * nsub);
   }
   for (size_t c = 0; c < cols; c += 32) {
     __m256i r[8], out[8];

@@ -54,6 +54,64 @@ HWY_INLINE void Q8RowsToken(const Panel8& pn, const uint8_t* stage, size_t nb, c
   StoreRows(y, acc, n_rows);
 }
 
+// Q5_0 / Q4_K rows (8, clamped like PackPanel8) × one token straight from the blocks: each
+// 32-element sub-block's codes unpacked in registers (UnpackBlocksAvx2's bit moves), its 8 rows'
+// exact integer sums gathered by TransposeSum8, then PanelTokens's float operations in its order
+// with the (dw, m) UnpackBlocks computes: the same bits as the panel path, without the stage and
+// the transpose (decode of Gemma 3's Q5_0 / Q4_K tensors; their unpack dominated its profile).
+template <GgmlType kType>
+HWY_INLINE void DirectRowsToken(const uint8_t* const* rp, size_t cols, const uint8_t* act, const Int8ActLayout& l,
+                                float* y, size_t n_rows) {
+  static_assert(kType == GgmlType::kQ5_0 || kType == GgmlType::kQ4_K);
+  const float* dx = reinterpret_cast<const float*>(act + l.dx_off);
+  const float* s = reinterpret_cast<const float*>(act + l.s_off);
+  __m256 acc = _mm256_setzero_ps();
+  auto step = [&](const __m256i* v, __m256 dwv, __m256 mv, size_t j) {  // sub-block j (global)
+    const __m256 sc = _mm256_mul_ps(dwv, _mm256_set1_ps(dx[j]));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(TransposeSum8(v)), sc, acc);
+    acc = _mm256_fmadd_ps(mv, _mm256_set1_ps(s[j]), acc);
+  };
+  if constexpr (kType == GgmlType::kQ5_0) {
+    for (size_t b = 0; b < cols / 32; ++b) {
+      const size_t off = b * sizeof(BlockQ5_0);
+      const __m256i xv = _mm256_load_si256(reinterpret_cast<const __m256i*>(act + 32 * b));
+      __m256i v[8];
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) v[i] = Dot::Partial(Q5_0Codes(rp[i] + off), xv);
+      const __m256 dwv = Halves8(rp, off);
+      step(v, dwv, _mm256_mul_ps(_mm256_set1_ps(-16.0f), dwv), b);
+    }
+  } else {
+    alignas(32) float dw[8][8], mn[8][8];  // [sub-block][row]
+    for (size_t b = 0; b < cols / 256; ++b) {
+      const size_t off = b * sizeof(BlockQ4_K);
+      for (int i = 0; i < 8; ++i) {
+        float rdw[8], rm[8];
+        KQuantScales(rp[i] + off, rdw, rm);
+        for (int j = 0; j < 8; ++j) {
+          dw[j][i] = rdw[j];
+          mn[j][i] = rm[j];
+        }
+      }
+      for (int c = 0; c < 4; ++c) {
+        __m256i q[8];
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; ++i)
+          q[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rp[i] + off + offsetof(BlockQ4_K, qs) + 32 * c));
+        for (int half = 0; half < 2; ++half) {
+          const size_t j = 2 * c + half;
+          const __m256i xv = _mm256_load_si256(reinterpret_cast<const __m256i*>(act + 256 * b + 32 * j));
+          __m256i v[8];
+#pragma GCC unroll 8
+          for (int i = 0; i < 8; ++i) v[i] = Dot::Partial(half ? Hi4(q[i]) : Lo4(q[i]), xv);
+          step(v, _mm256_load_ps(dw[j]), _mm256_load_ps(mn[j]), 8 * b + j);
+        }
+      }
+    }
+  }
+  StoreRows(y, acc, n_rows);
+}
+
 // Panels (global 8-row groups) [g0, g1) × all tokens: each panel packed once per chunk of
 // kPanelTokChunk tokens and met by the chunk's tokens ≤ 4 at a time.
 // Up to this many tokens Q8_0 takes Q8RowsToken (its work grows with the tokens, the panel's does not).
@@ -80,6 +138,28 @@ void Int8Groups(const ops_internal::JobList& jobs, const uint8_t* act, size_t n_
           const size_t ldy = jobs.ws[j].rows;
           for (size_t t = t0; t < t0 + nt; ++t)
             Q8RowsToken(pn, stage, nb, act + t * l.stride, l, jobs.ys[j] + t * ldy + r0, n_rows);
+        });
+    return;
+  }
+  const GgmlType type = jobs.ws[0].type;
+  if (kSub == 32 && !kSigned && n_tok <= kQ8DirectMaxTok && (type == GgmlType::kQ5_0 || type == GgmlType::kQ4_K)) {
+    const uint8_t* rp[8];
+    ops_internal::ForPanelTokens(
+        jobs, n_tok, ops_internal::kPanelTokChunk, g0, g1,
+        [&](const WeightView& w, size_t r0) {
+          for (size_t i = 0; i < 8; ++i) rp[i] = w.data + std::min(r0 + i, w.rows - 1) * w.row_bytes;
+          for (size_t o = 0; o < 8 * w.row_bytes; o += 64)  // the next panel (8 interleaved row streams)
+            _mm_prefetch(reinterpret_cast<const char*>(rp[0] + 8 * w.row_bytes + o), _MM_HINT_T0);
+        },
+        [&](size_t j, size_t r0, size_t n_rows, size_t t0, size_t nt) {
+          const size_t ldy = jobs.ws[j].rows;
+          for (size_t t = t0; t < t0 + nt; ++t) {
+            float* y = jobs.ys[j] + t * ldy + r0;
+            if (type == GgmlType::kQ5_0)
+              DirectRowsToken<GgmlType::kQ5_0>(rp, cols, act + t * l.stride, l, y, n_rows);
+            else
+              DirectRowsToken<GgmlType::kQ4_K>(rp, cols, act + t * l.stride, l, y, n_rows);
+          }
         });
     return;
   }

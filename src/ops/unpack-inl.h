@@ -36,6 +36,27 @@ inline void UnpackNibbles32(const uint8_t* qs, uint32_t qh, bool has_qh, uint8_t
   }
 }
 
+// The 8 (dw, m) of a Q4_K / Q5_K super-block: d · sc and −dmin · mn.
+inline void KQuantScales(const uint8_t* blk, float* dw, float* m) {
+  const float d = HalfAt(blk), dmin = HalfAt(blk + 2);
+  for (int j = 0; j < 8; ++j) {
+    int sc, mn;
+    KScaleMin(blk + offsetof(BlockQ4_K, scales), j, &sc, &mn);
+    dw[j] = d * sc;
+    m[j] = -(dmin * mn);
+  }
+}
+
+// The 16 (dw, m) of a Q6_K super-block: d · sc and −32 dw.
+inline void Q6KScales(const uint8_t* blk, float* dw, float* m) {
+  const float d = HalfAt(blk + offsetof(BlockQ6_K, d));
+  const int8_t* sc = reinterpret_cast<const int8_t*>(blk + offsetof(BlockQ6_K, scales));
+  for (int j = 0; j < 16; ++j) {
+    dw[j] = d * sc[j];
+    m[j] = -32.0f * dw[j];
+  }
+}
+
 // Unpacks `nb` blocks of `type` starting at `src`; q gets nb * block_elems codes.
 inline void UnpackBlocks(GgmlType type, const uint8_t* src, size_t nb, uint8_t* q, float* dw,
                          float* m) {
@@ -86,14 +107,7 @@ inline void UnpackBlocks(GgmlType type, const uint8_t* src, size_t nb, uint8_t* 
       const size_t bytes = five ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
       const size_t qs_off = five ? offsetof(BlockQ5_K, qs) : offsetof(BlockQ4_K, qs);
       for (size_t i = 0; i < nb; ++i, src += bytes, q += kQkK, dw += 8, m += 8) {
-        const float d = HalfAt(src), dmin = HalfAt(src + 2);
-        const uint8_t* scales = src + 4;
-        for (int j = 0; j < 8; ++j) {
-          int sc, mn;
-          KScaleMin(scales, j, &sc, &mn);
-          dw[j] = d * sc;
-          m[j] = -(dmin * mn);
-        }
+        KQuantScales(src, dw, m);
         const uint8_t* qs = src + qs_off;
         for (int c = 0; c < 4; ++c) {
           for (int l = 0; l < 32; ++l) {
@@ -115,12 +129,7 @@ inline void UnpackBlocks(GgmlType type, const uint8_t* src, size_t nb, uint8_t* 
     }
     case GgmlType::kQ6_K:
       for (size_t i = 0; i < nb; ++i, src += sizeof(BlockQ6_K), q += kQkK, dw += 16, m += 16) {
-        const float d = HalfAt(src + offsetof(BlockQ6_K, d));
-        const int8_t* sc = reinterpret_cast<const int8_t*>(src + offsetof(BlockQ6_K, scales));
-        for (int j = 0; j < 16; ++j) {
-          dw[j] = d * sc[j];
-          m[j] = -32.0f * dw[j];
-        }
+        Q6KScales(src, dw, m);
         const uint8_t* ql = src + offsetof(BlockQ6_K, ql);
         const uint8_t* qh = src + offsetof(BlockQ6_K, qh);
         for (int h = 0; h < 2; ++h) {
