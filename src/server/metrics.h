@@ -52,6 +52,7 @@ struct EngineGauges {
   // Counters the engine keeps (monotonic; copied, not added).
   uint64_t prefix_queried_tokens = 0, prefix_hit_tokens = 0, evicted_blocks = 0;
   uint64_t prompt_tokens = 0, prefilled_tokens = 0, generated_tokens = 0, steps = 0;
+  size_t shared = 0;  // EngineStats::shared_bytes
 };
 
 class ServerMetrics {
