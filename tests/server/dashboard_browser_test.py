@@ -15,7 +15,6 @@ Run: CHORUS_BIN=build/bin/chorus python3 tests/server/dashboard_browser_test.py 
 import http.client
 import json
 import os
-import socket
 import sys
 import tempfile
 import threading
@@ -25,7 +24,7 @@ import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serve_harness import ROOT, DEFAULT_MODEL, ChorusServer  # noqa: E402
+from serve_harness import ROOT, DEFAULT_MODEL, ChorusServer, free_port  # noqa: E402
 
 import openai  # noqa: E402
 from selenium import webdriver  # noqa: E402
@@ -40,14 +39,6 @@ DOC = ("<script>window.__pwned_doc = 1</script> The harbour office keeps three l
        " ".join(f"Ledger entry {i}: ship {i * 7 % 13} arrived with {i * 3} crates of tea." for i in range(18)))
 QUESTIONS = ["Which ship arrived first?", "How many crates came in entry 5?",
              "<b>bold</b><script>window.__pwned_q = 1</script> What is kept?", "Summarize the ledgers."]
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def status_of(url, headers=None):

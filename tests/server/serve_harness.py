@@ -17,6 +17,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 DEFAULT_MODEL = os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
 
 
+def free_port():
+    """A TCP port free on 127.0.0.1 now (for a server that must come back on the same port)."""
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
 class ChorusServer:
     def __init__(self, binary, model=DEFAULT_MODEL, *flags, startup_s=120, port=0):
         self.cmd = [binary, "serve", "-m", model, "--port", str(port), *flags]

@@ -91,6 +91,9 @@ function renderBudget(s) {
   $("context-count").textContent = String(s.counts.contexts);
 }
 
+// One line of a user's text for a table cell (still text: textContent), newlines shown as ⏎.
+function oneLine(t) { return String(t).replace(/\r?\n/g, " \u23ce "); }
+
 function row(cells) {
   const tr = el("tr");
   for (const [text, cls] of cells) tr.appendChild(el("td", text, cls));
@@ -109,7 +112,7 @@ function renderRequests(s) {
   for (const r of s.requests) {
     const tr = row([[r.id], [r.state], [r.prompt_tokens, "num"], [r.cached_tokens, "num"], [r.tokens, "num"],
       [mib(r.private_bytes), "num"], [r.tok_s > 0 ? r.tok_s.toFixed(1) : "–", "num"], [r.age_s.toFixed(1) + " s", "num"],
-      [r.preview, "text"]]);
+      [oneLine(r.preview), "text"]]);
     tr.dataset.state = r.state;
     tbody.appendChild(tr);
   }
@@ -122,7 +125,7 @@ function renderRuns(s) {
   for (const r of s.runs) {
     const kind = r.context ? `${r.kind} ${r.context}` : r.kind;
     tbody.appendChild(row([[kind], [r.first_token, "num"], [r.tokens, "num"], [mib(r.bytes), "num"],
-      [r.readers, "num"], [r.hits, "num"], [r.preview, "text"]]));
+      [r.readers, "num"], [r.hits, "num"], [oneLine(r.preview), "text"]]));
   }
   $("runs-note").textContent = s.runs_total > s.runs.length
     ? `${s.runs_total - s.runs.length} smaller runs not listed` : "";
@@ -143,7 +146,11 @@ function drawGrid(rows, colors, cell, rowH) {
   return c;
 }
 
+let mapsDrawn = "";  // the maps and legend last drawn: redrawn only when they change
 function renderMaps(s) {
+  const drawn = JSON.stringify([s.formats, s.runs.map((r) => [r.kind, r.context, r.first_token, r.tokens, r.map])]);
+  if (drawn === mapsDrawn) return;
+  mapsDrawn = drawn;
   const used = new Set();
   const maps = $("maps");
   clear(maps);
