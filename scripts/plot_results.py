@@ -58,7 +58,7 @@ def kv_bytes_vs_agents(out):
     ns = agents_rows(d)
     x = [int(n) for n in ns]
     doc, tg = d["doc_tokens"], d["tg"]
-    fig, ax = plt.subplots(figsize=(6.4, 4))
+    fig, ax = plt.subplots(figsize=(9, 4))
     for cfg, style in (("tq4/tq3", "o-"), ("f16/f16", "s-")):
         ax.plot(x, [d["rows"][n]["chorus"][cfg]["peak_kv_bytes"] / MIB for n in ns], style,
                 label=f"chorus {cfg} (measured peak)")
@@ -77,7 +77,7 @@ def kv_bytes_vs_agents(out):
     ax.set_ylabel("KV MiB (log)")
     ax.set_title("KV bytes vs agents (SmolLM2-135M)")
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     save(fig, out, "kv-bytes-vs-agents.png")
 
 
@@ -100,7 +100,7 @@ def tok_s_vs_agents(out):
     s = load("serve-t1-2026-12-01.json")
     for server, style in (("chorus", "D-"), ("llama-server", "v:")):
         rows = [r for r in s["rows"] if r["server"] == server and r["tok_s"] is not None]
-        axes[1].plot([r["agents"] for r in rows], [r["tok_s"] for r in rows], style, label=f"{server} (serve, streaming)")
+        axes[1].plot([r["agents"] for r in rows], [r["tok_s"] for r in rows], style, label=f"{server} serve (tokens / wall, prefill included)")
     axes[1].legend(fontsize=7)
     fig.suptitle("Aggregate decode tok/s vs agents on one 4,096-token document (128 tokens each)", fontsize=10)
     save(fig, out, "tok-s-vs-agents.png")
