@@ -27,7 +27,7 @@ import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "server"))
-from serve_harness import ChorusServer  # noqa: E402
+from serve_harness import ChorusServer, free_port  # noqa: E402
 
 import openai  # noqa: E402
 
@@ -141,12 +141,7 @@ class LlamaServer:
 
     @staticmethod
     def free_port():
-        import socket
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        p = s.getsockname()[1]
-        s.close()
-        return p
+        return free_port()
 
     def kv_bytes(self):
         """The KV buffer llama.cpp allocates with these settings, as its log reports it ('llama_kv_cache: size =

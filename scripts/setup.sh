@@ -3,7 +3,8 @@
 #
 # Usage: scripts/setup.sh [--no-build] [--with-peer] [-h|--help]
 #   1. apt-get update (once per run) + apt-get install -y of the Debian build/test packages
-#   2. python3 -m pip install numpy openai (reference oracles / plots; the server tests' real client)
+#   2. python3 -m pip install numpy openai selenium matplotlib (reference oracles; the server tests' real
+#      client; the dashboard's browser test, with apt chromium + chromium-driver; scripts/plot_results.py)
 #   3. scripts/fetch_model.sh  → models/SmolLM2-135M-Instruct.Q4_1.gguf (cached)
 #      scripts/fetch_model.sh gemma3-270m → models/gemma-3-270m-q4_k_m.gguf (cached, sha256-verified)
 #      scripts/fetch_encoder.sh → models/all-MiniLM-L6-v2/ (sentence encoder, cached)
@@ -42,7 +43,8 @@ fi
 apt_pkgs=(build-essential cmake ninja-build g++ clang libgtest-dev libgmock-dev
           libbenchmark-dev libhwy-dev nlohmann-json3-dev libcli11-dev libfmt-dev
           libxxhash-dev libpcre2-dev libcpp-httplib-dev python3 python3-pip
-          libhiredis-dev redis-server haproxy)
+          libhiredis-dev redis-server haproxy  # the replicas' block store (--kv-store) and its tests
+          chromium chromium-driver)  # the dashboard's browser test (tests/server/dashboard_browser_test.py)
 
 # ---- 1. Debian packages ------------------------------------------------------------------
 step "1/4 Debian packages"
@@ -85,8 +87,8 @@ pip_install() {
 }
 
 # ---- 2. Python packages ----------------------------------------------------------------------
-step "2/4 python3 numpy (reference oracles), openai (the server tests drive chorus serve with it)"
-for pkg in numpy openai; do
+step "2/4 python3 numpy (reference oracles), openai (the server tests drive chorus serve with it), selenium (the dashboard's browser test), matplotlib (scripts/plot_results.py)"
+for pkg in numpy openai selenium matplotlib; do
   if python3 -c "import $pkg" 2>/dev/null; then
     echo "    $pkg $(python3 -c "import $pkg; print($pkg.__version__)") already installed"
   else

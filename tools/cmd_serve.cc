@@ -75,7 +75,8 @@ int RunServe(const ServeArgs& a) {
   std::string id = a.model.substr(a.model.find_last_of('/') + 1);  // the file name is what users call it
   if (id.size() > 5 && id.ends_with(".gguf")) id.resize(id.size() - 5);
   server::HttpServer http(engine, {.host = a.host, .port = a.port, .api_key = a.api_key, .max_queue = a.max_queue,
-                                   .max_body_bytes = a.max_body, .default_max_tokens = a.max_tokens, .model_id = id});
+                                   .max_body_bytes = a.max_body, .default_max_tokens = a.max_tokens, .model_id = id,
+                                   .max_running = a.max_running});
   if (Status s = http.Bind(); !s.ok()) return Fail(s);
   std::printf("chorus serve: http://%s:%d/v1  (model %s, context %zu, KV budget %s, policy %s, %d threads%s%s%s)\n",
               a.host.c_str(), http.port(), id.c_str(), engine.context_size(), a.budget.c_str(),
@@ -103,7 +104,10 @@ RunFn AddServe(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "serve",
       "OpenAI-compatible HTTP server (POST /v1/chat/completions, /v1/completions, GET /v1/models, /health, /metrics; "
-      "chorus extension: /v1/contexts). Every prompt is cut into 32-token blocks keyed by content: a request whose "
+      "chorus extension: /v1/contexts). A live dashboard of the KV cache is at GET /dashboard (KV budget, requests, "
+      "shared blocks, precision maps, throughput and TTFT; served from the binary, polls once a second; with "
+      "--api-key open /dashboard#key=KEY); its data is GET /v1/state (JSON, under the API key, sampled at most once "
+      "a second: docs/ARCHITECTURE.md, 'Serving: the dashboard'). Every prompt is cut into 32-token blocks keyed by content: a request whose "
       "leading blocks another request (running or finished) or a pinned context already holds reuses them, compressed, "
       "and prefills only the rest. Example: chorus serve -m model.gguf --port 8080, then "
       "OpenAI(base_url=\"http://127.0.0.1:8080/v1\", api_key=\"-\").");

@@ -167,6 +167,10 @@ struct EngineStats {
   size_t pinned_bytes = 0, cached_bytes = 0, in_use_bytes = 0, free_bytes = 0, total_bytes = 0, budget_bytes = 0;
   size_t high_water_bytes = 0;  // the most the KV layer held at any instant since start, inside steps included
   size_t overhead_bytes = 0;    // of total: the store's scratch and the pool's free slots (no request's)
+  // Blocks stored once for whoever reads them: every prefix-cache block (pinned, read by running
+  // requests, or idle) and Cocktail contexts' blocks. Overlaps pinned/cached/in_use (a shared block
+  // read by a running request is in use).
+  size_t shared_bytes = 0;
   size_t last_step_rows = 0, last_step_prefill_tokens = 0;
   // The remote block store (EngineOptions::kv_store_url); all zero without one.
   struct Remote {
@@ -179,6 +183,53 @@ struct EngineStats {
     double fetch_seconds_sum = 0;
     uint64_t fetches = 0;
   } remote;
+};
+
+// A picture of the engine for dashboards and scripts (Engine::Snapshot), measured from the live
+// objects. Precision maps are strings of format codes (EngineSnapshot::formats), one char per
+// 32-token block; '.' = a block a sliding-window layer freed.
+struct KvFormatLegend {
+  char code = '?';
+  std::string name;           // "tq4", "f16", ...
+  double k_bits = 0, v_bits = 0;  // stored bits per element of a K / V block side, metadata included
+};
+struct RequestSnapshot {
+  AgentId id = 0;
+  AgentPhase phase = AgentPhase::kWaiting;
+  size_t prompt_tokens = 0, cached_tokens = 0, generated_tokens = 0;
+  size_t private_bytes = 0;     // measured: its own blocks, window and table (0 while waiting)
+  size_t projected_private_bytes = 0;
+  size_t context_tokens = 0;    // prompt + generated: what an fp16 copy of its KV would hold
+};
+struct SharedRunSnapshot {
+  // "context": a pinned document (POST /v1/contexts, Engine::Share); "prefix": cached prompt blocks
+  // (a chain of the prefix cache with the same readers); "cocktail": a ShareFor context.
+  std::string kind;
+  ContextId context = 0;        // kind context/cocktail
+  size_t first_token = 0;       // position of its first token in the prompts that contain it
+  size_t tokens = 0, bytes = 0; // full blocks × 32; measured bytes of its blocks (all layers)
+  size_t readers = 0;           // running requests reading these blocks now
+  uint64_t hits = 0;            // requests (or documents) that borrowed its first block
+  uint64_t hit_tokens = 0;      // prompt tokens served from its blocks, summed over borrows
+  std::string preview;          // its first tokens as text (empty when no live prompt holds them)
+  bool has_map = false;         // maps below filled (EngineSnapshot::max_maps)
+  std::vector<std::string> k_map, v_map;  // (n_layer) one format code per block
+  std::string chunk_map;        // cocktail: ChunkMapReport::blocks (S sink, F fp16, 4 int4, 2 int2)
+};
+struct EngineSnapshot {
+  EngineStats stats;
+  std::string policy;           // EngineOptions::policy
+  size_t n_layer = 0;
+  size_t fp16_bytes_per_token = 0;  // all layers, K and V
+  std::vector<KvFormatLegend> formats;
+  std::vector<RequestSnapshot> requests;  // every request not finished (waiting, prefilling, decoding)
+  std::vector<SharedRunSnapshot> runs;    // contexts first, then prefix chains depth first
+  size_t runs_total = 0;                  // runs may be cut to max_runs (the largest kept)
+};
+struct SnapshotOptions {
+  size_t max_runs = 64;   // runs listed (the largest by bytes; contexts always)
+  size_t max_maps = 8;    // runs with precision maps (contexts first, then the largest)
+  size_t preview_tokens = 24;
 };
 
 struct EngineKvReport {
@@ -271,6 +322,9 @@ class Engine {
   Result<ScoreResult> Score(ContextId context, std::span<const int32_t> tokens);
 
   EngineKvReport KvReport() const;
+  // Everything a dashboard shows, walked from the live objects (cost: every running request, cache
+  // entry and mapped block once; call it now and then, not per token).
+  EngineSnapshot Snapshot(const SnapshotOptions& options = {}) const;
   // comix: the allocation in force (bits per sequence × layer, K and V rows) and, with
   // `events`, every reallocation so far (why, bytes projected vs capacity, time). Empty otherwise.
   std::string AllocationReport(bool events = false) const;

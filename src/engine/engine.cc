@@ -479,6 +479,9 @@ EngineStats Engine::Stats() const {
   for (const auto& [id, c] : m.contexts)
     if (c.keys.empty()) s.pinned_bytes += c.bytes;  // Cocktail contexts: held, not in the cache
   s.cached_bytes = cr.idle_bytes;
+  s.shared_bytes = cr.pinned_bytes + cr.idle_bytes + cr.active_bytes;
+  for (const auto& [id, c] : m.contexts)
+    if (c.keys.empty()) s.shared_bytes += c.bytes;
   // The store's own scratch and the pool's slot table belong to no request.
   const size_t overhead = m.OverheadBytes();
   s.overhead_bytes = overhead;

@@ -54,6 +54,7 @@ struct Engine::Impl {
     std::vector<uint64_t> planned;             // comix: units of readers planned by Share, not yet attached
     size_t planned_tokens = 0;                 // own tokens of each planned reader
     std::shared_ptr<CocktailPolicy> cocktail;  // a Cocktail context's map (its readers' tail block follows it)
+    uint64_t hits = 0;                         // agents admitted reading it (Spawn / Submit with a context)
   };
   std::map<ContextId, Context> contexts;
   std::map<uint64_t, ContextId> by_hash;

@@ -54,6 +54,7 @@ void PrefixCache::Touch(std::span<const uint64_t> keys) {
     Entry& e = it->second;
     if (leaves_.erase({e.last_use, k})) leaves_.insert({now, k});
     e.last_use = now;
+    e.hits++;
   }
 }
 
@@ -162,6 +163,15 @@ void PrefixCache::ClearPending(uint64_t owner) {
     if (p != pending_.end() && p->second == owner) pending_.erase(p);
   }
   pending_by_owner_.erase(b, e);
+}
+
+std::vector<PrefixCache::EntryInfo> PrefixCache::Entries() const {
+  std::vector<EntryInfo> out;
+  out.reserve(entries_.size());
+  for (const auto& [key, e] : entries_)
+    out.push_back({.key = key, .parent = e.parent, .ids = &e.ids, .bytes = e.bytes, .children = e.children,
+                   .pins = e.pins, .hits = e.hits});
+  return out;
 }
 
 PrefixCache::Report PrefixCache::Stats() const {

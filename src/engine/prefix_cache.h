@@ -38,7 +38,7 @@ class PrefixCache {
   // The block ids (n_layer) of a cached key, nullptr if absent. A sliding-window layer's id may be
   // kNoBlock: the sequence that sealed it had freed it before the cache got it.
   const std::vector<BlockId>* Blocks(uint64_t key) const;
-  // Marks keys[0, n) used now (LRU clock).
+  // Marks keys[0, n) used now (LRU clock) and counts a hit on each (a borrow).
   void Touch(std::span<const uint64_t> keys);
   // Adds a sealed block under `key` (continuing `parent`, which must be cached unless 0): the
   // cache takes one pool reference on each id. False (nothing changes) if the key is present or
@@ -70,6 +70,15 @@ class PrefixCache {
   Report Stats() const;
   size_t size() const { return entries_.size(); }
 
+  // One cached block for reports (Engine::Snapshot): a copy of the entry's bookkeeping.
+  struct EntryInfo {
+    uint64_t key = 0, parent = 0;
+    const std::vector<BlockId>* ids = nullptr;  // valid until the cache changes
+    size_t bytes = 0, children = 0, pins = 0;
+    uint64_t hits = 0;
+  };
+  std::vector<EntryInfo> Entries() const;
+
  private:
   struct Entry {
     uint64_t parent = 0;
@@ -78,6 +87,7 @@ class PrefixCache {
     size_t children = 0;
     size_t pins = 0;
     uint64_t last_use = 0;
+    uint64_t hits = 0;  // Touch calls (borrows) since it was inserted
   };
   bool Idle(const Entry& e) const;  // only the cache holds its blocks
   void Drop(uint64_t key);          // unrefs the blocks, erases the entry, updates the parent

@@ -201,6 +201,7 @@ Result<Engine::Impl::Admit> Engine::Impl::TryAdmit(AgentId id, Agent& a) {
     cache->Touch(std::span<const uint64_t>(a.keys).first(k));
     cache->MarkPending(id, std::span<const uint64_t>(a.keys).subspan(k));
   }
+  if (a.context) contexts.at(a.context).hits++;
   UpdateReaders(a.context);
   return Admit::kAdmitted;
 }

@@ -70,6 +70,26 @@ void EngineLoop::RunOnLoop(const std::function<void(Engine&)>& job) {
   fut.wait();
 }
 
+bool EngineLoop::TakeState(EngineSnapshot* snap, std::map<AgentId, RequestInfo>* infos) {
+  bool ran = false;
+  RunOnLoop([&](Engine& e) {
+    *snap = e.Snapshot();
+    const auto now = Clock::now();
+    infos->clear();
+    for (const auto& [id, l] : live_) {
+      RequestInfo ri{.id = l.ch->request_id, .preview = l.ch->preview,
+                     .age_s = std::chrono::duration<double>(now - l.ch->arrival).count()};
+      if (l.seen_tokens >= 2) {
+        const double dt = std::chrono::duration<double>(l.last_token - l.first_token).count();
+        if (dt > 0) ri.tok_s = double(l.seen_tokens - 1) / dt;
+      }
+      infos->emplace(id, std::move(ri));
+    }
+    ran = true;
+  });
+  return ran;
+}
+
 void EngineLoop::Publish(AgentId id, Channel& ch, const AgentState& st) {
   std::lock_guard lock(ch.mu);
   if (ch.done) return;
@@ -95,6 +115,7 @@ void EngineLoop::Run() {
       // Idle: wake now and then all the same, so /metrics follows what changes without requests
       // (the remote store's thread keeps publishing after the last step).
       if (!stop_ && inbox_.empty() && jobs_.empty() && live_.empty())
+        // (and the dashboard's time series samples once a second).
         cv_.wait_for(lock, std::chrono::milliseconds(500), [&] { return stop_ || !inbox_.empty() || !jobs_.empty(); });
       if (stop_) break;
       incoming.assign(inbox_.begin(), inbox_.end());
@@ -114,7 +135,7 @@ void EngineLoop::Run() {
         FinishChannel(*ch, "error", id.status().message(), 400);
         continue;
       }
-      live_[*id] = Live{ch, 0, ch->arrival};
+      live_[*id] = Live{ch, 0, ch->arrival, ch->arrival};
     }
     for (auto& [id, l] : live_)
       if (l.ch->cancel) engine_.Cancel(id);
@@ -135,9 +156,13 @@ void EngineLoop::Run() {
       }
       if (st->tokens.size() > l.seen_tokens) {
         const double dt = std::chrono::duration<double>(now - l.last_token).count();
-        if (l.seen_tokens == 0) metrics_.ObserveTtft(dt);
-        else
+        if (l.seen_tokens == 0) {
+          metrics_.ObserveTtft(dt);
+          series_.AddTtft(dt);
+          l.first_token = now;
+        } else {
           for (size_t t = l.seen_tokens; t < st->tokens.size(); ++t) metrics_.ObserveInterToken(dt);
+        }
         l.seen_tokens = st->tokens.size();
         l.last_token = now;
       }
@@ -159,7 +184,10 @@ void EngineLoop::Run() {
                       .prefix_queried_tokens = s.prefix_queried_tokens, .prefix_hit_tokens = s.prefix_hit_tokens,
                       .evicted_blocks = s.evicted_blocks, .prompt_tokens = s.prompt_tokens,
                       .prefilled_tokens = s.prefilled_tokens, .generated_tokens = s.generated_tokens,
-                      .steps = s.steps, .remote = s.remote});
+                      .steps = s.steps, .remote = s.remote, .shared = s.shared_bytes});
+    series_.MaybeSample(std::chrono::duration<double>(Clock::now() - started_).count(),
+                        {.generated = s.generated_tokens, .prefilled = s.prefilled_tokens,
+                         .running = s.prefilling + s.decoding, .waiting = s.waiting});
   }
   // Stopping: every request in flight or queued gets the reason as its final event.
   std::string reason;

@@ -19,7 +19,8 @@
 #include <vector>
 
 #include "chorus/engine.h"
-#include "server/metrics.h"  // ServerMetrics
+#include "server/dashboard.h"  // StateSeries, RequestInfo
+#include "server/metrics.h"    // ServerMetrics
 
 namespace chorus::server {
 
@@ -31,6 +32,8 @@ struct Channel {
   std::vector<int32_t> prompt;
   AgentOptions options;
   Clock::time_point arrival = Clock::now();
+  std::string request_id;  // the response id (dashboard)
+  std::string preview;     // the start of the client's text (dashboard; user text)
   std::atomic<bool> cancel{false};  // the client went away or a stop string ended it
 
   // Written by the loop under mu; the HTTP thread waits on cv.
@@ -69,6 +72,14 @@ class EngineLoop {
   // Release and the listing run there, so the engine stays single-threaded).
   void RunOnLoop(const std::function<void(Engine&)>& job);
 
+  // The dashboard: an Engine::Snapshot and the server's view of each request, taken on the loop
+  // between steps (false once the loop stopped). Callers rate-limit it (HttpServer: once a second).
+  bool TakeState(EngineSnapshot* snap, std::map<AgentId, RequestInfo>* infos);
+  // One-second samples of throughput, TTFT and queue lengths, kept by the loop (thread-safe).
+  const StateSeries& series() const { return series_; }
+  // Seconds since the loop was made (the series' clock).
+  double Seconds() const { return std::chrono::duration<double>(Clock::now() - started_).count(); }
+
  private:
   void Run();
   void Publish(AgentId id, Channel& ch, const AgentState& st);
@@ -89,8 +100,11 @@ class EngineLoop {
     std::shared_ptr<Channel> ch;
     size_t seen_tokens = 0;
     Clock::time_point last_token;
+    Clock::time_point first_token;  // when seen_tokens became > 0
   };
   std::map<AgentId, Live> live_;
+  StateSeries series_;
+  const Clock::time_point started_ = Clock::now();
 };
 
 }  // namespace chorus::server

@@ -8,7 +8,9 @@
 #include <ctime>
 #include <random>
 
+#include "server/dashboard.h"    // StateJson
 #include "server/protocol.h"     // Parse*, *Json, SseData
+#include "server/dashboard_assets.h"  // kEmbeddedFiles (generated from assets/)
 #include "server/text_stream.h"  // TextStream
 
 namespace chorus::server {
@@ -28,6 +30,14 @@ void ReplyJson(httplib::Response& res, const json& j, int status = 200) {
 }
 
 int64_t UnixNow() { return static_cast<int64_t>(std::time(nullptr)); }
+
+// The first `max` bytes of `text`, cut at a UTF-8 character boundary, "…" when cut.
+std::string Preview(const std::string& text, size_t max = 160) {
+  if (text.size() <= max) return text;
+  size_t n = max;
+  while (n > 0 && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80) --n;
+  return text.substr(0, n) + "\u2026";
+}
 
 // What a finished (or stop-string-ended) request reports.
 struct Outcome {
@@ -118,6 +128,44 @@ void HttpServer::Routes() {
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics_.Render(), "text/plain; version=0.0.4; charset=utf-8");
   });
+  // ---- the dashboard (docs/ARCHITECTURE.md "Serving: the dashboard") ----
+  s.Get("/v1/state", [this, authorized](const httplib::Request& req, httplib::Response& res) {
+    if (!authorized(req, res)) return;
+    std::lock_guard lock(state_mu_);
+    const auto now = std::chrono::steady_clock::now();
+    if (state_body_.empty() || now - state_at_ >= std::chrono::milliseconds(900)) {
+      EngineSnapshot snap;
+      std::map<AgentId, RequestInfo> infos;
+      if (shutting_down_ || !loop_.TakeState(&snap, &infos))
+        return Reply(res, {.status = 503, .message = "the server is shutting down", .type = "server_error"});
+      const StateInfo info{.model_id = options_.model_id, .fingerprint = engine_.fingerprint(),
+                           .uptime_s = loop_.Seconds(),
+                           .sampled_at_unix = std::chrono::duration<double>(
+                                                  std::chrono::system_clock::now().time_since_epoch()).count(),
+                           .max_running = options_.max_running};
+      state_body_ = StateJson(snap, infos, loop_.series().Json(loop_.Seconds()), info)
+                        .dump(-1, ' ', false, json::error_handler_t::replace);
+      state_at_ = now;
+    }
+    res.set_header("Cache-Control", "no-store");
+    res.set_content(state_body_, "application/json");
+  });
+  for (const EmbeddedFile& f : kEmbeddedFiles) {
+    const std::string path = f.path, mime = std::string(f.mime) + "; charset=utf-8";
+    const std::string body(reinterpret_cast<const char*>(f.data), f.size);
+    std::string pattern;  // cpp-httplib routes are regular expressions: match the path literally
+    for (char c : path) pattern += c == '.' ? std::string("\\.") : std::string(1, c);
+    s.Get(pattern, [mime, body](const httplib::Request&, httplib::Response& res) {
+      // The page takes no user text from the server: everything it shows comes from /v1/state
+      // and goes into the document as text (textContent). No script from anywhere else.
+      res.set_header("Content-Security-Policy",
+                     "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:");
+      res.set_header("X-Content-Type-Options", "nosniff");
+      res.set_header("Cache-Control", "no-cache");
+      res.set_content(body, mime);
+    });
+  }
+
   s.Get("/v1/models", [this, authorized](const httplib::Request& req, httplib::Response& res) {
     if (!authorized(req, res)) return;
     ReplyJson(res, {{"object", "list"},
@@ -230,6 +278,10 @@ void HttpServer::Routes() {
     ch->options = AgentOptions{.temperature = g.temperature, .top_k = g.top_k, .top_p = g.top_p,
                                .seed = g.seed ? *g.seed : (uint64_t(rd()) << 32 | rd()),
                                .max_tokens = static_cast<int>(max_tokens), .ignore_eog = g.ignore_eos};
+    const uint64_t serial = next_id_++;
+    ch->request_id = fmt::format("{}-{}", ep == Endpoint::kChat ? "chatcmpl" : "cmpl", serial);
+    if (ep == Endpoint::kChat) ch->preview = Preview(g.messages.empty() ? "" : g.messages.back().content);
+    else ch->preview = g.prompt_tokens.empty() ? Preview(g.prompt) : fmt::format("[{} token ids]", g.prompt_tokens.size());
     if (!loop_.Enqueue(ch)) {
       res.set_header("Retry-After", fmt::format("{}", std::max(1, int(options_.retry_after_s + 0.5))));
       Reply(res, {.status = 503,
@@ -240,8 +292,7 @@ void HttpServer::Routes() {
                   .type = "server_error", .code = "queue_full"});
       return count(503);
     }
-    const uint64_t serial = next_id_++;
-    ResponseIds ids{.id = fmt::format("{}-{}", ep == Endpoint::kChat ? "chatcmpl" : "cmpl", serial),
+    ResponseIds ids{.id = ch->request_id,
                     .created = UnixNow(), .model = options_.model_id, .fingerprint = "fp_" + engine_.fingerprint()};
     if (!g.stream) {
       // Wait for the end, or for a stop string (then the engine is told to stop).

@@ -2,10 +2,14 @@
 // is parsed and validated on its HTTP thread (protocol.h), tokenized, handed to the EngineLoop, and
 // answered from its Channel — as one JSON object or as server-sent events. Uses include/chorus only.
 // Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, POST|GET /v1/contexts,
-// DELETE /v1/contexts/{id}, GET /health, GET /metrics (Prometheus text).
+// DELETE /v1/contexts/{id}, GET /health, GET /metrics (Prometheus text), GET /v1/state (the
+// dashboard's JSON, under the API key), GET /dashboard (+ /dashboard/app.js, /dashboard/style.css:
+// the page, embedded in the binary).
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "chorus/engine.h"
@@ -28,6 +32,7 @@ struct HttpOptions {
   std::string model_id;       // what /v1/models lists and responses carry
   int http_threads = 0;       // 0 = max_queue + engine max_running + 16 (streams hold a thread each)
   double retry_after_s = 1;   // Retry-After on 503
+  size_t max_running = 0;     // the engine's (shown by the dashboard)
 };
 
 class HttpServer {
@@ -53,6 +58,10 @@ class HttpServer {
   int port_ = 0;
   std::atomic<bool> shutting_down_{false};
   std::atomic<uint64_t> next_id_{1};
+  // GET /v1/state: one snapshot a second at most, whoever asks (the answer is cached).
+  std::mutex state_mu_;
+  std::string state_body_;
+  std::chrono::steady_clock::time_point state_at_;
 };
 
 }  // namespace chorus::server

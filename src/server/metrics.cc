@@ -153,6 +153,9 @@ std::string ServerMetrics::Render() const {
   gauge("chorus_kv_held_bytes", "Everything the KV layer holds: blocks, windows, tables (measured).", double(g_.kv_total));
   gauge("chorus_kv_high_water_bytes", "The most the KV layer held at any instant since start, inside steps included.",
         double(g_.kv_high_water));
+  gauge("chorus_kv_shared_bytes", "Bytes of blocks stored once for every reader: prefix-cache blocks (pinned, read by "
+        "running requests or idle) and Cocktail contexts (overlaps chorus_kv_bytes kinds; the dashboard's shared runs).",
+        double(g_.shared));
   gauge("chorus_contexts", "Pinned contexts (POST /v1/contexts).", double(g_.contexts));
   gauge("chorus_prefix_cache_blocks", "32-token blocks (all layers) in the prefix cache.", double(g_.cached_blocks));
   t.Histo("chorus_time_to_first_token_seconds", "Time from a request's arrival to its first token.", ttft_);

@@ -57,6 +57,7 @@ struct EngineGauges {
   uint64_t prefix_queried_tokens = 0, prefix_hit_tokens = 0, evicted_blocks = 0;
   uint64_t prompt_tokens = 0, prefilled_tokens = 0, generated_tokens = 0, steps = 0;
   EngineStats::Remote remote;  // the remote block store (--kv-store), copied
+  size_t shared = 0;  // EngineStats::shared_bytes
 };
 
 class ServerMetrics {

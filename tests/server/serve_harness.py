@@ -1,6 +1,6 @@
 """Starts and stops `chorus serve` on 127.0.0.1 for the Python tests (the real binary, the real model).
 
-ChorusServer(binary, model, *flags) picks a free port (--port 0, read from the first stdout line),
+ChorusServer(binary, model, *flags, port=0) picks a free port (--port 0, read from the first stdout line),
 waits for /health, and on stop sends SIGTERM and waits for a clean exit (it kills after a timeout,
 so a test run always ends). Helpers read /metrics as a dict.
 """
@@ -17,9 +17,19 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 DEFAULT_MODEL = os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
 
 
+def free_port():
+    """A TCP port free on 127.0.0.1 now (for a server that must come back on the same port)."""
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
 class ChorusServer:
-    def __init__(self, binary, model=DEFAULT_MODEL, *flags, startup_s=120):
-        self.cmd = [binary, "serve", "-m", model, "--port", "0", *flags]
+    def __init__(self, binary, model=DEFAULT_MODEL, *flags, startup_s=120, port=0):
+        self.cmd = [binary, "serve", "-m", model, "--port", str(port), *flags]
         self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.stderr_lines = []
         threading.Thread(target=self._drain_stderr, daemon=True).start()
