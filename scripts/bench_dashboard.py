@@ -27,7 +27,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "server"))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 from serve_harness import ChorusServer  # noqa: E402
-from bench_serve import QUESTIONS, agent  # noqa: E402
+from bench_serve import QUESTIONS, run_agents  # noqa: E402
 
 import openai  # noqa: E402
 from selenium import webdriver  # noqa: E402
@@ -48,14 +48,7 @@ def decode_rate(out):
 
 
 def run_wave(srv, doc, questions, tg):
-    out = []
-    threads = [threading.Thread(target=agent, args=(srv.url, "m", doc, q, tg, out)) for q in questions]
-    t0 = time.time()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    wall = time.time() - t0
+    out, wall = run_agents(srv.url, "m", doc, questions, tg)
     rate, window = decode_rate(out)
     return {"decode_tok_s": rate, "window_s": window, "wall_s": wall, "tokens": sum(r["tokens"] for r in out),
             "aggregate_tok_s": sum(r["tokens"] for r in out) / wall, "timed_out": sum(r["timed_out"] for r in out)}

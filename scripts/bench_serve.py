@@ -84,7 +84,8 @@ def agent(base_url, model, doc, question, tg, out, timeout=1800):
                 "cached": getattr(getattr(usage, "prompt_tokens_details", None), "cached_tokens", None) if usage else None})
 
 
-def wave(base_url, model, doc, questions, tg, sampler=None):
+def run_agents(base_url, model, doc, questions, tg):
+    """One concurrent streaming agent per question; returns (their records, wall seconds)."""
     out = []
     threads = [threading.Thread(target=agent, args=(base_url, model, doc, q, tg, out)) for q in questions]
     t0 = time.time()
@@ -92,7 +93,11 @@ def wave(base_url, model, doc, questions, tg, sampler=None):
         t.start()
     for t in threads:
         t.join()
-    wall = time.time() - t0
+    return out, time.time() - t0
+
+
+def wave(base_url, model, doc, questions, tg, sampler=None):
+    out, wall = run_agents(base_url, model, doc, questions, tg)
     ttft = [r["times"][0] - r["t0"] for r in out if r["times"]]
     itl = [b - a for r in out for a, b in zip(r["times"], r["times"][1:])]
     tokens = sum(r["tokens"] for r in out)
