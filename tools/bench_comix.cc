@@ -5,8 +5,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <memory>
+#include <sstream>
 
 #include "kv/kv_batch.h"            // KvBatch
 #include "kv/kv_store.h"            // KvStore
@@ -29,11 +31,22 @@ Result<ComixBenchConfig> ParseComixBenchConfig(const std::string& spec) {
     if (c.family != "tq" && c.family != "kivi") return Status::Error("'{}': the comix family is tq or kivi", spec);
     std::string bits = spec.substr(colon + 1);
     if (const size_t c2 = bits.find(':'); c2 != std::string::npos) {
-      const std::string suffix = bits.substr(c2 + 1);
-      if (suffix == "bound") c.worst_case = true;
-      else if (suffix == "budget") c.fixed_budget = true;
-      else if (suffix == "joint") c.joint = true;
-      else return Status::Error("'{}': the suffix is ':bound', ':budget' or ':joint'", spec);
+      std::stringstream rest(bits.substr(c2 + 1));
+      for (std::string suffix; std::getline(rest, suffix, ':');) {
+        if (suffix == "bound") c.worst_case = true;
+        else if (suffix == "budget") c.fixed_budget = true;
+        else if (suffix == "joint") c.joint = true;
+        else if (suffix == "cal") c.calibrated = true;
+        else if (suffix.size() == 2 && suffix[0] == 'k' && std::isdigit(static_cast<unsigned char>(suffix[1])))
+          c.min_k_bits = suffix[1] - '0';
+        else if (suffix.size() >= 2 && suffix[0] == 't' && suffix.find_first_not_of("2348", 1) == std::string::npos) {
+          c.tiers.clear();
+          for (size_t i = 1; i < suffix.size(); ++i) c.tiers.push_back(suffix[i] - '0');
+        } else {
+          return Status::Error("'{}': a suffix is ':bound', ':budget', ':joint', ':cal', ':kB' (keys >= B bits) or "
+                               "':tBBB' (tiers, e.g. t348)", spec);
+        }
+      }
       bits.resize(c2);
     }
     try {
@@ -78,7 +91,8 @@ Result<ComixBenchResult> RunComixBench(const Model& model, const ComixBenchSetup
                     .budget_bytes = cfg.fixed_budget ? cfg.budget_bytes : 0, .avg_bits = cfg.avg_bits,
                     .sink_blocks = setup.sink_blocks, .worst_case = cfg.worst_case,
                     .split_kv = !cfg.joint, .window = setup.window, .threads = size_t(setup.threads),
-                    .prefill_tokens = kBlockTokens};
+                    .prefill_tokens = kBlockTokens, .tiers = cfg.tiers, .min_k_bits = cfg.min_k_bits,
+                    .calibrated = cfg.calibrated};
     CHORUS_RETURN_IF_ERROR(ComixPolicy::Validate(co));
     auto p = std::make_unique<ComixPolicy>(co);
     comix = p.get();

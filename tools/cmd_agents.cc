@@ -59,14 +59,17 @@ int RunAgents(const AgentsArgs& a) {
     eo.shared_k = "polykv-paper", eo.shared_v = "tq3", eo.sink_blocks = 0;
   } else if (a.policy == "polykv") {
     eo.shared_k = "q8", eo.shared_v = "tq3";
-  } else if (a.policy == "cocktail") {  // per-block f16/kivi4/kivi2 by relevance to the questions
-    eo.policy = "cocktail";
+  } else if (a.policy == "cocktail") {
+    return Fail(Status::Error("--policy cocktail (CoMix's allocator weighted by relevance to the question) runs in "
+                              "`chorus eval ppl|kld` so far; here use --policy cocktail-paper (the paper's scheme)"));
+  } else if (a.policy == "cocktail-paper") {  // per-block f16/kivi4/kivi2 by relevance to the questions
+    eo.policy = "cocktail-paper";
     eo.cocktail_alpha = a.alpha, eo.cocktail_beta = a.beta, eo.cocktail_chunk_tokens = a.chunk;
     eo.encoder_path = a.encoder;
   } else if (a.policy == "chorus") {  // chosen by measurement: docs/results/polykv.md
     eo.shared_k = "tq4", eo.shared_v = "tq3";
   } else {
-    return Fail(Status::Error("unknown --policy '{}' (valid: chorus, polykv, polykv-paper, comix, cocktail)", a.policy));
+    return Fail(Status::Error("unknown --policy '{}' (valid: chorus, polykv, polykv-paper, comix, cocktail-paper)", a.policy));
   }
   if (!a.shared_k.empty()) eo.shared_k = a.shared_k;
   if (!a.shared_v.empty()) eo.shared_v = a.shared_v;
@@ -88,7 +91,7 @@ int RunAgents(const AgentsArgs& a) {
   for (const std::string& q : questions)
     reader_tokens = std::max(reader_tokens, engine.Tokenize("\n\nQuestion: " + q + frame->second, false, true).size());
   reader_tokens += size_t(a.max_tokens);
-  auto ctx = a.policy == "cocktail"
+  auto ctx = a.policy == "cocktail-paper"
                  ? engine.ShareFor(frame->first + doc.value(), questions, show)
                  : engine.Share(frame->first + doc.value(),
                                 ShareOptions{.readers = questions.size(), .reader_tokens = reader_tokens, .progress = show});
@@ -189,8 +192,8 @@ int RunAgents(const AgentsArgs& a) {
   }
   if (a.json) {
     PrintJson({{"agents", agents_json}, {"refused", refused}, {"doc_tokens", doc_tokens},
-               {"shared_k", a.policy == "cocktail" ? "cocktail" : eo.shared_k},
-               {"shared_v", a.policy == "cocktail" ? "cocktail" : eo.shared_v}, {"private_k", eo.private_k},
+               {"shared_k", a.policy == "cocktail-paper" ? "cocktail-paper" : eo.shared_k},
+               {"shared_v", a.policy == "cocktail-paper" ? "cocktail-paper" : eo.shared_v}, {"private_k", eo.private_k},
                {"private_v", eo.private_v}, {"shared_bytes", shared_bytes}, {"peak_private_bytes", peak_private},
                {"peak_total_bytes", peak_total}, {"fp16_per_agent_baseline_bytes", baseline},
                {"reduction_pct", reduction}, {"prefill_seconds", share_s}, {"decode_seconds", decode_s},
@@ -204,7 +207,7 @@ int RunAgents(const AgentsArgs& a) {
     std::printf("\n%zu agents over a %zu-token document (comix, %s formats, bits per layer as allocated above, %d threads)\n",
                 ids.size(), doc_tokens, eo.comix_family.c_str(), a.threads);
   } else {
-    const std::string shared_desc = a.policy == "cocktail" ? std::string("cocktail: f16/kivi4/kivi2 per block, map above")
+    const std::string shared_desc = a.policy == "cocktail-paper" ? std::string("cocktail-paper: f16/kivi4/kivi2 per block, map above")
                                                            : "K " + eo.shared_k + " / V " + eo.shared_v;
     std::printf("\n%zu agents over a %zu-token document (shared %s, private K %s / V %s, %d threads)\n", ids.size(),
                 doc_tokens, shared_desc.c_str(), eo.private_k.c_str(), eo.private_v.c_str(), a.threads);
@@ -236,7 +239,7 @@ RunFn AddAgents(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--policy", a->policy, "shared-context preset: chorus (tq4/tq3, the measured default), polykv (q8/tq3), "
                                          "polykv-paper (the paper's per-layer int8 K, tq3 V, no sink block); comix: "
-                                         "one budget, bits per agent x layer x K/V chosen online; cocktail: f16/kivi4/kivi2 per "
+                                         "one budget, bits per agent x layer x K/V chosen online; cocktail-paper: f16/kivi4/kivi2 per "
                                          "32-token chunk by its similarity to the questions (--alpha, --beta, --chunk, --encoder)")
       ->capture_default_str();
   cmd->add_option("--alpha", a->alpha, "cocktail: T_low = s_min + alpha (s_max - s_min); larger = more INT2")

@@ -155,7 +155,7 @@ std::pair<CLI::App*, RunFn> AddComixEval(CLI::App* eval) {
   cmd->add_option("--kv-window", a->window, "window rows of the compressed configs: q8 or f16 (the f16 base: f16)")
       ->capture_default_str();
   cmd->add_option("--configs", a->configs, "uniform K/V (kivi3, q8/tq3) and comix-tq:B / comix-kivi:B (B = average "
-                                           "bits 2..8)")
+                                           "bits 2..8; suffixes :cal, :k4, :t348, :bound, :joint, :budget)")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("-t,--threads", a->threads, "threads")->check(CLI::Range(1, 256))->capture_default_str();

@@ -8,7 +8,7 @@
 #include "model/forward.h"
 #include "ops/elementwise.h"  // LogSumExp
 #include "tools/eval_args.h"  // EvalArgs, LoadInputs, RunKld
-#include "tools/eval_kv.h"  // EvalKv: uniform formats or --policy comix|cocktail
+#include "tools/eval_kv.h"  // EvalKv: uniform formats or --policy comix|cocktail|cocktail-paper
 #include "util/timer.h"
 
 namespace chorus::cli {
@@ -167,11 +167,11 @@ RunFn AddEval(CLI::App& app) {
   cmd->require_subcommand(1);
   CLI::App* ppl = cmd->add_subcommand("ppl", "Perplexity of a text file (llama.cpp's method: chunks of -c, "
                                               "second half of each chunk scored); uniform KV formats or --policy "
-                                              "comix|cocktail.");
+                                              "comix|cocktail|cocktail-paper.");
   CLI::App* lg = cmd->add_subcommand("logits", "Write the raw f32 logits of the first -n tokens of a file.");
   CLI::App* kld = cmd->add_subcommand("kld", "Compressed KV vs f16 KV on the same positions: PPL delta, mean and "
-                                             "p99 KL divergence, top-1 agreement, measured bits/element (--configs, and --policy comix|cocktail "
-                                             "as one more row).");
+                                             "p99 KL divergence, top-1 agreement, measured bits/element (--configs, and --policy comix|cocktail|"
+                                             "cocktail-paper as one more row; --json: per-chunk KLD and NLL too).");
   for (CLI::App* s : {ppl, lg, kld}) {
     s->add_option("-m,--model", a->model, "GGUF model file")->required();
     s->add_option("-f,--file", a->file, "text file (e.g. ../shared/data/wikitext-2/test.txt)")->required();
@@ -184,8 +184,8 @@ RunFn AddEval(CLI::App& app) {
     s->add_option("--chunks", a->chunks, "evaluate only the first N chunks (default: all)")->check(CLI::Range(1, 1 << 30));
     AddKvFlags(s, a->kv);
     AddPolicyFlags(s, a->pol, /*with_query=*/true,
-                   "instead of --kv-k/--kv-v, each chunk of -c tokens is one sequence under it (cocktail: its own "
-                   "chunk map from --query); --kv-sink applies; kld: one more row after --configs");
+                   "instead of --kv-k/--kv-v, each chunk of -c tokens is one sequence under it (cocktail: its "
+                   "blocks weighted by their relevance to --query; cocktail-paper: its own chunk map from --query); --kv-sink applies; kld: one more row after --configs");
   }
   kld->add_option("--configs", a->configs, "several K/V pairs at once, e.g. q8/q8,q8/tq3 (the f16 base runs once)")
       ->delimiter(',');

@@ -116,7 +116,7 @@ int RunGenerate(const GenerateArgs& a) {
 RunFn AddGenerate(CLI::App& app) {
   auto a = std::make_shared<GenerateArgs>();
   CLI::App* cmd = app.add_subcommand("generate", "Continue a prompt, streaming tokens; prints tokens/s at the end. "
-                                                   "--policy cocktail --doc FILE -p QUESTION: answer about a document "
+                                                   "--policy cocktail-paper --doc FILE -p QUESTION: answer about a document "
                                                    "stored under Cocktail's chunk map; --policy comix: under a CoMix "
                                                    "budget.");
   cmd->add_option("-m,--model", a->model, "GGUF model file")->required();
@@ -144,7 +144,7 @@ RunFn AddGenerate(CLI::App& app) {
   return [a, cmd] {
     if (Status s = CheckPolicyFlags(cmd, a->pol, /*need_query=*/false); !s.ok()) return Fail(s);
     if (cmd->count("--doc") && a->pol.policy.empty())
-      return Fail(Status::Error("--doc needs --policy cocktail or --policy comix"));
+      return Fail(Status::Error("--doc needs --policy cocktail-paper or --policy comix"));
     if (a->pol.policy == "comix" && (cmd->count("--kv-k") || cmd->count("--kv-v")))
       return Fail(Status::Error("--kv-k/--kv-v do not apply with --policy comix (it chooses every block's format)"));
     return RunGenerate(*a);

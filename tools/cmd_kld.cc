@@ -31,7 +31,8 @@ int RunKld(const EvalArgs& a) {
     double nll = 0;
     size_t top1 = 0;
     std::vector<float> kl = {};
-    size_t bytes = 0;
+    size_t bytes = 0, peak = 0;
+    std::vector<double> chunk_kld = {}, chunk_nll = {};  // per chunk: mean KLD, summed NLL (paired tests)
   };
   std::vector<Run> runs;
   for (const std::string& spec : specs) {
@@ -54,6 +55,7 @@ int RunKld(const EvalArgs& a) {
   const size_t first = n_ctx / 2, n_scored = n_ctx - first - 1;  // rows first .. n_ctx-2
   std::vector<float> logits(n_ctx * V), base_lp(n_scored * V), lp(V);
   double base_nll = 0;
+  std::vector<double> base_chunk_nll;
   size_t count = 0;
   Timer timer;
   for (size_t ch = 0; ch < n_chunks; ++ch) {
@@ -69,6 +71,8 @@ int RunKld(const EvalArgs& a) {
       for (size_t i = 0; i < V; ++i) base_lp[r * V + i] = row[i] - lse;
       base_nll -= base_lp[r * V + chunk[j + 1]];
     }
+    base_chunk_nll.push_back(0);
+    for (size_t r = 0; r < n_scored; ++r) base_chunk_nll.back() -= base_lp[r * V + chunk[first + r + 1]];
     count += n_scored;
     for (Run& run : runs) {
       auto kv = run.rt->Begin(chunk);
@@ -77,6 +81,9 @@ int RunKld(const EvalArgs& a) {
       if (Status s = f.Run(chunk, **kv, pool, LogitsFor::kAll, logits.data()); !s.ok()) return Fail(s);
       run.rt->End(**kv);
       run.bytes = run.rt->has_policy() ? run.rt->mean_bytes() : run.rt->last_usage().total();
+      run.peak = std::max(run.peak, run.rt->last_usage().total());
+      const double nll0 = run.nll;
+      const size_t kl0 = run.kl.size();
       for (size_t r = 0; r < n_scored; ++r) {
         const size_t j = first + r;
         const float* row = logits.data() + j * V;
@@ -94,6 +101,10 @@ int RunKld(const EvalArgs& a) {
         run.top1 += best_b == best_c;
         run.nll -= row[chunk[j + 1]] - lse;
       }
+      double chunk_kl = 0;
+      for (size_t i = kl0; i < run.kl.size(); ++i) chunk_kl += run.kl[i];
+      run.chunk_kld.push_back(chunk_kl / double(std::max<size_t>(1, n_scored)));
+      run.chunk_nll.push_back(run.nll - nll0);
     }
     if (!a.json || isatty(2))
       std::fprintf(stderr, "\r[%zu/%zu] %zu configs, %.0f s elapsed   ", ch + 1, n_chunks, runs.size(),
@@ -102,7 +113,8 @@ int RunKld(const EvalArgs& a) {
   std::fprintf(stderr, "\n");
   const double base_ppl = std::exp(base_nll / count);
   nlohmann::json out = {{"kv_sink_blocks", a.kv.sink_blocks}, {"ctx", n_ctx}, {"chunks", n_chunks}, {"scored_tokens", count}, {"base_ppl", base_ppl},
-                        {"base_kv_bits_per_element", 16.0}, {"seconds", timer.Seconds()}, {"threads", a.threads}};
+                        {"base_kv_bits_per_element", 16.0}, {"seconds", timer.Seconds()}, {"threads", a.threads},
+                        {"base_chunk_nll", base_chunk_nll}};
   if (!a.json)
     std::printf("%-20s %10s %9s %11s %11s %8s %10s\n", "K/V", "PPL", "dPPL %", "mean KLD", "p99 KLD", "top-1",
                 "bits/elem");
@@ -123,7 +135,8 @@ int RunKld(const EvalArgs& a) {
     out["configs"].push_back({{"k", k}, {"v", v}, {"ppl", ppl},
                               {"ppl_delta_pct", 100.0 * (ppl / base_ppl - 1)}, {"kld_mean", mean}, {"kld_p99", p99},
                               {"top1", double(run.top1) / count}, {"kv_bytes", run.bytes},
-                              {"bits_per_element", bits}});
+                              {"kv_peak_bytes", run.peak}, {"bits_per_element", bits},
+                              {"chunk_kld", run.chunk_kld}, {"chunk_nll", run.chunk_nll}});
     if (!a.json)
       std::printf("%-20s %10.4f %+9.3f %11.5f %11.5f %8.4f %10.2f\n", name.c_str(), ppl, 100.0 * (ppl / base_ppl - 1),
                   mean, p99, double(run.top1) / count, bits);

@@ -22,7 +22,7 @@ namespace {
 struct NeedleArgs {
   std::string model, file, dump;
   NeedleOptions gen;
-  std::vector<std::string> configs = {"f16", "kivi4", "kivi2", "cocktail"};
+  std::vector<std::string> configs = {"f16", "kivi4", "kivi2", "cocktail-paper"};
   std::string encoder, kv_window = EngineOptions{}.kv_window;
   int threads = DefaultThreads(), max_tokens = 8;
   bool json = false, ignore_eog = false;
@@ -36,24 +36,29 @@ struct Config {
   size_t chunk = 32;
 };
 
-// "f16", "kivi4", "q8/kivi2" (K/V), "cocktail" or "cocktail:ALPHA:BETA[:CHUNK]".
+// "f16", "kivi4", "q8/kivi2" (K/V), "cocktail-paper" or "cocktail-paper:ALPHA:BETA[:CHUNK]".
 Result<Config> ParseConfig(const std::string& s) {
   Config c{.name = s};
-  if (s.rfind("cocktail", 0) == 0) {
+  constexpr std::string_view kPaper = "cocktail-paper";
+  if (s.rfind(kPaper, 0) == 0) {
     c.cocktail = true;
-    if (s.size() > 8) {
-      if (s[8] != ':') return Status::Error("bad config '{}': use cocktail:ALPHA:BETA[:CHUNK]", s);
+    if (s.size() > kPaper.size()) {
+      const char* use = "bad config '{}': use cocktail-paper:ALPHA:BETA[:CHUNK]";
+      if (s[kPaper.size()] != ':') return Status::Error(fmt::runtime(use), s);
       char* end = nullptr;
-      const char* p = s.c_str() + 9;
+      const char* p = s.c_str() + kPaper.size() + 1;
       c.alpha = std::strtod(p, &end);
-      if (end == p || *end != ':') return Status::Error("bad config '{}': use cocktail:ALPHA:BETA[:CHUNK]", s);
+      if (end == p || *end != ':') return Status::Error(fmt::runtime(use), s);
       p = end + 1;
       c.beta = std::strtod(p, &end);
-      if (end == p || (*end != ':' && *end != 0)) return Status::Error("bad config '{}': use cocktail:ALPHA:BETA[:CHUNK]", s);
+      if (end == p || (*end != ':' && *end != 0)) return Status::Error(fmt::runtime(use), s);
       if (*end == ':') c.chunk = std::strtoul(end + 1, nullptr, 10);
     }
     return c;
   }
+  if (s.rfind("cocktail", 0) == 0)
+    return Status::Error("config '{}': the needle benchmark runs the paper's scheme as cocktail-paper[:ALPHA:BETA[:CHUNK]]; "
+                         "chorus's cocktail (CoMix's allocator weighted by relevance) runs in `chorus eval ppl|kld` so far", s);
   const size_t slash = s.find('/');
   c.k = s.substr(0, slash);
   c.v = slash == std::string::npos ? c.k : s.substr(slash + 1);
@@ -120,7 +125,7 @@ int RunNeedle(const NeedleArgs& a) {
                      .private_k = "f16", .private_v = "f16", .cocktail_alpha = c.alpha, .cocktail_beta = c.beta,
                      .cocktail_chunk_tokens = c.chunk, .encoder_path = c.cocktail ? a.encoder : ""};
     eo.kv_window = a.kv_window;
-    if (c.cocktail) eo.policy = "cocktail";  // the "auto" window: q8, as for every compressed config
+    if (c.cocktail) eo.policy = "cocktail-paper";  // the "auto" window: q8, as for every compressed config
     auto engine_r = Engine::Open(eo);
     if (!engine_r.ok()) return Fail(engine_r.status().Context("config " + c.name));
     Engine& engine = *engine_r.value();
@@ -252,13 +257,13 @@ std::pair<CLI::App*, RunFn> AddNeedleEval(CLI::App* eval) {
   cmd->add_option("--max-tokens", a->gen.max_tokens, "longest document")->capture_default_str();
   cmd->add_option("--facts", a->gen.facts, "facts planted per document")->capture_default_str();
   cmd->add_option("--seed", a->gen.seed, "generator seed")->capture_default_str();
-  cmd->add_option("--configs", a->configs, "f16, kivi4, K/V pairs, cocktail or cocktail:ALPHA:BETA[:CHUNK]")
+  cmd->add_option("--configs", a->configs, "f16, kivi4, K/V pairs, cocktail-paper or cocktail-paper:ALPHA:BETA[:CHUNK]")
       ->delimiter(',')->capture_default_str();
-  cmd->add_option("--encoder", a->encoder, "cocktail: sentence-embedding model directory (default: all-MiniLM-L6-v2 next to the model if installed, else the LLM's hidden states; 'hidden-states' forces those)");
+  cmd->add_option("--encoder", a->encoder, "cocktail-paper: sentence-embedding model directory (default: all-MiniLM-L6-v2 next to the model if installed, else the LLM's hidden states; 'hidden-states' forces those)");
   cmd->add_option("-n,--answer-tokens", a->max_tokens, "tokens generated per answer")->check(CLI::Range(1, 256))
       ->capture_default_str();
   cmd->add_option("--kv-window", a->kv_window, "rows of every sequence's newest <32 tokens before sealing: f16, q8 "
-                  "or auto (the engine's: q8 for every compressed config, cocktail included; f16 for f16)")->capture_default_str();
+                  "or auto (the engine's: q8 for every compressed config, cocktail-paper included; f16 for f16)")->capture_default_str();
   cmd->add_flag("--ignore-eog", a->ignore_eog, "keep decoding past end-of-generation (decode speed runs)");
   cmd->add_option("--dump", a->dump, "write the generated cases as JSONL");
   cmd->add_option("-t,--threads", a->threads, "threads")->check(CLI::Range(1, 256))->capture_default_str();

@@ -35,12 +35,15 @@ Result<std::unique_ptr<EvalKv>> EvalKv::Open(const PolicyFlags& flags, const KvC
                     .layer_window = c.layer_window,
                     .threads = size_t(pool.size())};
   PrecisionPolicy* policy = nullptr;
-  if (flags.policy == "comix") {
+  if (flags.policy == "comix" || flags.policy == "cocktail") {
     ComixOptions base{.window = uniform.window, .threads = size_t(pool.size()), .prefill_tokens = e->micro_batch()};
     CHORUS_ASSIGN_OR_RETURN(ComixOptions co, ComixOptionsFor(flags, c, uniform.sink_blocks, base));
     e->comix_ = std::make_unique<ComixPolicy>(co);
     so.budget_bytes = flags.budget_bytes;
     policy = e->comix_.get();
+    if (flags.policy == "cocktail") {
+      CHORUS_ASSIGN_OR_RETURN(e->encoder_, OpenCocktailEncoder(flags.encoder, model_path, model, fwd, pool));
+    }
   } else {
     CHORUS_ASSIGN_OR_RETURN(e->encoder_, OpenCocktailEncoder(flags.encoder, model_path, model, fwd, pool));
     e->slot_ = std::make_unique<Slot>();
@@ -67,8 +70,26 @@ Result<std::unique_ptr<KvSequence>> EvalKv::Begin(std::span<const int32_t> token
     slot_->current = std::make_unique<CocktailPolicy>(std::move(plan->blocks), sink_blocks_);
     return store_->NewSequence(tokens.size());
   }
+  std::vector<float> relevance;  // cocktail: per 32-token block, the highest similarity of its chunks
+  relevance_.clear();
+  if (encoder_) {
+    const CocktailOptions co{.alpha = flags_.alpha, .beta = flags_.beta, .chunk_tokens = flags_.chunk};
+    auto plan = PlanCocktail(model_->tokenizer(), tokens, {flags_.query}, *encoder_, co);
+    if (!plan.ok()) return plan.status().Context(fmt::format("cocktail relevance of chunk {}", index + 1));
+    relevance.assign((tokens.size() + kBlockTokens - 1) / kBlockTokens, -2.0f);
+    for (size_t c = 0; c < plan->similarity.size(); ++c) {
+      const size_t t0 = c * flags_.chunk, t1 = std::min(tokens.size(), t0 + flags_.chunk);
+      for (size_t b = t0 / kBlockTokens; t0 < t1 && b <= (t1 - 1) / kBlockTokens; ++b)
+        relevance[b] = std::max(relevance[b], plan->similarity[c]);
+    }
+    const auto [lo, hi] = std::minmax_element(relevance.begin() + std::min(relevance.size(), sink_blocks_), relevance.end());
+    for (size_t b = 0; b < relevance.size(); ++b)
+      relevance_ += b < sink_blocks_ ? 'S'
+                    : char('0' + int(std::lround(*hi > *lo ? 8.0 * (relevance[b] - *lo) / (*hi - *lo) : 0.0)));
+  }
   auto seq = store_->NewSequence(tokens.size());
-  if (Status s = comix_->AddUnit(seq->id(), tokens.size(), 0, 1.0, fmt::format("chunk {}", index + 1)); !s.ok())
+  if (Status s = comix_->AddUnit(seq->id(), tokens.size(), 0, 1.0, fmt::format("chunk {}", index + 1), relevance);
+      !s.ok())
     return s.Context(fmt::format("chunk {} ({} tokens)", index + 1, tokens.size()));
   unit_ = seq->id();
   return seq;
@@ -105,17 +126,31 @@ void EvalKv::End(const KvSequence& seq) {
         ++k_formats_[std::string(KvFormatName(pool.meta(id).k_format))];
         ++v_formats_[std::string(KvFormatName(pool.meta(id).v_format))];
       }
-    comix_chunks_.push_back({BitsLine(seq, false), BitsLine(seq, true), last_usage_.total()});
+    ComixChunk ch{.k_bits = BitsLine(seq, false), .v_bits = BitsLine(seq, true), .relevance = relevance_,
+                  .bytes = last_usage_.total()};
+    if (encoder_)  // the value bits per block of the middle layer: where the relevance put them
+      for (BlockId id : seq.blocks(model_->config().n_layer / 2)) {
+        const std::string_view name = KvFormatName(pool.meta(id).v_format);
+        ch.v_blocks += name == "f16" ? 'F' : name.back();
+      }
+    comix_chunks_.push_back(std::move(ch));
     comix_->RemoveUnit(unit_);
     unit_ = 0;
   }
 }
 
 std::string EvalKv::Name() const {
-  if (comix_)
-    return flags_.budget_bytes ? fmt::format("comix-{}:{}B", flags_.family, flags_.budget_bytes)
-                               : fmt::format("comix-{}:{}", flags_.family, flags_.avg_bits);
-  if (slot_) return fmt::format("cocktail:{}:{}", flags_.alpha, flags_.beta);
+  if (comix_) {
+    std::string variant;  // what differs from CoMix's defaults
+    if (flags_.tiers != "2,3,4") variant += ":t" + flags_.tiers;
+    if (flags_.min_k_bits) variant += fmt::format(":k{}", flags_.min_k_bits);
+    if (flags_.rank != "expected") variant += ":" + flags_.rank;
+    if (encoder_) variant += fmt::format(":g{}{}", flags_.relevance_gain, flags_.relevance_values_only ? "v" : "");
+    const std::string kind = encoder_ ? "cocktail" : "comix";
+    return flags_.budget_bytes ? fmt::format("{}-{}:{}B{}", kind, flags_.family, flags_.budget_bytes, variant)
+                               : fmt::format("{}-{}:{}{}", kind, flags_.family, flags_.avg_bits, variant);
+  }
+  if (slot_) return fmt::format("cocktail-paper:{}:{}", flags_.alpha, flags_.beta);
   return "";
 }
 
@@ -132,7 +167,7 @@ void EvalKv::PrintReport(std::FILE* out, size_t chunk_tokens) const {
   const size_t n = std::max<size_t>(1, chunks_);
   const double mean = double(total_bytes_) / n;
   if (slot_) {
-    std::fprintf(out, "cocktail chunk maps (query \"%s\"; alpha %g, beta %g, %zu-token chunks → 32-token blocks; "
+    std::fprintf(out, "cocktail-paper chunk maps (query \"%s\"; alpha %g, beta %g, %zu-token chunks → 32-token blocks; "
                       "S sink f16, F fp16, 4 int4, 2 int2; encoder: %s):\n",
                  flags_.query.c_str(), flags_.alpha, flags_.beta, flags_.chunk, encoder_->name().c_str());
     size_t sink = 0, fp16 = 0, int4 = 0, int2 = 0;
@@ -148,17 +183,26 @@ void EvalKv::PrintReport(std::FILE* out, size_t chunk_tokens) const {
     }
     std::fprintf(out, "  sealed blocks: %zu sink, %zu fp16, %zu int4, %zu int2\n", sink, fp16, int4, int2);
   } else if (comix_) {
-    std::fprintf(out, "comix (%s formats, %s): bits per layer 0..%zu of each chunk's sealed blocks (most blocks of "
+    if (encoder_)
+      std::fprintf(out, "cocktail: CoMix's allocator, block errors weighted by 1 + %g x relevance%s (query \"%s\", "
+                        "%zu-token chunks, encoder %s); per chunk: relevance level 0..8 per block, then the middle "
+                        "layer's value bits per block\n",
+                   flags_.relevance_gain, flags_.relevance_values_only ? " (values only)" : "", flags_.query.c_str(),
+                   flags_.chunk, encoder_->name().c_str());
+    std::fprintf(out, "%s (%s formats, %s): bits per layer 0..%zu of each chunk's sealed blocks (most blocks of "
                       "the layer; F: f16 sink only), K row then V row\n",
-                 flags_.family.c_str(),
+                 encoder_ ? "cocktail" : "comix", flags_.family.c_str(),
                  flags_.budget_bytes ? fmt::format("--kv-budget {} bytes", flags_.budget_bytes).c_str()
                                      : fmt::format("--kv-avg-bits {}", flags_.avg_bits).c_str(),
                  c.n_layer - 1);
     for (size_t i = 0; i < comix_chunks_.size(); ++i) {
       const ComixChunk& ch = comix_chunks_[i];
       if (i < 16)
-        std::fprintf(out, "  chunk %-3zu K %s\n            V %s  %.2f bits/element\n", i + 1, ch.k_bits.c_str(),
-                     ch.v_bits.c_str(), KvBitsPerElement(ch.bytes, chunk_tokens, c));
+        std::fprintf(out, "  chunk %-3zu K %s\n            V %s  %.2f bits/element%s\n", i + 1, ch.k_bits.c_str(),
+                     ch.v_bits.c_str(), KvBitsPerElement(ch.bytes, chunk_tokens, c),
+                     ch.relevance.empty() ? ""
+                                          : fmt::format("\n            relevance {}\n            V bits    {}",
+                                                        ch.relevance, ch.v_blocks).c_str());
       else if (i == 16)
         std::fprintf(out, "  ... (%zu more chunks; --json lists them all)\n", comix_chunks_.size() - 16);
     }
@@ -183,8 +227,18 @@ nlohmann::json EvalKv::ReportJson(size_t chunk_tokens) const {
     j["budget_bytes"] = flags_.budget_bytes;
     j["avg_bits"] = flags_.avg_bits;
     j["family"] = flags_.family;
+    j["tiers"] = flags_.tiers;
+    j["min_k_bits"] = flags_.min_k_bits;
+    j["rank"] = flags_.rank;
+    if (encoder_) {
+      j["query"] = flags_.query;
+      j["relevance_gain"] = flags_.relevance_gain;
+      j["relevance_values_only"] = flags_.relevance_values_only;
+      j["encoder"] = encoder_->name();
+    }
     for (const ComixChunk& ch : comix_chunks_)
-      j["chunk_bits"].push_back({{"k", ch.k_bits}, {"v", ch.v_bits}, {"kv_bytes", ch.bytes},
+      j["chunk_bits"].push_back({{"k", ch.k_bits}, {"v", ch.v_bits}, {"relevance", ch.relevance},
+                                 {"v_bits_per_block", ch.v_blocks}, {"kv_bytes", ch.bytes},
                                  {"bits_per_element", KvBitsPerElement(ch.bytes, chunk_tokens, c)}});
     j["k_formats"] = k_formats_;
     j["v_formats"] = v_formats_;

@@ -1,8 +1,10 @@
 // EvalKv: the KV of `chorus eval ppl|kld` — one fresh sequence per evaluated chunk, under uniform
 // formats (--kv-k/--kv-v: exactly MakeKvRuntime, as before --policy existed), CoMix (one unit per
-// chunk, registered while it is evaluated; --kv-budget or --kv-avg-bits) or Cocktail (each chunk is
-// the document: its 32-token blocks get f16/kivi4/kivi2 from PlanCocktail on the chunk's tokens and
-// --query, the engine's planning code and encoder choice). Records what each chunk was stored in
+// chunk, registered while it is evaluated; --kv-budget or --kv-avg-bits), Cocktail (the same CoMix
+// unit, each 32-token block's error weighted by its chunk's similarity to --query: PlanCocktail's
+// encoder and cosine) or Cocktail-paper (each chunk is the document: its 32-token blocks get
+// f16/kivi4/kivi2 from PlanCocktail on the chunk's tokens and --query, the engine's planning code and
+// encoder choice). Records what each chunk was stored in
 // (measured bytes, chunk maps, allocations) for the report printed after the run.
 // Invariants: at most one sequence is live at a time (Begin → forward → End); a chunk refused by
 // CoMix admission is an error naming the budget, never an out-of-memory.
@@ -44,12 +46,13 @@ class EvalKv {
   // Tokens per forward micro-batch. CoMix decides a block's bits from the statistics of every
   // layer seen so far; a 512-token pass would seal layer 0's blocks before any later layer is
   // observed (the allocation then follows layer order), so it prefills one block at a time.
-  size_t micro_batch() const { return flags_.policy == "comix" ? kBlockTokens : 512; }
+  size_t micro_batch() const { return comix_ || flags_.policy == "comix" || flags_.policy == "cocktail" ? kBlockTokens : 512; }
   const KvUsage& last_usage() const { return last_usage_; }
   size_t peak_bytes() const { return peak_bytes_; }
   // Mean over the chunks so far of the bytes held at the end of each (a policy's chunks differ).
   size_t mean_bytes() const { return chunks_ ? total_bytes_ / chunks_ : 0; }
-  // "K/V" for uniform formats; "comix-tq:3", "comix-kivi:64K", "cocktail:0.6:0.1" for a policy.
+  // "K/V" for uniform formats; "comix-tq:3", "comix-kivi:64K", "cocktail-tq:3", "cocktail-paper:0.6:0.1"
+  // for a policy.
   std::string Name() const;
   // The policy report (chunk maps or allocation, formats sealed, measured bytes and bits/element).
   void PrintReport(std::FILE* out, size_t chunk_tokens) const;
@@ -64,6 +67,8 @@ class EvalKv {
   };
   struct ComixChunk {
     std::string k_bits, v_bits;  // one digit per layer (F: f16 sink only)
+    std::string relevance;       // cocktail: per block, relevance level 0..8 (S: sink)
+    std::string v_blocks;        // cocktail: per block, the value bits of the middle layer
     size_t bytes = 0;
   };
   class Slot;  // the PrecisionPolicy the store sees: forwards to the current chunk's Cocktail map
@@ -76,8 +81,9 @@ class EvalKv {
   size_t sink_blocks_ = 1;
   KvRuntime uniform_;                       // uniform formats
   std::unique_ptr<ComixPolicy> comix_;      // comix
-  std::unique_ptr<Slot> slot_;              // cocktail
-  std::unique_ptr<TextEncoder> encoder_;    // cocktail
+  std::unique_ptr<Slot> slot_;              // cocktail-paper
+  std::unique_ptr<TextEncoder> encoder_;    // cocktail, cocktail-paper
+  std::string relevance_;                   // cocktail: the live chunk's relevance levels
   std::unique_ptr<KvStore> store_;          // comix / cocktail
   uint64_t unit_ = 0;                       // comix: the live chunk's sequence id
   size_t chunks_ = 0;

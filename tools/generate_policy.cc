@@ -1,4 +1,4 @@
-// `chorus generate --policy cocktail|comix`: one agent of the Engine, streamed (see generate_args.h).
+// `chorus generate --policy cocktail-paper|comix`: one agent of the Engine, streamed (see generate_args.h).
 #include <fmt/format.h>
 
 #include <random>
@@ -11,7 +11,10 @@
 namespace chorus::cli {
 
 int RunGenerateWithPolicy(const GenerateArgs& a) {
-  const bool cocktail = a.pol.policy == "cocktail";
+  if (a.pol.policy == "cocktail")
+    return Fail(Status::Error("--policy cocktail (CoMix's allocator weighted by relevance to the question) runs in "
+                              "`chorus eval ppl|kld` so far; `generate` has --policy cocktail-paper (the paper's scheme)"));
+  const bool cocktail = a.pol.policy == "cocktail-paper";
   SamplingOptions so = a.sampling;
   so.seed = a.seed >= 0 ? static_cast<uint64_t>(a.seed) : std::random_device{}();
   if (Status s = ValidateSampling(so); !s.ok()) return Fail(s);
@@ -22,11 +25,11 @@ int RunGenerateWithPolicy(const GenerateArgs& a) {
     question = text.value();
   }
   if (question.find_first_not_of(" \t\r\n") == std::string::npos)
-    return Fail(cocktail ? Status::Error("--policy cocktail needs a question (-p TEXT or -f FILE): it is the query "
+    return Fail(cocktail ? Status::Error("--policy cocktail-paper needs a question (-p TEXT or -f FILE): it is the query "
                                          "that picks each chunk's precision")
                          : Status::Error("the prompt is empty (give -p TEXT or -f FILE)"));
   if (cocktail && a.doc.empty())
-    return Fail(Status::Error("--policy cocktail needs --doc FILE: the context document whose chunks get precisions"));
+    return Fail(Status::Error("--policy cocktail-paper needs --doc FILE: the context document whose chunks get precisions"));
   if (!a.doc.empty() && (a.chat || !a.system.empty()))
     return Fail(Status::Error("--chat/--system do not combine with --doc (document and question are already one chat "
                               "user turn)"));
@@ -41,7 +44,7 @@ int RunGenerateWithPolicy(const GenerateArgs& a) {
                    .kv_budget_bytes = a.pol.budget_bytes, .kv_avg_bits = a.pol.avg_bits,
                    .comix_family = a.pol.family, .cocktail_alpha = a.pol.alpha, .cocktail_beta = a.pol.beta,
                    .cocktail_chunk_tokens = a.pol.chunk, .encoder_path = a.pol.encoder};
-  eo.policy = cocktail ? "cocktail" : "comix";
+  eo.policy = cocktail ? "cocktail-paper" : "comix";
   auto engine_r = Engine::Open(eo);
   if (!engine_r.ok()) return Fail(engine_r.status());
   Engine& engine = *engine_r.value();
@@ -100,7 +103,7 @@ int RunGenerateWithPolicy(const GenerateArgs& a) {
   const double decode_tps = gen > 1 && decode_s > 0 ? (gen - 1) / decode_s : 0.0;
   const size_t tokens = doc_tokens + st.prompt_tokens + gen;
   const double bits = 16.0 * peak / double(engine.Fp16Bytes(tokens));
-  const std::string policy = cocktail ? fmt::format("cocktail (alpha {}, beta {}, chunk {})", a.pol.alpha, a.pol.beta,
+  const std::string policy = cocktail ? fmt::format("cocktail-paper (alpha {}, beta {}, chunk {})", a.pol.alpha, a.pol.beta,
                                                     a.pol.chunk)
                              : a.pol.budget_bytes ? fmt::format("comix-{} (--kv-budget {} bytes)", a.pol.family,
                                                                 a.pol.budget_bytes)

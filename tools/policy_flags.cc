@@ -1,30 +1,46 @@
 // --policy flags for eval and generate (see policy_flags.h).
 #include "tools/policy_flags.h"
 
+#include <sstream>
+
 #include "engine/cocktail_plan.h"  // ValidateCocktailOptions
 #include "tools/common.h"          // ParseBytes
 
 namespace chorus::cli {
 
 void AddPolicyFlags(CLI::App* cmd, PolicyFlags& f, bool with_query, const std::string& where) {
-  cmd->add_option("--policy", f.policy, "KV precision policy: comix (bits per layer x K/V under one budget: "
-                                        "--kv-budget or --kv-avg-bits, --comix-family) or cocktail (f16/kivi4/kivi2 "
-                                        "per 32-token block by its chunk's relevance to the query: --alpha, --beta, "
-                                        "--chunk, --encoder); " + where);
-  cmd->add_option("--kv-budget", f.budget, "comix: KV byte budget (e.g. 4000000, 64K, 1.5M)");
-  cmd->add_option("--kv-avg-bits", f.avg_bits, "comix without --kv-budget: average bits target (2..8)")
+  cmd->add_option("--policy", f.policy, std::string("KV precision policy: comix (bits per layer x K/V under one budget: "
+                                        "--kv-budget or --kv-avg-bits, --comix-family)") +
+                                        (with_query ? ", cocktail (the same allocator, each 32-token block's error "
+                                                      "weighted by its chunk's relevance to --query)" : "") +
+                                        " or cocktail-paper (the paper's f16/kivi4/kivi2 per 32-token block by its "
+                                        "chunk's relevance: --alpha, --beta, --chunk, --encoder); " + where);
+  cmd->add_option("--kv-budget", f.budget, "comix/cocktail: KV byte budget (e.g. 4000000, 64K, 1.5M)");
+  cmd->add_option("--kv-avg-bits", f.avg_bits, "comix/cocktail without --kv-budget: average bits target (2..8)")
       ->capture_default_str();
-  cmd->add_option("--comix-family", f.family, "comix formats: tq (tq2/3/4) or kivi (kivi2/3/4)")->capture_default_str();
-  cmd->add_option("--alpha", f.alpha, "cocktail: T_low = s_min + alpha (s_max - s_min); larger = more INT2")
+  cmd->add_option("--comix-family", f.family, "comix/cocktail formats: tq (tq2/3/4) or kivi (kivi2/3/4)")
       ->capture_default_str();
-  cmd->add_option("--beta", f.beta, "cocktail: T_high = s_max - beta (s_max - s_min); larger = more FP16")
+  if (with_query) {
+    cmd->add_option("--comix-tiers", f.tiers, "comix/cocktail: bit widths to choose from, ascending, of 2,3,4,8 (8 = q8)")
+        ->capture_default_str();
+    cmd->add_option("--comix-min-k-bits", f.min_k_bits, "comix/cocktail: keys never below this many bits (0 = no floor)")
+        ->capture_default_str();
+    cmd->add_option("--comix-rank", f.rank, "comix/cocktail sensitivity: expected, calibrated (x the measured/expected "
+                                            "ratio per side and width) or bound")->capture_default_str();
+    cmd->add_option("--relevance-gain", f.relevance_gain, "cocktail: a block's error weight = 1 + gain x its chunk's "
+                                                          "relevance (min-max scaled to [0, 1])")->capture_default_str();
+    cmd->add_flag("--relevance-values-only", f.relevance_values_only, "cocktail: relevance weights values only");
+  }
+  cmd->add_option("--alpha", f.alpha, "cocktail-paper: T_low = s_min + alpha (s_max - s_min); larger = more INT2")
       ->capture_default_str();
-  cmd->add_option("--chunk", f.chunk, "cocktail: chunk size in tokens (16, 32, 64)")->capture_default_str();
-  cmd->add_option("--encoder", f.encoder, "cocktail: sentence-embedding model directory (default: all-MiniLM-L6-v2 "
-                                          "next to the model if installed, else the model's own hidden states; "
-                                          "'hidden-states' forces those)");
+  cmd->add_option("--beta", f.beta, "cocktail-paper: T_high = s_max - beta (s_max - s_min); larger = more FP16")
+      ->capture_default_str();
+  cmd->add_option("--chunk", f.chunk, "cocktail(-paper): chunk size in tokens (16, 32, 64)")->capture_default_str();
+  cmd->add_option("--encoder", f.encoder, "cocktail(-paper): sentence-embedding model directory (default: "
+                                          "all-MiniLM-L6-v2 next to the model if installed, else the model's own "
+                                          "hidden states; 'hidden-states' forces those)");
   if (with_query)
-    cmd->add_option("--query", f.query, "cocktail: the question whose similarity to each chunk picks its precision");
+    cmd->add_option("--query", f.query, "cocktail(-paper): the question whose similarity to each chunk picks its precision");
 }
 
 Status CheckPolicyFlags(const CLI::App* cmd, PolicyFlags& f, bool need_query) {
@@ -32,15 +48,32 @@ Status CheckPolicyFlags(const CLI::App* cmd, PolicyFlags& f, bool need_query) {
     const CLI::Option* o = cmd->get_option_no_throw(name);
     return o != nullptr && o->count() > 0;
   };
-  if (!f.policy.empty() && f.policy != "comix" && f.policy != "cocktail")
-    return Status::Error("unknown --policy '{}' (valid: comix, cocktail)", f.policy);
-  for (const char* o : {"--kv-budget", "--kv-avg-bits", "--comix-family"})
-    if (given(o) && f.policy != "comix") return Status::Error("{} needs --policy comix", o);
-  for (const char* o : {"--alpha", "--beta", "--chunk", "--encoder", "--query"})
+  if (!f.policy.empty() && f.policy != "comix" && f.policy != "cocktail" && f.policy != "cocktail-paper")
+    return Status::Error("unknown --policy '{}' (valid: comix, cocktail, cocktail-paper)", f.policy);
+  const bool allocator = f.policy == "comix" || f.policy == "cocktail";
+  const bool relevance = f.policy == "cocktail" || f.policy == "cocktail-paper";
+  for (const char* o : {"--kv-budget", "--kv-avg-bits", "--comix-family", "--comix-tiers", "--comix-min-k-bits",
+                        "--comix-rank"})
+    if (given(o) && !allocator) return Status::Error("{} needs --policy comix or cocktail", o);
+  for (const char* o : {"--relevance-gain", "--relevance-values-only"})
     if (given(o) && f.policy != "cocktail") return Status::Error("{} needs --policy cocktail", o);
-  if (f.policy == "comix") {
+  for (const char* o : {"--alpha", "--beta"})
+    if (given(o) && f.policy != "cocktail-paper") return Status::Error("{} needs --policy cocktail-paper", o);
+  for (const char* o : {"--chunk", "--encoder", "--query"})
+    if (given(o) && !relevance) return Status::Error("{} needs --policy cocktail or cocktail-paper", o);
+  if (allocator) {
     if (f.family != "tq" && f.family != "kivi")
       return Status::Error("unknown --comix-family '{}' (valid: tq, kivi)", f.family);
+    if (f.rank != "expected" && f.rank != "calibrated" && f.rank != "bound")
+      return Status::Error("unknown --comix-rank '{}' (valid: expected, calibrated, bound)", f.rank);
+    f.tier_bits.clear();
+    std::stringstream ss(f.tiers);
+    for (std::string item; std::getline(ss, item, ',');) {
+      char* end = nullptr;
+      const long b = std::strtol(item.c_str(), &end, 10);
+      if (item.empty() || *end != 0) return Status::Error("--comix-tiers '{}': '{}' is not a bit width", f.tiers, item);
+      f.tier_bits.push_back(int(b));
+    }
     if (!f.budget.empty()) {
       auto b = ParseBytes(f.budget);
       if (!b.ok()) return b.status().Context("--kv-budget");
@@ -49,12 +82,12 @@ Status CheckPolicyFlags(const CLI::App* cmd, PolicyFlags& f, bool need_query) {
       return Status::Error("--kv-avg-bits must be between 2 and 8, got {}", f.avg_bits);
     }
   }
-  if (f.policy == "cocktail") {
+  if (relevance) {
     CHORUS_RETURN_IF_ERROR(ValidateCocktailOptions({.alpha = f.alpha, .beta = f.beta, .chunk_tokens = f.chunk})
                                .Context("--alpha/--beta/--chunk"));
     if (need_query && f.query.find_first_not_of(" \t\r\n") == std::string::npos)
-      return Status::Error("--policy cocktail needs --query TEXT (the question whose relevance to each chunk picks "
-                           "its precision)");
+      return Status::Error("--policy {} needs --query TEXT (the question whose relevance to each chunk {})", f.policy,
+                           f.policy == "cocktail" ? "weights its blocks' errors" : "picks its precision");
   }
   return Status::Ok();
 }
@@ -65,6 +98,12 @@ Result<ComixOptions> ComixOptionsFor(const PolicyFlags& f, const ModelConfig& c,
   co.n_layer = c.n_layer, co.n_head = c.n_head, co.n_head_kv = c.n_head_kv, co.head_dim = c.head_dim;
   co.family = f.family == "kivi" ? ComixFamily::kKivi : ComixFamily::kTq;
   co.budget_bytes = f.budget_bytes, co.avg_bits = f.avg_bits, co.sink_blocks = sink_blocks;
+  if (!f.tier_bits.empty()) co.tiers = f.tier_bits;
+  co.min_k_bits = f.min_k_bits;
+  co.worst_case = f.rank == "bound";
+  co.calibrated = f.rank == "calibrated";
+  co.relevance_gain = f.relevance_gain;
+  co.relevance_values_only = f.relevance_values_only;
   CHORUS_RETURN_IF_ERROR(ComixPolicy::Validate(co));
   return co;
 }

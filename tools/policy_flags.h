@@ -1,13 +1,16 @@
-// The --policy flags of `chorus eval ppl|kld` and `chorus generate` (comix: --kv-budget,
-// --kv-avg-bits, --comix-family; cocktail: --alpha, --beta, --chunk, --encoder, and --query on eval),
+// The --policy flags of `chorus eval ppl|kld` and `chorus generate` (comix and cocktail — one
+// allocator, cocktail weighted by relevance: --kv-budget, --kv-avg-bits, --comix-family, and on eval
+// --comix-tiers, --comix-min-k-bits, --comix-rank, --relevance-gain, --relevance-values-only;
+// cocktail-paper: --alpha, --beta; both cocktails: --chunk, --encoder, and --query on eval),
 // checked before anything is loaded: every error names the flag and the limit.
 // Invariant: PolicyFlags::policy is "" (no policy: the command behaves exactly as without these
-// flags), "comix" or "cocktail" once CheckPolicyFlags has passed.
+// flags), "comix", "cocktail" or "cocktail-paper" once CheckPolicyFlags has passed.
 #pragma once
 #include <CLI/CLI.hpp>
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "model/model_config.h"   // ModelConfig
 #include "policy/comix_policy.h"  // ComixOptions
@@ -16,7 +19,7 @@
 namespace chorus::cli {
 
 struct PolicyFlags {
-  std::string policy;            // "", "comix", "cocktail"
+  std::string policy;            // "", "comix", "cocktail", "cocktail-paper"
   std::string budget;            // comix: --kv-budget (bytes, K/M/G suffixes); "" = --kv-avg-bits
   double avg_bits = 3;           // comix target without a budget (2..8)
   std::string family = "tq";     // comix formats: tq | kivi
@@ -24,7 +27,13 @@ struct PolicyFlags {
   size_t chunk = 32;             // cocktail chunk tokens (16, 32, 64)
   std::string encoder;           // cocktail: "" = installed all-MiniLM-L6-v2 else fallback; "hidden-states"
   std::string query;             // cocktail on eval: --query TEXT
+  std::string tiers = "2,3,4";   // comix/cocktail (eval): --comix-tiers
+  int min_k_bits = 0;            // comix/cocktail (eval): --comix-min-k-bits
+  std::string rank = "expected"; // comix/cocktail (eval): expected | calibrated | bound
+  double relevance_gain = 4;     // cocktail: error weight 1 + gain × relevance
+  bool relevance_values_only = false;
   size_t budget_bytes = 0;       // parsed --kv-budget (set by CheckPolicyFlags)
+  std::vector<int> tier_bits;    // parsed --comix-tiers (set by CheckPolicyFlags)
 };
 
 // Registers --policy and its options on `cmd`; `with_query` adds --query (eval); `where` ends the
@@ -32,8 +41,8 @@ struct PolicyFlags {
 void AddPolicyFlags(CLI::App* cmd, PolicyFlags& flags, bool with_query, const std::string& where);
 
 // Validates the flags as given on `cmd` (options of one policy given with another or without
-// --policy, unknown policy, α/β/chunk, family, avg bits, byte size, cocktail without --query when
-// `need_query`). Parses --kv-budget into budget_bytes.
+// --policy, unknown policy, α/β/chunk, family, tiers, rank, avg bits, byte size, cocktail(-paper)
+// without --query when `need_query`). Parses --kv-budget into budget_bytes.
 Status CheckPolicyFlags(const CLI::App* cmd, PolicyFlags& flags, bool need_query);
 
 // CoMix options for a model (budget or avg-bits, family, sink blocks), checked against the model's

@@ -49,14 +49,15 @@ struct EngineOptions {
   size_t sink_blocks = 1;    // leading blocks of a context kept f16
   // Rows of every sequence's newest < 32 tokens before sealing: "f16", "q8" (half the bytes; the
   // measured default for compressed contexts, docs/results/polykv.md) or "auto" = q8 unless
-  // shared_k and shared_v are both f16 with the uniform policy (the exact baseline; "cocktail"
+  // shared_k and shared_v are both f16 with the uniform policy (the exact baseline; "cocktail-paper"
   // compresses, so it gets q8 rows like every compressed configuration).
   std::string kv_window = "auto";
   size_t kv_budget_bytes = 0;  // 0 = unlimited; agents that do not fit are refused with a message
   // "uniform": the formats above. "comix": bits per (sequence, layer, K/V) coordinated under one
   // budget (kv_budget_bytes, or kv_avg_bits as a target when the budget is 0); formats of comix_family.
-  // "cocktail": like uniform (ShareFor works under either), but says contexts will be shared with
-  // ShareFor, so the "auto" window is q8.
+  // "cocktail-paper" (the paper's scheme, METHODS.md §3): like uniform (ShareFor works under either),
+  // but says contexts will be shared with ShareFor, so the "auto" window is q8. ("cocktail", CoMix's
+  // allocator weighted by relevance, runs in `chorus eval` so far: the engine refuses it by name.)
   std::string policy = "uniform";
   double kv_avg_bits = 3;
   std::string comix_family = "tq";  // "tq" (tq2/3/4) or "kivi" (kivi2/3/4)

@@ -275,8 +275,12 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options) {
     CHORUS_RETURN_IF_ERROR(ComixPolicy::Validate(co));
     impl->comix = std::make_unique<ComixPolicy>(co);
     impl->policy->UseForAll(impl->comix.get());
-  } else if (options.policy != "uniform" && options.policy != "cocktail") {
-    return Status::Error("unknown KV policy '{}' (valid: uniform, comix, cocktail)", options.policy);
+  } else if (options.policy == "cocktail") {
+    return Status::Error("KV policy 'cocktail' (CoMix's allocator weighted by each chunk's relevance to the question) "
+                         "runs in `chorus eval ppl|kld --policy cocktail` so far; the engine has 'cocktail-paper' (the "
+                         "paper's f16/kivi4/kivi2 thresholds)");
+  } else if (options.policy != "uniform" && options.policy != "cocktail-paper") {
+    return Status::Error("unknown KV policy '{}' (valid: uniform, comix, cocktail-paper)", options.policy);
   }
   KvStoreOptions sto{.n_layer = c.n_layer,
                      .shape = {.n_head = c.n_head, .n_head_kv = c.n_head_kv, .head_dim = c.head_dim},

@@ -1,6 +1,7 @@
 // CoMix allocation: greedy multiple-choice knapsack (see header).
 #include "policy/comix_alloc.h"
 
+#include <algorithm>
 #include <limits>
 #include <queue>
 
@@ -17,7 +18,7 @@ struct Upgrade {
 // The best upgrade of item i from choice `from` that fits in `free` bytes, if any.
 bool BestUpgrade(const ComixItem& it, size_t i, int from, size_t free, Upgrade* out) {
   bool found = false;
-  for (int to = from + 1; to < int(kComixChoices); ++to) {
+  for (int to = from + 1; to < int(std::min(it.choices, kComixMaxChoices)); ++to) {
     const double gain = it.weight * (it.err[from] - it.err[to]);
     if (gain <= 0) continue;
     const size_t extra = it.blocks * (it.bytes[to] > it.bytes[from] ? it.bytes[to] - it.bytes[from] : 0);

@@ -178,4 +178,13 @@ double SideExpected(const HeadStats& s, ComixFamily family, KvSide side, int bit
   return std::sqrt(var) * std::sqrt(2.0 / 3.14159265358979) * HalfRangeNorm(s) / std::sqrt(3.0);
 }
 
+double ComixCalibration(ComixFamily family, KvSide side, int bits) {
+  // [family kivi, tq][side K, V][bits 2, 3, 4, 8]
+  static constexpr double kTable[2][2][4] = {{{0.0131, 0.009208, 0.009101, 0.0278}, {0.05895, 0.05604, 0.05226, 0.06525}},
+                                             {{0.0166, 0.01368, 0.01377, 0.0278}, {0.07753, 0.06777, 0.06849, 0.06525}}};
+  const int b = bits == 2 ? 0 : bits == 3 ? 1 : bits == 4 ? 2 : bits == 8 ? 3 : -1;
+  if (b < 0) return 1;
+  return kTable[family == ComixFamily::kTq][side == KvSide::kValue][b];
+}
+
 }  // namespace chorus

@@ -75,4 +75,11 @@ double SideBound(const HeadStats& s, ComixFamily family, KvSide side, int bits);
 // replaces its maximum; radius = RMS of a uniform spread over the values' box. Not a bound.
 double SideExpected(const HeadStats& s, ComixFamily family, KvSide side, int bits);
 
+// Measured attention-output error / SideExpected, median per (family, side, bits ∈ {2,3,4,8}),
+// measured by comix_bound_test (CalibrationMatchesTheMeasuredError) on SmolLM2-135M over
+// examples/du_fu.txt: SideExpected is 10–100× the error and by different factors per side and
+// width, so K and V items and the 2→3 and 3→4 steps were not on one scale. SideExpected × this is
+// the calibrated sensitivity (ComixOptions::calibrated). Other bits → 1.
+double ComixCalibration(ComixFamily family, KvSide side, int bits);
+
 }  // namespace chorus

@@ -1,6 +1,9 @@
 // ComixPolicy: CoMix (METHODS.md §2) — one KV byte budget, bits per (sequence, layer, K/V side)
 // coordinated across every resident sequence by an online error bound (policy/comix_bound.h) and
-// a knapsack (policy/comix_alloc.h).
+// a knapsack (policy/comix_alloc.h). The same allocator is chorus's Cocktail (issue 19): a unit
+// registered with a relevance per 32-token block (its chunk's similarity to the question) is cut
+// into runs of blocks of equal relevance level, and each run × layer × side is one knapsack item
+// whose error weight grows with its relevance — bytes still come from the budget / average target.
 //
 // Invariants:
 // - A unit (a registered sequence: an agent's own KV, a shared context, a scored text) is admitted
@@ -19,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -51,6 +55,18 @@ struct ComixOptions {
   WindowFormat window = WindowFormat::kF16;
   size_t threads = 1;
   size_t prefill_tokens = 32;
+  // Bit widths the allocation chooses from, ascending, 1..4 of {2, 3, 4, 8} (8 = q8, for either
+  // family). Keys never get fewer than min_k_bits (0: no floor; the tiers below it are not offered
+  // to keys). split_kv off needs the same tiers for both sides (min_k_bits ≤ tiers[0]).
+  std::vector<int> tiers = {2, 3, 4};
+  int min_k_bits = 0;
+  // Rank by SideExpected × the measured/expected ratio of its (family, side, bits)
+  // (ComixCalibration, comix_bound.h) instead of SideExpected alone.
+  bool calibrated = false;
+  // Relevance (Cocktail): a run's error weight is readers × (1 + relevance_gain · r), r ∈ [0, 1] its
+  // blocks' min–max scaled relevance; with relevance_values_only the key items keep readers.
+  double relevance_gain = 4;
+  bool relevance_values_only = false;
 };
 
 // One recorded allocation (printed by the CLI: how the allocation changed).
@@ -82,8 +98,12 @@ class ComixPolicy : public PrecisionPolicy {
   static Status Validate(const ComixOptions& options);
 
   // Registers sequence `seq_id` (own tokens ≤ capacity, first absolute position first_pos) with an
-  // error weight; refused with a message if even all-2-bit cannot fit (nothing changes then).
-  Status AddUnit(uint64_t seq_id, size_t capacity, size_t first_pos, double weight, std::string label);
+  // error weight; refused with a message if even the cheapest tiers cannot fit (nothing changes
+  // then). `block_relevance` (optional, one value per 32-token block of the unit, any scale: it is
+  // min–max scaled): the unit's blocks are grouped into runs of equal relevance level (eighths),
+  // each run weighted by its relevance (ComixOptions::relevance_gain); empty or gain 0 = one run (CoMix).
+  Status AddUnit(uint64_t seq_id, size_t capacity, size_t first_pos, double weight, std::string label,
+                 std::span<const float> block_relevance = {});
   void RemoveUnit(uint64_t seq_id);  // its bytes go back to the others
   void SetWeight(uint64_t seq_id, double weight);
   bool HasUnit(uint64_t seq_id) const { return units_.count(seq_id) != 0; }
@@ -92,7 +112,7 @@ class ComixPolicy : public PrecisionPolicy {
   void Observe(const Observation& obs) override;
   void Unseal(const BlockInfo& info, const BlockFormats& f) override;
 
-  // Projected bytes with every future block at 2 bits, and what it must stay under.
+  // Projected bytes with every future block at its cheapest tier, and what it must stay under.
   size_t ProjectedMinimum() const;
   // Bytes future blocks may take under the budget (negative: the fixed part alone is over).
   int64_t Capacity() const;
@@ -106,7 +126,11 @@ class ComixPolicy : public PrecisionPolicy {
   // pool's slots, and the units' sealed blocks).
   void SetStore(const KvStore* store) { store_ = store; }
 
-  std::string HeatMap() const;  // bits per unit × layer, K and V rows
+  std::string HeatMap() const;  // bits per unit × layer (of each layer's next block), K and V rows
+  // The relevance runs of a unit (first block of each run) and the bits in force per run of one
+  // layer (tests and reports); empty when the unit is unknown.
+  std::vector<size_t> RunStarts(uint64_t seq_id) const;
+  std::vector<int> RunBits(uint64_t seq_id, size_t layer, KvSide side) const;
   // The heat map and, with `events`, one line per reallocation (why, bits, bytes, time).
   std::string Report(bool events) const;
   ComixTiming Timing() const;  // reallocations recorded so far
@@ -116,7 +140,7 @@ class ComixPolicy : public PrecisionPolicy {
  private:
   struct Layer {
     size_t sealed = 0;                       // blocks sealed so far
-    int k_bits = 2, v_bits = 2;              // allocation in force
+    std::vector<int> k_bits, v_bits;         // (runs) allocation in force
     std::vector<HeadStats> cur, prev;        // (n_head_kv) recent statistics, two buckets
     size_t cur_rows = 0, cur_queries = 0;
     bool observed = false;
@@ -127,12 +151,18 @@ class ComixPolicy : public PrecisionPolicy {
     size_t capacity = 0, first_pos = 0;
     size_t committed = 0;         // bytes of its sealed blocks
     size_t committed_nonsink = 0;
+    std::vector<size_t> run_start = {0};  // first block of each run (ascending, run_start[0] = 0)
+    std::vector<double> run_rel = {0};    // relevance of each run in [0, 1]
     std::vector<Layer> layers;
   };
   size_t BlocksTotal(const Unit& u) const { return u.capacity / 32; }
   size_t SinkBlocks(const Unit& u) const;
   size_t Reserve(const Unit& u) const;  // its non-block peak (KvFootprint)
   size_t SideBytes(int bits, KvSide side) const;
+  std::vector<int> SideTiers(KvSide side) const { return SideTiersOf(options_, side); }
+  static std::vector<int> SideTiersOf(const ComixOptions& o, KvSide side);
+  size_t RunOf(const Unit& u, size_t block) const;
+  size_t RunLeft(const Unit& u, size_t run, size_t done) const;  // blocks of the run at index ≥ done
   size_t BlockBytes(int k_bits, int v_bits) const;
   // Bytes fixed regardless of the allocation (sealed, sinks to come, reserves) and the capacity.
   size_t FixedBytes() const;

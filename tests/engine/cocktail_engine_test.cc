@@ -98,7 +98,7 @@ TEST(CocktailEngine, SeveralQueriesTakeHighestPrecision) {
   for (size_t i = 0; i < mb.size(); ++i) EXPECT_EQ(rank(mb[i]), std::max(rank(m1[i]), rank(m2[i]))) << i;
 }
 
-// policy "cocktail" says contexts are shared with ShareFor: the "auto" window is q8, as for every
+// policy "cocktail-paper" says contexts are shared with ShareFor: the "auto" window is q8, as for every
 // compressed configuration, even with f16 as the shared and private formats (uniform f16/f16 keeps
 // f16 rows). Seen in an agent's own window: 66 instead of 128 bytes per token and KV head.
 TEST(CocktailEngine, CocktailPolicyGetsTheQ8Window) {
@@ -106,7 +106,7 @@ TEST(CocktailEngine, CocktailPolicyGetsTheQ8Window) {
   size_t private_bytes[2] = {0, 0};
   for (int i = 0; i < 2; ++i) {
     auto engine = Open({.shared_k = "f16", .shared_v = "f16", .private_k = "f16", .private_v = "f16",
-                        .policy = i == 0 ? "uniform" : "cocktail"});
+                        .policy = i == 0 ? "uniform" : "cocktail-paper"});
     ASSERT_TRUE(engine);
     auto ctx = engine->ShareFor(Document(), {q});
     ASSERT_TRUE(ctx.ok()) << ctx.status().message();
@@ -118,7 +118,7 @@ TEST(CocktailEngine, CocktailPolicyGetsTheQ8Window) {
   EXPECT_LT(private_bytes[1], private_bytes[0]);
   auto bad = Engine::Open({.model_path = kModel, .policy = "mixed"});
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("valid: uniform, comix, cocktail"), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("valid: uniform, comix, cocktail-paper"), std::string::npos) << bad.status().message();
 }
 
 TEST(CocktailEngine, BadParametersAndEncoderPathsAreErrors) {

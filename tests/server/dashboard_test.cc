@@ -196,7 +196,7 @@ TEST(Dashboard, PrefixCacheRunsAndTheirReaders) {
 }
 
 TEST(Dashboard, CocktailContextShowsTheEnginesChunkMap) {
-  auto e = OpenTiny({.policy = "cocktail", .encoder_path = kHiddenStateEncoder});
+  auto e = OpenTiny({.policy = "cocktail-paper", .encoder_path = kHiddenStateEncoder});
   ASSERT_NE(e, nullptr);
   std::string doc;
   for (int i = 0; i < 14; ++i) doc += "fact" + std::to_string(i) + " is here. ";

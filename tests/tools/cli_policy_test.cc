@@ -1,4 +1,4 @@
-// `chorus eval ppl|kld --policy comix|cocktail` and `chorus generate --policy ...`, run as the real
+// `chorus eval ppl|kld --policy comix|cocktail|cocktail-paper` and `chorus generate --policy ...`, run as the real
 // binary on the real model: exact equivalences where the rules allow one (Cocktail with alpha = 1,
 // beta = 0 seals every non-sink block INT2 = uniform kivi2; CoMix at an average of 2 bits can only
 // seal 2-bit blocks = uniform kivi2/tq2), the CoMix budget holds, generate streams an answer with its
@@ -40,10 +40,10 @@ std::string WriteDoc() {
   return path;
 }
 
-TEST(CliPolicy, EvalPplCocktailAllInt2EqualsUniformKivi2) {
+TEST(CliPolicy, EvalPplCocktailPaperAllInt2EqualsUniformKivi2) {
   // alpha = 1, beta = 0: T_low = T_high = s_max, so every chunk has s <= T_low → INT2 (kivi2/kivi2),
   // the sink block f16 — exactly uniform kivi2 with one sink block; the map is computed per chunk.
-  const nlohmann::json c = Json(Chorus(Ppl("--policy cocktail --query 'Where was Du Fu born?' --alpha 1 --beta 0")));
+  const nlohmann::json c = Json(Chorus(Ppl("--policy cocktail-paper --query 'Where was Du Fu born?' --alpha 1 --beta 0")));
   const nlohmann::json u = Json(Chorus(Ppl("--kv-k kivi2 --kv-v kivi2")));
   ASSERT_TRUE(c.contains("kv_policy")) << c.dump();
   EXPECT_EQ(c["ppl"].get<double>(), u["ppl"].get<double>());
@@ -56,8 +56,28 @@ TEST(CliPolicy, EvalPplCocktailAllInt2EqualsUniformKivi2) {
   }
   EXPECT_NE(p["encoder"].get<std::string>().find("all-MiniLM-L6-v2"), std::string::npos) << p["encoder"];
   // The default thresholds keep some chunks above INT2 and cost more bytes than all-INT2.
-  const nlohmann::json d = Json(Chorus(Ppl("--policy cocktail --query 'Where was Du Fu born?'")));
+  const nlohmann::json d = Json(Chorus(Ppl("--policy cocktail-paper --query 'Where was Du Fu born?'")));
   EXPECT_GT(d["kv_policy"]["kv_mean_bytes"].get<double>(), u["kv_bytes_per_chunk"].get<double>());
+}
+
+// chorus's cocktail is CoMix's allocator with relevance weights: with gain 0 it is CoMix exactly (same
+// PPL, same bytes: catches the relevance path changing anything but the weights); with the default
+// gain it stays within the same average-bits target (the bytes of uniform tq3) and reports the
+// relevance it used per block. Catches relevance buying bytes beyond the target.
+TEST(CliPolicy, EvalPplCocktailIsComixWithRelevanceWeights) {
+  const std::string q = "--query 'Where was Du Fu born?' ";
+  const nlohmann::json zero = Json(Chorus(Ppl("--policy cocktail " + q + "--relevance-gain 0 --kv-avg-bits 3", 256)));
+  const nlohmann::json comix = Json(Chorus(Ppl("--policy comix --kv-avg-bits 3", 256)));
+  EXPECT_EQ(zero["ppl"].get<double>(), comix["ppl"].get<double>());
+  EXPECT_EQ(zero["kv_bytes_per_chunk"], comix["kv_bytes_per_chunk"]);
+  const nlohmann::json c = Json(Chorus(Ppl("--policy cocktail " + q + "--kv-avg-bits 3", 256)));
+  const nlohmann::json u = Json(Chorus(Ppl("--kv-k tq3 --kv-v tq3", 256)));
+  EXPECT_LE(c["kv_policy"]["kv_mean_bytes"].get<double>(), u["kv_bytes_per_chunk"].get<double>());
+  const std::string rel = c["kv_policy"]["chunk_bits"][0]["relevance"];
+  EXPECT_EQ(rel.size(), 8u) << rel;  // one level per 32-token block of the 256-token chunk
+  EXPECT_EQ(rel[0], 'S');
+  EXPECT_NE(rel.find('8'), std::string::npos) << rel;  // the most relevant block is at the top level
+  EXPECT_NE(c["kv_policy"]["encoder"].get<std::string>().find("all-MiniLM-L6-v2"), std::string::npos);
 }
 
 TEST(CliPolicy, EvalPplComixAtTwoBitsEqualsUniformTwoBit) {
@@ -86,17 +106,17 @@ TEST(CliPolicy, EvalPplComixStaysWithinBudgetAndSpendsIt) {
 
 TEST(CliPolicy, EvalKldPolicyRowFollowsConfigs) {
   const nlohmann::json j = Json(Chorus(std::string("eval kld -m ") + kModel + " -f " + kText +
-                                       " -c 128 --chunks 1 -t 2 --json --configs kivi2/kivi2 --policy cocktail "
+                                       " -c 128 --chunks 1 -t 2 --json --configs kivi2/kivi2 --policy cocktail-paper "
                                        "--query 'Du Fu poetry' --alpha 1 --beta 0"));
   ASSERT_EQ(j["configs"].size(), 2u) << j.dump();
-  EXPECT_EQ(j["configs"][1]["k"], "cocktail:1:0");
+  EXPECT_EQ(j["configs"][1]["k"], "cocktail-paper:1:0");
   EXPECT_EQ(j["configs"][0]["kld_mean"], j["configs"][1]["kld_mean"]);
   EXPECT_EQ(j["configs"][0]["kv_bytes"], j["configs"][1]["kv_bytes"]);
 }
 
-TEST(CliPolicy, GenerateCocktailStreamsAnswerWithChunkMap) {
+TEST(CliPolicy, GenerateCocktailPaperStreamsAnswerWithChunkMap) {
   const std::string doc = WriteDoc();
-  const std::string base = std::string("generate -m ") + kModel + " --policy cocktail --doc " + doc +
+  const std::string base = std::string("generate -m ") + kModel + " --policy cocktail-paper --doc " + doc +
                            " -p 'What is the access code for the north gate?' -n 6 --temp 0 -t 2";
   const nlohmann::json j = Json(Chorus(base + " --json"));
   EXPECT_GT(j["generated_tokens"].get<size_t>(), 0u);
@@ -127,25 +147,38 @@ TEST(CliPolicy, BadInputIsAnErrorThatNamesTheProblem) {
   const std::string gen = std::string("generate -m ") + kModel + " -n 2 ";
   const std::pair<std::string, std::string> cases[] = {
       {ppl + "--policy cocktail", "--policy cocktail needs --query"},
-      {ppl + "--policy cocktail --query q --alpha 0.7 --beta 0.5", "alpha + beta must be <= 1"},
-      {ppl + "--policy cocktail --query q --alpha 1.5", "alpha must be in [0, 1], got 1.5"},
-      {ppl + "--policy cocktail --query q --beta -0.1", "beta must be in [0, 1], got -0.1"},
+      {ppl + "--policy cocktail-paper", "--policy cocktail-paper needs --query"},
+      {ppl + "--policy cocktail-paper --query q --alpha 0.7 --beta 0.5", "alpha + beta must be <= 1"},
+      {ppl + "--policy cocktail-paper --query q --alpha 1.5", "alpha must be in [0, 1], got 1.5"},
+      {ppl + "--policy cocktail-paper --query q --beta -0.1", "beta must be in [0, 1], got -0.1"},
+      {ppl + "--policy cocktail-paper --query q --encoder /no/such/encoder", "--encoder '/no/such/encoder' does not exist"},
       {ppl + "--policy cocktail --query q --encoder /no/such/encoder", "--encoder '/no/such/encoder' does not exist"},
       {ppl + "--policy comix --kv-budget 100K", "below this model's minimum of"},
       {ppl + "--policy comix --kv-budget 1.2M", "chunk 1 (128 tokens): refused"},
       {ppl + "--policy comix --kv-avg-bits 9", "--kv-avg-bits must be between 2 and 8"},
       {ppl + "--policy comix --comix-family q8", "unknown --comix-family 'q8'"},
       {ppl + "--policy comix --kv-budget lots", "'lots' is not a byte size"},
+      {ppl + "--policy comix --comix-tiers 4,8 --kv-avg-bits 3", "the minimum for tiers 4,8 (key floor 0) is --kv-avg-bits 4.000"},
+      {ppl + "--policy cocktail --query q --comix-min-k-bits 4 --comix-tiers 4,8 --kv-avg-bits 3.5", "below the cheapest tiers' cost"},
+      {ppl + "--policy comix --comix-tiers 2,5", "5 is not a tier"},
+      {ppl + "--policy comix --comix-tiers 2,x", "'x' is not a bit width"},
+      {ppl + "--policy comix --comix-min-k-bits 8", "above every tier"},
+      {ppl + "--policy comix --comix-rank best", "unknown --comix-rank 'best'"},
       {ppl + "--policy uniform", "unknown --policy 'uniform'"},
-      {ppl + "--query q", "--query needs --policy cocktail"},
-      {ppl + "--policy comix --alpha 0.5", "--alpha needs --policy cocktail"},
-      {ppl + "--policy cocktail --query q --kv-budget 1M", "--kv-budget needs --policy comix"},
+      {ppl + "--query q", "--query needs --policy cocktail or cocktail-paper"},
+      {ppl + "--policy comix --alpha 0.5", "--alpha needs --policy cocktail-paper"},
+      {ppl + "--policy cocktail --query q --alpha 0.5", "--alpha needs --policy cocktail-paper"},
+      {ppl + "--policy comix --relevance-gain 2", "--relevance-gain needs --policy cocktail"},
+      {ppl + "--policy cocktail-paper --query q --kv-budget 1M", "--kv-budget needs --policy comix or cocktail"},
       {ppl + "--policy comix --kv-k q8", "--kv-k/--kv-v choose uniform formats"},
-      {gen + "--policy cocktail -p q", "--policy cocktail needs --doc FILE"},
-      {gen + "--policy cocktail --doc " + doc, "--policy cocktail needs a question"},
-      {gen + "--policy cocktail --doc /no/such/doc -p q", "cannot read file '/no/such/doc'"},
-      {gen + "--policy cocktail --doc " + doc + " -p q --alpha 0.9 --beta 0.2", "alpha + beta must be <= 1"},
-      {gen + "--policy cocktail --doc " + doc + " -p q --encoder /no/such/encoder", "does not exist"},
+      {gen + "--policy cocktail -p q --doc " + doc, "runs in `chorus eval ppl|kld` so far"},
+      {gen + "--policy cocktail-paper -p q", "--policy cocktail-paper needs --doc FILE"},
+      {gen + "--policy cocktail-paper --doc " + doc, "--policy cocktail-paper needs a question"},
+      {gen + "--policy cocktail-paper --doc /no/such/doc -p q", "cannot read file '/no/such/doc'"},
+      {gen + "--policy cocktail-paper --doc " + doc + " -p q --alpha 0.9 --beta 0.2", "alpha + beta must be <= 1"},
+      {gen + "--policy cocktail-paper --doc " + doc + " -p q --encoder /no/such/encoder", "does not exist"},
+      {std::string("agents -m ") + kModel + " --doc " + doc + " --questions " + doc + " --policy cocktail",
+       "runs in `chorus eval ppl|kld` so far"},
       {gen + "--policy comix --kv-budget 100K -p q", "below this model's minimum of"},
       {gen + "--doc " + doc + " -p q", "--doc needs --policy"},
       {gen + "--policy comix --kv-k q8 -p q", "--kv-k/--kv-v do not apply with --policy comix"},
