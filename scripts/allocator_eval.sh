@@ -13,7 +13,7 @@ set -euo pipefail
 out=$1 corpora=$2 rows=$3 chunks=${4:-10} ctx=${5:-512} threads=${6:-2}
 bin=${CHORUS_BIN:-build/bin/chorus}
 model=${CHORUS_MODEL:-models/SmolLM2-135M-Instruct.Q4_1.gguf}
-uniform=kivi2/kivi2,kivi3/kivi3,kivi4/kivi4,kivi4/kivi2,q8/kivi3,tq2/tq2,tq3/tq3,tq4/tq4,tq4/tq2,q8/tq3
+uniform=${UNIFORM_CONFIGS:-kivi2/kivi2,kivi3/kivi3,kivi4/kivi4,kivi4/kivi2,q8/kivi3,tq2/tq2,tq3/tq3,tq4/tq4,tq4/tq2,q8/tq3}
 mkdir -p "$out"
 IFS=, read -ra cs <<<"$corpora"
 IFS=, read -ra rs <<<"$rows"

@@ -10,20 +10,17 @@
 #include <vector>
 
 #include "kv/kv_store.h"
+#include "comix_fixture.h"
 #include "policy/comix_policy.h"
 #include "util/thread_pool.h"
 
 namespace chorus {
 namespace {
 
-constexpr AttentionShape kShape{.n_head = 6, .n_head_kv = 2, .head_dim = 64};
-constexpr size_t kLayers = 3;
+constexpr AttentionShape kShape = test::kComixShape;
+constexpr size_t kLayers = test::kComixLayers;
 
-ComixOptions Options(double avg_bits) {
-  return ComixOptions{.n_layer = kLayers, .n_head = kShape.n_head, .n_head_kv = kShape.n_head_kv,
-                      .head_dim = kShape.head_dim, .family = ComixFamily::kTq, .avg_bits = avg_bits,
-                      .realloc_every = 8, .prefill_tokens = 32};
-}
+ComixOptions Options(double avg_bits) { return test::ComixTestOptions(0, avg_bits, 32); }
 
 // Appends `n` rows of Gaussian keys/values/queries to every layer of `seq` (the store seals full
 // blocks with the policy's formats and hands the policy its observations).

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kv/kv_store.h"
+#include "comix_fixture.h"
 #include "util/thread_pool.h"
 
 namespace chorus {
@@ -65,14 +66,10 @@ TEST(ComixAlloc, RandomItemsNeverExceedCapacity) {
   }
 }
 
-constexpr AttentionShape kShape{.n_head = 6, .n_head_kv = 2, .head_dim = 64};
-constexpr size_t kLayers = 3;
+constexpr AttentionShape kShape = test::kComixShape;
+constexpr size_t kLayers = test::kComixLayers;
 
-ComixOptions Options(size_t budget) {
-  return ComixOptions{.n_layer = kLayers, .n_head = kShape.n_head, .n_head_kv = kShape.n_head_kv,
-                      .head_dim = kShape.head_dim, .family = ComixFamily::kTq, .budget_bytes = budget,
-                      .realloc_every = 8, .prefill_tokens = 40};
-}
+ComixOptions Options(size_t budget) { return test::ComixTestOptions(budget); }
 
 TEST(ComixPolicy, BadBudgetNamesTheMinimum) {
   const size_t min = ComixPolicy::MinimumBudget(Options(0));
