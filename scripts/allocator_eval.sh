@@ -39,7 +39,7 @@ for c in "${cs[@]}"; do
     fi
     echo "$(date -u +%H:%M:%S) load $(cut -d' ' -f1-3 /proc/loadavg): ${args[*]}" | tee -a "$out/commands.txt" >&2
     start=$(date +%s)
-    nice -n 5 "$bin" "${args[@]}" >"$dest.tmp" 2>>"$out/stderr.txt"
+    nice -n 5 "$bin" "${args[@]}" >"$dest.tmp"
     mv "$dest.tmp" "$dest"
     echo "  $(($(date +%s) - start)) s, load $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out/commands.txt" >&2
   done
