@@ -42,29 +42,7 @@ TEST(ComixAlloc, SharedUnitWeightedByReaders) {
   EXPECT_EQ(a.choice, (std::vector<int>{0, 1}));
 }
 
-TEST(ComixAlloc, RandomItemsNeverExceedCapacity) {
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<double> u(0, 1);
-  for (int trial = 0; trial < 200; ++trial) {
-    std::vector<ComixItem> items;
-    const size_t n = 1 + rng() % 60;
-    for (size_t i = 0; i < n; ++i) {
-      const double e4 = u(rng);
-      items.push_back(ComixItem{.weight = 1 + double(rng() % 4), .blocks = rng() % 20,
-                                .err = {e4 + u(rng) * 4, e4 + u(rng), e4},
-                                .bytes = {80 + rng() % 20, 120 + rng() % 20, 160 + rng() % 20}});
-    }
-    size_t cheapest = 0, dearest = 0;
-    for (auto& it : items) cheapest += it.blocks * it.bytes[0], dearest += it.blocks * it.bytes[2];
-    const size_t cap = cheapest + size_t(u(rng) * double(dearest - cheapest + 1));
-    const ComixAllocation a = AllocateComix(items, cap);
-    ASSERT_TRUE(a.feasible);
-    size_t bytes = 0;
-    for (size_t i = 0; i < n; ++i) bytes += items[i].blocks * items[i].bytes[a.choice[i]];
-    EXPECT_EQ(bytes, a.bytes);
-    EXPECT_LE(bytes, cap);
-  }
-}
+// (Random items never exceeding the capacity, with 1–4 choices each: allocator_test.cc.)
 
 constexpr AttentionShape kShape = test::kComixShape;
 constexpr size_t kLayers = test::kComixLayers;
