@@ -14,13 +14,44 @@
 namespace chorus::cli {
 namespace {
 
-Result<nlohmann::json> Peer(const AgentsBenchArgs& a, const std::string& kv_type) {
-  std::ostringstream cmd;
-  cmd << a.python << " scripts/ref/llama_agents_bench.py -m '" << a.model << "' --doc-tokens " << a.doc_tokens
-      << " --tg " << a.tg << " --threads " << a.threads << " --kv-type " << kv_type << " --agents ";
-  for (size_t i = 0; i < a.agents.size(); ++i) cmd << (i ? "," : "") << a.agents[i];
-  cmd << " --json 2>/dev/null";
-  return RunPeerJson(cmd.str());
+// llama.cpp's aggregate decode rates, one JSON per peer column: {"best": ...} from llama-batched-bench
+// over weights (original, Q4_0) × flash attention × unified KV × the peer KV types
+// (scripts/ref/llama_agents_best.py, the best median per agent count and its settings), or, without
+// llama.cpp's tools, one llama-cpp-python run per KV type (scripts/ref/llama_agents_bench.py).
+std::map<std::string, nlohmann::json> Peers(const AgentsBenchArgs& a, nlohmann::json* report) {
+  std::map<std::string, nlohmann::json> peers;
+  if (a.peer_kv.empty()) return peers;
+  std::ostringstream agents, kvs;
+  for (size_t i = 0; i < a.agents.size(); ++i) agents << (i ? "," : "") << a.agents[i];
+  for (size_t i = 0; i < a.peer_kv.size(); ++i) kvs << (i ? "," : "") << a.peer_kv[i];
+  auto fallback = [&](const std::string& kv_type) {
+    std::ostringstream cmd;
+    cmd << a.python << " scripts/ref/llama_agents_bench.py -m '" << a.model << "' --doc-tokens " << a.doc_tokens
+        << " --tg " << a.tg << " --threads " << a.threads << " --kv-type " << kv_type << " --agents " << agents.str()
+        << " --json 2>/dev/null";
+    return cmd.str();
+  };
+  std::ostringstream best;
+  best << a.python << " scripts/ref/llama_agents_best.py -m '" << a.model << "' --doc-tokens " << a.doc_tokens
+       << " --tg " << a.tg << " --threads " << a.threads << " --reps " << a.peer_reps << " --kv " << kvs.str()
+       << " --agents " << agents.str() << " --json";
+  std::fprintf(stderr, "llama.cpp at its best (llama-batched-bench variants) ...\n");
+  std::string note;
+  auto r = RunBestPeerJson(best.str(), fallback(a.peer_kv[0]), "llama-cpp-python, llama_agents_bench.py, per KV type",
+                           &note, [](const nlohmann::json& j) { return j.contains("agents") && !j["agents"].empty(); });
+  if (note.empty() && r.ok()) {
+    peers["best"] = r.value();
+    return peers;
+  }
+  (*report)["llama_cpp_note"] = note;
+  std::fprintf(stderr, "%s\n", note.c_str());
+  for (size_t i = 0; i < a.peer_kv.size(); ++i) {
+    const std::string& t = a.peer_kv[i];
+    auto p = i == 0 ? std::move(r) : RunPeerJson(fallback(t));
+    if (p.ok()) peers[t] = p.value();
+    else (*report)["llama_cpp_error"][t] = p.status().message();
+  }
+  return peers;
 }
 
 }  // namespace
@@ -95,13 +126,9 @@ int RunAgentsBench(const Model& model, const std::string& doc_text, const Agents
     c.ops += 4.0 * mc.n_layer * mc.n_head * mc.head_dim * (a.doc_tokens + a.tg / 2.0) * n;
     return c;
   };
-  std::map<std::string, nlohmann::json> peers;
-  for (const auto& t : a.peer_kv) {
-    std::fprintf(stderr, "llama.cpp %s ...\n", t.c_str());
-    auto p = Peer(a, t);
-    if (p.ok()) peers[t] = p.value();
-    else report["llama_cpp_error"][t] = p.status().message();
-  }
+  std::map<std::string, nlohmann::json> peers = Peers(a, &report);
+  std::vector<std::string> peer_cols;
+  for (const auto& [t, p] : peers) peer_cols.push_back(t);
   std::map<std::string, std::map<size_t, ChorusRow>> chorus;
   std::map<std::string, double> prefill;
   for (const auto& kv : a.kv) {
@@ -119,8 +146,8 @@ int RunAgentsBench(const Model& model, const std::string& doc_text, const Agents
               a.tg, a.doc_tokens, a.threads);
   std::fprintf(out, "%-8s", "agents");
   for (const auto& kv : a.kv) std::fprintf(out, " %18s", ("chorus " + kv).c_str());
-  for (const auto& t : a.peer_kv) std::fprintf(out, " %16s", ("llama.cpp " + t).c_str());
-  std::fprintf(out, " %s\n", a.peer_kv.empty() ? "" : "  chorus / best llama.cpp");
+  for (const auto& t : peer_cols) std::fprintf(out, " %16s", ("llama.cpp " + t).c_str());
+  std::fprintf(out, " %s\n", peer_cols.empty() ? "" : "  chorus / best llama.cpp");
   for (size_t n : a.agents) {
     std::fprintf(out, "%-8zu", n);
     double best_peer = 0;
@@ -132,7 +159,7 @@ int RunAgentsBench(const Model& model, const std::string& doc_text, const Agents
           {"decode_tokens_per_s", r.tps}, {"peak_kv_bytes", r.peak_kv_bytes}, {"mean_kv_bytes", r.mean_kv_bytes},
           {"roofline", RoofJson(c, n, RoofFor(c, n, limits), r.tps)}};
     }
-    for (const auto& t : a.peer_kv) {
+    for (const auto& t : peer_cols) {
       const double v = peer_tps(t, n);
       best_peer = std::max(best_peer, v);
       report["rows"][std::to_string(n)]["llama_cpp"][t] = v;
@@ -145,9 +172,19 @@ int RunAgentsBench(const Model& model, const std::string& doc_text, const Agents
     }
     std::fprintf(out, "\n");
   }
+  if (peers.count("best")) {
+    for (size_t n : a.agents) {
+      const std::string ns = std::to_string(n);
+      if (!peers["best"]["agents"].contains(ns)) continue;
+      const nlohmann::json& b = peers["best"]["agents"][ns];
+      std::fprintf(out, "llama.cpp best at %zu agents: %s (median of %d, spread %.1f-%.1f)\n", n,
+                   b.value("settings", "").c_str(), a.peer_reps, b["spread"][0].get<double>(),
+                   b["spread"][1].get<double>());
+    }
+  }
   std::fprintf(out, "\ndocument prefill (s):");
   for (const auto& kv : a.kv) std::fprintf(out, "  chorus %s %.2f", kv.c_str(), prefill[kv]);
-  for (const auto& t : a.peer_kv) {
+  for (const auto& t : peer_cols) {
     if (peers.count(t) && peers[t]["agents"].contains(std::to_string(a.agents.front())))
       std::fprintf(out, "  llama.cpp %s %.2f", t.c_str(),
                   peers[t]["agents"][std::to_string(a.agents.front())].value("prefill_seconds", 0.0));

@@ -14,7 +14,7 @@ struct AgentsBenchArgs {
   size_t doc_tokens = 4096;
   std::vector<std::string> kv{"q8/tq3", "f16/f16"};
   std::vector<std::string> peer_kv{"f16", "q8_0", "q4_0"};
-  int threads = 2, tg = 128;
+  int threads = 2, tg = 128, peer_reps = 3;  // peer_reps: llama-batched-bench runs per variant
   bool json = false;
   std::string window;  // --kv-window; empty = the engine's default
 };

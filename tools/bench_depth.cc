@@ -55,22 +55,20 @@ Result<double> OursAtDepth(const Model& model, const KvConfig& cfg, size_t depth
 Result<double> PeerAtDepth(const std::string& model, const std::string& kv_type, size_t depth, int threads,
                            const DepthBenchArgs& a, std::string* settings) {
   const std::string ts = std::to_string(threads);
-  {
-    std::ostringstream cmd;
-    cmd << a.python << " scripts/ref/llama_best.py -m '" << model << "' --threads " << threads << " --pp 0 --tg "
-        << a.tg << " --reps " << a.reps << " --depth " << depth << " --kv " << kv_type << " --json 2>/dev/null";
-    auto j = RunPeerJson(cmd.str());
-    if (j.ok() && j.value()["threads"].contains(ts) && j.value()["threads"][ts].contains("tg")) {
-      *settings = j.value()["threads"][ts].value("tg_settings", "");
-      return j.value()["threads"][ts]["tg"].get<double>();
-    }
-  }
-  std::ostringstream cmd;
-  cmd << a.python << " scripts/ref/llama_bench.py --model '" << model << "' --threads " << threads
-      << " --pp 0 --tg " << a.tg << " --reps " << a.reps << " --depth " << depth << " --kv-type " << kv_type
-      << " --json 2>/dev/null";
-  CHORUS_ASSIGN_OR_RETURN(nlohmann::json j, RunPeerJson(cmd.str()));
-  *settings = "llama-cpp-python, weights as given, flash-attn auto (llama.cpp tools not built)";
+  std::ostringstream best, fallback;
+  best << a.python << " scripts/ref/llama_best.py -m '" << model << "' --threads " << threads << " --pp 0 --tg " << a.tg
+       << " --reps " << a.reps << " --depth " << depth << " --kv " << kv_type << " --json 2>/dev/null";
+  fallback << a.python << " scripts/ref/llama_bench.py --model '" << model << "' --threads " << threads
+           << " --pp 0 --tg " << a.tg << " --reps " << a.reps << " --depth " << depth << " --kv-type " << kv_type
+           << " --json 2>/dev/null";
+  std::string note;
+  CHORUS_ASSIGN_OR_RETURN(
+      nlohmann::json j,
+      RunBestPeerJson(best.str(), fallback.str(), "llama-cpp-python, weights as given, flash-attn auto", &note,
+                      [&](const nlohmann::json& r) {
+                        return r.contains("threads") && r["threads"].contains(ts) && r["threads"][ts].contains("tg");
+                      }));
+  *settings = note.empty() ? j["threads"][ts].value("tg_settings", "") : note;
   try {
     return j["threads"][ts]["tg"].get<double>();
   } catch (const std::exception& e) {

@@ -86,19 +86,13 @@ Result<Speeds> MeasureOurs(const Model& model, int threads, const BenchArgs& a) 
 Result<nlohmann::json> MeasurePeer(const BenchArgs& a, std::string* note) {
   std::ostringstream threads;
   for (size_t i = 0; i < a.threads.size(); ++i) threads << (i ? "," : "") << a.threads[i];
-  if (a.peer == "best") {
-    std::ostringstream cmd;
-    cmd << a.python << " scripts/ref/llama_best.py -m '" << a.model << "' --threads " << threads.str() << " --pp "
-        << a.pp << " --tg " << a.tg << " --reps " << a.reps << " --json";
-    auto r = RunPeerJson(cmd.str());
-    if (r.ok()) return r;
-    *note = "llama-bench variants not run (" + r.status().message() +
-            "); peer = llama-cpp-python, its default settings only";
-  }
-  std::ostringstream cmd;
-  cmd << a.python << " scripts/ref/llama_bench.py --model '" << a.model << "' --threads " << threads.str()
-      << " --pp " << a.pp << " --tg " << a.tg << " --reps " << a.reps << " --json";
-  return RunPeerJson(cmd.str());
+  std::ostringstream best, fallback;
+  if (a.peer == "best")
+    best << a.python << " scripts/ref/llama_best.py -m '" << a.model << "' --threads " << threads.str() << " --pp "
+         << a.pp << " --tg " << a.tg << " --reps " << a.reps << " --json";
+  fallback << a.python << " scripts/ref/llama_bench.py --model '" << a.model << "' --threads " << threads.str()
+           << " --pp " << a.pp << " --tg " << a.tg << " --reps " << a.reps << " --json";
+  return RunBestPeerJson(best.str(), fallback.str(), "llama-cpp-python, its default settings only", note);
 }
 
 int RunBench(const BenchArgs& a) {
@@ -118,7 +112,7 @@ int RunBench(const BenchArgs& a) {
     AgentsBenchArgs g{.model = a.model, .python = a.python, .agents = a.agents, .doc_tokens = a.doc_tokens,
                       .kv = a.kv.size() == 1 && a.kv[0] == "f16/f16" ? std::vector<std::string>{"q8/tq3", "f16/f16"} : a.kv,
                       .peer_kv = a.no_peer ? std::vector<std::string>{} : a.peer_kv, .threads = a.threads.back(),
-                      .tg = a.tg, .json = a.json, .window = a.window};
+                      .tg = a.tg, .peer_reps = a.reps, .json = a.json, .window = a.window};
     return RunAgentsBench(model, model.tokenizer().Decode(toks), g);
   }
   if (!a.depths.empty()) {

@@ -172,4 +172,17 @@ Result<nlohmann::json> RunPeerJson(const std::string& command) {
   }
 }
 
+Result<nlohmann::json> RunBestPeerJson(const std::string& best_cmd, const std::string& fallback_cmd,
+                                       const std::string& fallback_what, std::string* note,
+                                       const std::function<bool(const nlohmann::json&)>& usable) {
+  note->clear();
+  if (!best_cmd.empty()) {
+    auto r = RunPeerJson(best_cmd);
+    if (r.ok() && (!usable || usable(r.value()))) return r;
+    *note = "llama.cpp's own tools not used (" + (r.ok() ? std::string("no usable row in their output") : r.status().message()) +
+            "); peer = " + fallback_what;
+  }
+  return RunPeerJson(fallback_cmd);
+}
+
 }  // namespace chorus::cli

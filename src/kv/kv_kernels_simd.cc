@@ -305,6 +305,55 @@ HWY_INLINE void AccumulateRowsTile(const Rows& rows, uint32_t d, const float* p,
   }
 }
 
+// TQ values for one register tile of queries: per 32-channel group, the 32 tokens in order, each
+// token's group unpacked once for the group's kV channel vectors (the compiler shares the packed
+// words' broadcasts between them) and met by kQ queries × kV vectors of accumulators, with each
+// weight broadcast once per token instead of once per channel vector. Every output lane still sees
+// a = fma(w_ij, v_jc, a) for j = 0..31 on the same floats: bit-identical to AccumulateRowsTile.
+// kV: channel vectors per pass (divides the group's 32/N), kQ · kV + kQ + temporaries ≤ registers.
+template <size_t kQ, size_t kV, uint32_t kBits>
+HWY_INLINE void AccumulateTqRowsTile(const TqRows<kBits>& rows, uint32_t d, const float* p, size_t ld, float* acc) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  HWY_ALIGN float w[kQ][kBlockTokens];  // p · row scale, as AccumulateRowsTile
+  for (size_t j = 0; j < kBlockTokens; ++j) {
+    const float s = rows.ScaleOf(j);
+    CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) w[i][j] = p[i * ld + j] * s;
+  }
+  constexpr size_t kGroupBytes = PackedGroupBytes(kBits);
+  const size_t row_bytes = kv_layout::TqRowBytes(kBits, d);
+  for (size_t c0 = 0; c0 < d; c0 += kV * N) {
+    const size_t in_group = c0 % kGroupCodes;
+    const uint8_t* group = rows.tile + 2 + (c0 / kGroupCodes) * kGroupBytes;
+    VF a[kQ][kV];
+    CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) {
+      CHORUS_UNROLL for (size_t v = 0; v < kV; ++v) a[i][v] = hn::LoadU(df, acc + i * d + c0 + v * N);
+    }
+    for (size_t j = 0; j < kBlockTokens; ++j, group += row_bytes) {
+      VF wb[kQ];
+      CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) wb[i] = hn::Set(df, w[i][j]);
+      CHORUS_UNROLL for (size_t v = 0; v < kV; ++v) {
+        const VF x = rows.table.Lookup(UnpackCodes<kBits>(DU(), group, in_group + v * N));
+        CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) a[i][v] = hn::MulAdd(wb[i], x, a[i][v]);
+      }
+    }
+    CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) {
+      CHORUS_UNROLL for (size_t v = 0; v < kV; ++v) hn::StoreU(a[i][v], df, acc + i * d + c0 + v * N);
+    }
+  }
+}
+
+// Channel vectors per pass of AccumulateTqRowsTile: a whole group where the registers allow.
+template <size_t kQ>
+constexpr size_t TqAccV() {
+  constexpr size_t kGroupVecs = kGroupCodes / hn::MaxLanes(DF());
+#if HWY_TARGET <= HWY_AVX3  // 32 registers
+  return kGroupVecs;
+#else
+  return std::min<size_t>(kQ <= 2 ? 4 : 2, kGroupVecs);
+#endif
+}
+
 // The decoded-tile twin of AccumulateRowsTile for many queries: every element sees the same FMAs
 // in the same order (a = fma(w_ij, v_jc, a) for j = 0..31), so results are bit-identical; kQ
 // queries × kV vectors of channels stay in registers, so a tile row is loaded once per kQ queries.
@@ -519,7 +568,12 @@ HWY_INLINE const uint8_t* HeadTile(const uint8_t* block, uint32_t d, uint32_t kv
 
 template <class Rows>
 HWY_INLINE void AccumulateRowsDirect(const Rows& rows, uint32_t d, const float* p, size_t n_q, float* acc, size_t ld) {
-  if constexpr (std::is_same_v<Rows, DecodedRows>) {
+  if constexpr (std::is_same_v<Rows, TqRows<2>> || std::is_same_v<Rows, TqRows<3>> || std::is_same_v<Rows, TqRows<4>>) {
+    ForQueryTiles(n_q, [&](auto kq, size_t i0) {
+      constexpr size_t kQ = decltype(kq)::value;
+      AccumulateTqRowsTile<kQ, TqAccV<kQ>()>(rows, d, p + i0 * ld, ld, acc + i0 * d);
+    });
+  } else if constexpr (std::is_same_v<Rows, DecodedRows>) {
     ForQueryTiles<kAccQ>(n_q, [&](auto kq, size_t i0) {
       AccumulateDecodedTile<decltype(kq)::value>(rows, d, p + i0 * ld, ld, acc + i0 * d);
     });

@@ -135,6 +135,28 @@ HWY_INLINE __m256 Halves8(const uint8_t* const* rp, size_t off) {
   return _mm256_cvtph_ps(v);
 }
 
+// The two f16 at byte `off` of each of the 8 rows (Q4_1's d and m), as 8 + 8 floats: one 4-byte
+// load per row instead of two 2-byte ones (the same bits as Halves8(rp, off), Halves8(rp, off + 2)).
+HWY_INLINE void HalfPairs8(const uint8_t* const* rp, size_t off, __m256* first, __m256* second) {
+  auto at = [&](int i) {
+    int32_t v;
+    std::memcpy(&v, rp[i] + off, 4);
+    return v;
+  };
+  __m128i a = _mm_cvtsi32_si128(at(0)), b = _mm_cvtsi32_si128(at(4));
+  a = _mm_insert_epi32(a, at(1), 1);
+  b = _mm_insert_epi32(b, at(5), 1);
+  a = _mm_insert_epi32(a, at(2), 2);
+  b = _mm_insert_epi32(b, at(6), 2);
+  a = _mm_insert_epi32(a, at(3), 3);
+  b = _mm_insert_epi32(b, at(7), 3);
+  const __m128i split = _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+  a = _mm_shuffle_epi8(a, split);  // [first 0-3 | second 0-3]
+  b = _mm_shuffle_epi8(b, split);  // [first 4-7 | second 4-7]
+  *first = _mm256_cvtph_ps(_mm_unpacklo_epi64(a, b));
+  *second = _mm256_cvtph_ps(_mm_unpackhi_epi64(a, b));
+}
+
 // A panel's rows are read one after the other into `stage` (kCode bytes at byte kOff of every
 // kBS-byte block), so the weights stream from memory in address order — the hardware prefetcher
 // follows one long stream, which it does not for 8 interleaved rows of a few cache lines each —
@@ -229,15 +251,31 @@ HWY_INLINE __m256i FifthBits(uint32_t qh) {
   return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
 }
 
+// The 32 nibble codes of a 32-element block's 16 bytes at qs, in element order (byte k holds
+// elements k, low nibble, and k + 16, high nibble: Q4_0, Q4_1, Q5_0's low 4 bits).
+// The 16 bytes in both halves (one broadcast load), the upper half shifted down a nibble: 2 operations.
+HWY_INLINE __m256i Nibbles32(const uint8_t* qs) {
+  const __m256i v2 = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
+  return _mm256_and_si256(_mm256_srlv_epi64(v2, _mm256_setr_epi64x(0, 0, 4, 4)), _mm256_set1_epi8(0x0F));
+}
+
 // The 32 codes of the Q5_0 block at blk, in element order.
 HWY_INLINE __m256i Q5_0Codes(const uint8_t* blk) {
   uint32_t qh;
   std::memcpy(&qh, blk + offsetof(BlockQ5_0, qh), 4);
-  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + offsetof(BlockQ5_0, qs)));
-  const __m256i v2 = _mm256_inserti128_si256(_mm256_castsi128_si256(v), v, 1);
-  // elements 0-15: low nibbles, 16-31: high nibbles
-  const __m256i nib = _mm256_blend_epi32(Lo4(v2), Hi4(v2), 0xF0);
-  return _mm256_or_si256(nib, FifthBits(qh));
+  return _mm256_or_si256(Nibbles32(blk + offsetof(BlockQ5_0, qs)), FifthBits(qh));
+}
+
+// One 32-element block of kType (Q4_0, Q4_1, Q5_0): its bytes and its codes at blk, in element order.
+template <GgmlType kType>
+inline constexpr size_t kBlock32Bytes = kType == GgmlType::kQ5_0   ? sizeof(BlockQ5_0)
+                                        : kType == GgmlType::kQ4_1 ? sizeof(BlockQ4_1)
+                                                                   : sizeof(BlockQ4_0);
+template <GgmlType kType>
+HWY_INLINE __m256i Block32Codes(const uint8_t* blk) {
+  if constexpr (kType == GgmlType::kQ5_0) return Q5_0Codes(blk);
+  else if constexpr (kType == GgmlType::kQ4_1) return Nibbles32(blk + offsetof(BlockQ4_1, qs));
+  else return Nibbles32(blk + offsetof(BlockQ4_0, qs));
 }
 
 inline void UnpackBlocksAvx2(GgmlType type, const uint8_t* src, size_t nb, uint8_t* q, float* dw, float* m) {

@@ -54,15 +54,17 @@ HWY_INLINE void Q8RowsToken(const Panel8& pn, const uint8_t* stage, size_t nb, c
   StoreRows(y, acc, n_rows);
 }
 
-// Q5_0 / Q4_K rows (8, clamped like PackPanel8) × one token straight from the blocks: each
-// 32-element sub-block's codes unpacked in registers (UnpackBlocksAvx2's bit moves), its 8 rows'
-// exact integer sums gathered by TransposeSum8, then PanelTokens's float operations in its order
-// with the (dw, m) UnpackBlocks computes: the same bits as the panel path, without the stage and
-// the transpose (decode of Gemma 3's Q5_0 / Q4_K tensors; their unpack dominated its profile).
+// Q4_0 / Q4_1 / Q5_0 / Q4_K rows (8, clamped like PackPanel8) × one token straight from the
+// blocks: each 32-element sub-block's codes unpacked in registers (PackQ4's / UnpackBlocksAvx2's bit
+// moves), its 8 rows' exact integer sums gathered by TransposeSum8, then PanelTokens's float
+// operations in its order with the (dw, m) the panel packing computes: the same bits as the panel
+// path, without the stage and the transpose (decode: the per-call panel packing dominated the
+// profiles of Gemma 3's Q5_0 / Q4_K tensors and of SmolLM2's Q4_1 ones).
 template <GgmlType kType>
 HWY_INLINE void DirectRowsToken(const uint8_t* const* rp, size_t cols, const uint8_t* act, const Int8ActLayout& l,
                                 float* y, size_t n_rows) {
-  static_assert(kType == GgmlType::kQ5_0 || kType == GgmlType::kQ4_K);
+  static_assert(kType == GgmlType::kQ4_0 || kType == GgmlType::kQ4_1 || kType == GgmlType::kQ5_0 ||
+                kType == GgmlType::kQ4_K);
   const float* dx = reinterpret_cast<const float*>(act + l.dx_off);
   const float* s = reinterpret_cast<const float*>(act + l.s_off);
   __m256 acc = _mm256_setzero_ps();
@@ -71,15 +73,22 @@ HWY_INLINE void DirectRowsToken(const uint8_t* const* rp, size_t cols, const uin
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(TransposeSum8(v)), sc, acc);
     acc = _mm256_fmadd_ps(mv, _mm256_set1_ps(s[j]), acc);
   };
-  if constexpr (kType == GgmlType::kQ5_0) {
+  if constexpr (kType != GgmlType::kQ4_K) {  // 32-element blocks: one sub-block each
     for (size_t b = 0; b < cols / 32; ++b) {
-      const size_t off = b * sizeof(BlockQ5_0);
+      const size_t off = b * kBlock32Bytes<kType>;
       const __m256i xv = _mm256_load_si256(reinterpret_cast<const __m256i*>(act + 32 * b));
       __m256i v[8];
 #pragma GCC unroll 8
-      for (int i = 0; i < 8; ++i) v[i] = Dot::Partial(Q5_0Codes(rp[i] + off), xv);
-      const __m256 dwv = Halves8(rp, off);
-      step(v, dwv, _mm256_mul_ps(_mm256_set1_ps(-16.0f), dwv), b);
+      for (int i = 0; i < 8; ++i) v[i] = Dot::Partial(Block32Codes<kType>(rp[i] + off), xv);
+      if constexpr (kType == GgmlType::kQ4_1) {
+        static_assert(offsetof(BlockQ4_1, m) == 2);
+        __m256 dwv, mv;
+        HalfPairs8(rp, off, &dwv, &mv);
+        step(v, dwv, mv, b);
+      } else {
+        const __m256 dwv = Halves8(rp, off);
+        step(v, dwv, _mm256_mul_ps(dwv, _mm256_set1_ps(kType == GgmlType::kQ5_0 ? -16.0f : -8.0f)), b);
+      }
     }
   } else {
     alignas(32) float dw[8][8], mn[8][8];  // [sub-block][row]
@@ -142,7 +151,8 @@ void Int8Groups(const ops_internal::JobList& jobs, const uint8_t* act, size_t n_
     return;
   }
   const GgmlType type = jobs.ws[0].type;
-  if (kSub == 32 && !kSigned && n_tok <= kQ8DirectMaxTok && (type == GgmlType::kQ5_0 || type == GgmlType::kQ4_K)) {
+  if (kSub == 32 && !kSigned && n_tok <= kQ8DirectMaxTok &&
+      (type == GgmlType::kQ4_0 || type == GgmlType::kQ4_1 || type == GgmlType::kQ5_0 || type == GgmlType::kQ4_K)) {
     const uint8_t* rp[8];
     ops_internal::ForPanelTokens(
         jobs, n_tok, ops_internal::kPanelTokChunk, g0, g1,
@@ -155,10 +165,13 @@ void Int8Groups(const ops_internal::JobList& jobs, const uint8_t* act, size_t n_
           const size_t ldy = jobs.ws[j].rows;
           for (size_t t = t0; t < t0 + nt; ++t) {
             float* y = jobs.ys[j] + t * ldy + r0;
-            if (type == GgmlType::kQ5_0)
-              DirectRowsToken<GgmlType::kQ5_0>(rp, cols, act + t * l.stride, l, y, n_rows);
-            else
-              DirectRowsToken<GgmlType::kQ4_K>(rp, cols, act + t * l.stride, l, y, n_rows);
+            const uint8_t* a = act + t * l.stride;
+            switch (type) {
+              case GgmlType::kQ4_0: DirectRowsToken<GgmlType::kQ4_0>(rp, cols, a, l, y, n_rows); break;
+              case GgmlType::kQ4_1: DirectRowsToken<GgmlType::kQ4_1>(rp, cols, a, l, y, n_rows); break;
+              case GgmlType::kQ5_0: DirectRowsToken<GgmlType::kQ5_0>(rp, cols, a, l, y, n_rows); break;
+              default: DirectRowsToken<GgmlType::kQ4_K>(rp, cols, a, l, y, n_rows); break;
+            }
           }
         });
     return;
