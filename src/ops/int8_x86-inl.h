@@ -116,6 +116,14 @@ HWY_INLINE void Transpose8x8(const __m256i* r, __m256i* out) {
   }
 }
 
+// out[j] lane i = float j of r[i] (Transpose8x8 of 8 rows of float bits).
+HWY_INLINE void TransposeFloats8x8(const __m256i* r, __m256* out) {
+  __m256i t[8];
+  Transpose8x8(r, t);
+#pragma GCC unroll 8
+  for (int j = 0; j < 8; ++j) out[j] = _mm256_castsi256_ps(t[j]);
+}
+
 // The f16 at byte `off` of each of the 8 rows, as 8 floats.
 // (Inserted lane by lane: eight 2-byte stores read back as one vector would stall store forwarding.)
 HWY_INLINE __m256 Halves8(const uint8_t* const* rp, size_t off) {
@@ -225,14 +233,8 @@ HWY_INLINE void Q6KScales8(const uint8_t* const* rp, size_t off, __m256* dw) {
     a[i] = _mm256_castps_si256(_mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc))));
     b[i] = _mm256_castps_si256(_mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8)))));
   }
-  __m256i ta[8], tb[8];
-  Transpose8x8(a, ta);
-  Transpose8x8(b, tb);
-#pragma GCC unroll 8
-  for (int j = 0; j < 8; ++j) {
-    dw[j] = _mm256_castsi256_ps(ta[j]);
-    dw[8 + j] = _mm256_castsi256_ps(tb[j]);
-  }
+  TransposeFloats8x8(a, dw);
+  TransposeFloats8x8(b, dw + 8);
 }
 
 // ---- UnpackBlocks with AVX2 for the types Gemma 3's Q4_K_M file holds most (Q5_0, Q4_K, Q6_K):
@@ -293,14 +295,8 @@ HWY_INLINE void KQuantScales8(const uint8_t* const* rp, size_t off, __m256* dw, 
     b[i] = _mm256_castps_si256(
         _mm256_xor_ps(_mm256_mul_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(dm)), mn), neg));
   }
-  __m256i ta[8], tb[8];
-  Transpose8x8(a, ta);
-  Transpose8x8(b, tb);
-#pragma GCC unroll 8
-  for (int j = 0; j < 8; ++j) {
-    dw[j] = _mm256_castsi256_ps(ta[j]);
-    m[j] = _mm256_castsi256_ps(tb[j]);
-  }
+  TransposeFloats8x8(a, dw);
+  TransposeFloats8x8(b, m);
 }
 
 // Codes of elements 128 h + 32 k + [0, 32) of the Q6_K super-block at blk (k < 4): the 4 low bits
