@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "util/fp16.h"  // F16ToF32
 
@@ -29,6 +30,10 @@ void SoftmaxFoldImpl(float* s, size_t n_q, size_t ld, size_t n_rows, float* m, f
     float mb = hn::GetLane(hn::MaxOfLanes(d, vmax));
     for (; j < n_rows; ++j) mb = std::max(mb, row[j]);
     const float m_new = std::max(m[i], mb);
+    if (m_new == -INFINITY) {  // every score so far masked: nothing to fold yet
+      std::fill(row, row + ld, 0.0f);
+      continue;
+    }
     if (m_new != m[i]) {
       const float c = m[i] == -INFINITY ? 0.0f : std::exp(m[i] - m_new);
       l[i] *= c;
@@ -54,6 +59,34 @@ void SoftmaxFoldImpl(float* s, size_t n_q, size_t ld, size_t n_rows, float* m, f
   }
 }
 
+constexpr size_t kRowChunk = kAttendRows;
+constexpr size_t kStackFloats = 8192;  // 32 KB of f32 rows on the stack (kRowChunk rows up to head_dim 256)
+
+// Scores of QB queries (rows of q) against one transposed f32 tile kt: QB · kRowChunk / N accumulators,
+// enough independent FMA chains to fill both FMA pipes (one query's chains alone would not).
+template <size_t QB, class D>
+HWY_INLINE void ScoreQueries(D df, const float* q, size_t hd, const float* kt, float* s, size_t ld) {
+  constexpr size_t N = HWY_LANES(float), kVecs = kRowChunk / N;
+  hn::Vec<D> acc[QB][kVecs];
+#pragma GCC unroll 16
+  for (size_t a = 0; a < QB; ++a)
+#pragma GCC unroll 16
+    for (size_t v = 0; v < kVecs; ++v) acc[a][v] = hn::Zero(df);
+  for (size_t c = 0; c < hd; ++c) {
+    const float* kc = kt + c * kRowChunk;
+#pragma GCC unroll 16
+    for (size_t a = 0; a < QB; ++a) {
+      const auto qc = hn::Set(df, q[a * hd + c]);
+#pragma GCC unroll 16
+      for (size_t v = 0; v < kVecs; ++v) acc[a][v] = hn::MulAdd(qc, hn::LoadU(df, kc + v * N), acc[a][v]);
+    }
+  }
+#pragma GCC unroll 16
+  for (size_t a = 0; a < QB; ++a)
+#pragma GCC unroll 16
+    for (size_t v = 0; v < kVecs; ++v) hn::StoreU(acc[a][v], df, s + a * ld + v * N);
+}
+
 void ScoreF16RowsImpl(const float* q, size_t n_q, size_t hd, const uint16_t* k, size_t stride, size_t n_rows,
                       float* s, size_t ld) {
   const hn::ScalableTag<float> df;
@@ -75,23 +108,81 @@ void ScoreF16RowsImpl(const float* q, size_t n_q, size_t hd, const uint16_t* k, 
   }
 }
 
+// One tile of kAttendRows keys stored transposed (kt[c * kAttendRows + j] = k_j[c], fp16): converted to
+// f32 once, then every query's kAttendRows scores are hd broadcast-FMAs, no horizontal sums.
+void ScoreF16TileImpl(const float* q, size_t n_q, size_t hd, const uint16_t* kt, float* s, size_t ld,
+                      float* ktf) {
+  const hn::ScalableTag<float> df;
+  const hn::Rebind<hwy::float16_t, decltype(df)> dh;
+  constexpr size_t N = HWY_LANES(float), kVecs = kRowChunk / N;
+  constexpr size_t kQueries = kVecs >= 8 ? 1 : 8 / kVecs;
+  static_assert(kRowChunk % N == 0);
+  for (size_t e = 0; e < hd * kRowChunk; e += N)
+    hn::StoreU(hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(kt + e))), df, ktf + e);
+  size_t i = 0;
+  for (; i + kQueries <= n_q; i += kQueries) ScoreQueries<kQueries>(df, q + i * hd, hd, ktf, s + i * ld, ld);
+  for (; i < n_q; ++i) ScoreQueries<1>(df, q + i * hd, hd, ktf, s + i * ld, ld);
+}
+
+// o_i[c0, c0 + NB·N) += Σ_j p_i[j] · vf_j over nr f32 rows vf (row stride hd), the NB vectors in registers.
+template <size_t NB, class D>
+HWY_INLINE void AccumulateBlock(D df, const float* pi, const float* vf, size_t nr, size_t hd, float* oi) {
+  constexpr size_t N = HWY_LANES(float);
+  hn::Vec<D> acc[NB];
+#pragma GCC unroll 16
+  for (size_t b = 0; b < NB; ++b) acc[b] = hn::LoadU(df, oi + b * N);
+  for (size_t j = 0; j < nr; ++j) {
+    const auto pj = hn::Set(df, pi[j]);
+    const float* vj = vf + j * hd;
+#pragma GCC unroll 16
+    for (size_t b = 0; b < NB; ++b) acc[b] = hn::MulAdd(pj, hn::LoadU(df, vj + b * N), acc[b]);
+  }
+#pragma GCC unroll 16
+  for (size_t b = 0; b < NB; ++b) hn::StoreU(acc[b], df, oi + b * N);
+}
+
+// Values of one chunk of rows as f32 once, whatever n_q is; each query's output, 8 vectors at a time,
+// stays in registers over the chunk's rows. Per query the same FMAs in the same order alone or stacked
+// with others (batched agents answer as alone).
 void AccumulateF16RowsImpl(const float* p, size_t n_q, size_t ld, const uint16_t* v, size_t stride, size_t n_rows,
                            float* o, size_t hd) {
   const hn::ScalableTag<float> df;
   const hn::Rebind<hwy::float16_t, decltype(df)> dh;
-  const size_t N = hn::Lanes(df);
-  for (size_t j = 0; j < n_rows; ++j) {
-    const uint16_t* vj = v + j * stride;
-    size_t c = 0;
-    for (; c + N <= hd; c += N) {
-      const auto vv = hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(vj + c)));
-      for (size_t i = 0; i < n_q; ++i) {
-        float* oi = o + i * hd + c;
-        hn::StoreU(hn::MulAdd(hn::Set(df, p[i * ld + j]), vv, hn::LoadU(df, oi)), df, oi);
+  constexpr size_t N = HWY_LANES(float), kBlockVecs = 8;
+  HWY_ALIGN float vf[kStackFloats];  // no heap: the KV layer's allocations are all counted
+  const size_t hd_vec = hd / N * N, chunk = std::min(kRowChunk, kStackFloats / hd);
+  for (size_t r0 = 0; r0 < n_rows; r0 += chunk) {
+    const size_t nr = std::min(chunk, n_rows - r0);
+    for (size_t j = 0; j < nr; ++j) {
+      const uint16_t* vj = v + (r0 + j) * stride;
+      float* dst = vf + j * hd;
+      size_t c = 0;
+      for (; c + N <= hd; c += N)
+        hn::StoreU(hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(vj + c))), df, dst + c);
+      for (; c < hd; ++c) dst[c] = F16ToF32(vj[c]);
+    }
+    for (size_t i = 0; i < n_q; ++i) {
+      const float* pi = p + i * ld + r0;
+      float* oi = o + i * hd;
+      size_t c0 = 0;
+      for (; c0 + kBlockVecs * N <= hd_vec; c0 += kBlockVecs * N)
+        AccumulateBlock<kBlockVecs>(df, pi, vf + c0, nr, hd, oi + c0);
+      switch ((hd_vec - c0) / N) {  // the last < 8 vectors, a compile-time count each
+        case 7: AccumulateBlock<7>(df, pi, vf + c0, nr, hd, oi + c0); break;
+        case 6: AccumulateBlock<6>(df, pi, vf + c0, nr, hd, oi + c0); break;
+        case 5: AccumulateBlock<5>(df, pi, vf + c0, nr, hd, oi + c0); break;
+        case 4: AccumulateBlock<4>(df, pi, vf + c0, nr, hd, oi + c0); break;
+        case 3: AccumulateBlock<3>(df, pi, vf + c0, nr, hd, oi + c0); break;
+        case 2: AccumulateBlock<2>(df, pi, vf + c0, nr, hd, oi + c0); break;
+        case 1: AccumulateBlock<1>(df, pi, vf + c0, nr, hd, oi + c0); break;
+        default: break;
+      }
+      for (size_t c = hd_vec; c < hd; ++c) {
+        float acc = oi[c];
+        for (size_t j = 0; j < nr; ++j) acc += pi[j] * vf[j * hd + c];
+        oi[c] = acc;
       }
     }
-    for (; c < hd; ++c)
-      for (size_t i = 0; i < n_q; ++i) o[i * hd + c] += p[i * ld + j] * F16ToF32(vj[c]);
   }
 }
 
@@ -103,6 +194,7 @@ HWY_AFTER_NAMESPACE();
 namespace chorus {
 HWY_EXPORT(SoftmaxFoldImpl);
 HWY_EXPORT(ScoreF16RowsImpl);
+HWY_EXPORT(ScoreF16TileImpl);
 HWY_EXPORT(AccumulateF16RowsImpl);
 
 void SoftmaxFold(float* s, size_t n_q, size_t ld, size_t n_rows, float* m, float* l, float* o, size_t hd) {
@@ -115,6 +207,10 @@ void SoftmaxFoldRef(float* s, size_t n_q, size_t ld, size_t n_rows, float* m, fl
     float mb = -INFINITY;
     for (size_t j = 0; j < n_rows; ++j) mb = std::max(mb, row[j]);
     const float m_new = std::max(m[i], mb);
+    if (m_new == -INFINITY) {
+      std::fill(row, row + ld, 0.0f);
+      continue;
+    }
     const double c = m[i] == -INFINITY ? 0.0 : std::exp(double(m[i]) - m_new);
     l[i] = static_cast<float>(l[i] * c);
     for (size_t k = 0; k < hd; ++k) o[i * hd + k] = static_cast<float>(o[i * hd + k] * c);
@@ -131,9 +227,44 @@ void ScoreF16Rows(const float* q, size_t n_q, size_t hd, const uint16_t* k, size
   HWY_DYNAMIC_DISPATCH(ScoreF16RowsImpl)(q, n_q, hd, k, stride, n_rows, s, ld);
 }
 
+void ScoreF16Tile(const float* q, size_t n_q, size_t hd, const uint16_t* kt, float* s, size_t ld, float* scratch) {
+  HWY_DYNAMIC_DISPATCH(ScoreF16TileImpl)(q, n_q, hd, kt, s, ld, scratch);
+}
+
 void AccumulateF16Rows(const float* p, size_t n_q, size_t ld, const uint16_t* v, size_t stride, size_t n_rows,
                        float* o, size_t hd) {
   HWY_DYNAMIC_DISPATCH(AccumulateF16RowsImpl)(p, n_q, ld, v, stride, n_rows, o, hd);
+}
+
+void AttendF16Ranges(const float* q, size_t n_q, const uint32_t* first, const uint32_t* end, const uint16_t* kt,
+                     size_t kt_stride, const uint16_t* v, size_t v_stride, size_t hd, AttendScratch& sc, float* out,
+                     size_t out_stride) {
+  constexpr size_t ld = kAttendRows;
+  sc.m.assign(n_q, -INFINITY);
+  sc.l.assign(n_q, 0.0f);
+  sc.o.assign(n_q * hd, 0.0f);
+  sc.s.resize(n_q * ld);
+  sc.kt.resize(hd * ld);
+  uint32_t lo = UINT32_MAX, hi = 0;
+  for (size_t i = 0; i < n_q; ++i) {
+    lo = std::min(lo, first[i]);
+    hi = std::max(hi, end[i]);
+  }
+  for (size_t t = lo / ld; t * ld < hi; ++t) {
+    const size_t r0 = t * ld, nr = std::min<size_t>(ld, hi - r0);
+    ScoreF16Tile(q, n_q, hd, kt + t * kt_stride, sc.s.data(), ld, sc.kt.data());
+    for (size_t i = 0; i < n_q; ++i) {  // rows query i does not see (a causal tail, a window's head)
+      float* si = sc.s.data() + i * ld;
+      for (size_t j = 0; j < nr; ++j)
+        if (r0 + j < first[i] || r0 + j >= end[i]) si[j] = -INFINITY;
+    }
+    SoftmaxFold(sc.s.data(), n_q, ld, nr, sc.m.data(), sc.l.data(), sc.o.data(), hd);
+    AccumulateF16Rows(sc.s.data(), n_q, ld, v + r0 * v_stride, v_stride, nr, sc.o.data(), hd);
+  }
+  for (size_t i = 0; i < n_q; ++i) {
+    const float inv = sc.l[i] > 0 ? 1.0f / sc.l[i] : 0.0f;
+    for (size_t c = 0; c < hd; ++c) out[i * out_stride + c] = sc.o[i * hd + c] * inv;
+  }
 }
 
 }  // namespace chorus

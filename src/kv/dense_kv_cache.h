@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kv/attention_math.h"    // kAttendRows
 #include "kv/sequence_kv.h"      // SequenceKv
 #include "util/aligned_buffer.h"  // AlignedBuffer
 
@@ -28,13 +29,21 @@ class DenseKvCache final : public SequenceKv {
   size_t kv_dim() const { return kv_dim_; }
   size_t n_layer() const { return n_layer_; }
 
-  uint16_t* K(size_t layer, size_t pos) { return k_[layer].data() + pos * kv_dim_; }
+  // Keys: per layer, tiles of kAttendRows positions × one KV head, stored transposed (ScoreF16Tile's
+  // layout: element c of position 32t + j at c * 32 + j), tile (t, head) at (t * n_head_kv + head) * 32
+  // * head_dim. Values: per layer (capacity, kv_dim) rows.
+  uint16_t* KeyTile(size_t layer, size_t t, size_t head) {
+    return k_[layer].data() + (t * shape_.n_head_kv + head) * shape_.head_dim * kAttendRows;
+  }
+  const uint16_t* KeyTile(size_t layer, size_t t, size_t head) const {
+    return k_[layer].data() + (t * shape_.n_head_kv + head) * shape_.head_dim * kAttendRows;
+  }
+  float Key(size_t layer, size_t pos, size_t head, size_t c) const;
   uint16_t* V(size_t layer, size_t pos) { return v_[layer].data() + pos * kv_dim_; }
-  const uint16_t* K(size_t layer, size_t pos) const { return k_[layer].data() + pos * kv_dim_; }
   const uint16_t* V(size_t layer, size_t pos) const { return v_[layer].data() + pos * kv_dim_; }
 
   void Clear() { size_ = 0; }
-  // Bytes held (payload of all layers at full capacity).
+  // Bytes held: the K and V buffers of all layers at full capacity (K rounded up to whole tiles).
   size_t bytes() const;
 
  private:
@@ -46,11 +55,8 @@ class DenseKvCache final : public SequenceKv {
   std::vector<AlignedBuffer<uint16_t>> v_;  // per layer: (capacity, kv_dim) fp16
 };
 
-// Causal attention of one query head over fp16 K/V rows [0, n_ctx) of one KV head.
-// q: (head_dim) already scaled by 1/sqrt(head_dim); k, v: row stride `stride` elements;
-// scores: scratch (n_ctx); out: (head_dim).
-void AttendDenseHead(const float* q, const uint16_t* k, const uint16_t* v, size_t stride,
-                     size_t n_ctx, size_t head_dim, float* scores, float* out);
+// Reference: attention of one query head over fp16 K/V rows [0, n_ctx) of one KV head, in double.
+// q: (head_dim) already scaled by 1/sqrt(head_dim); k, v: row stride `stride` elements; out: (head_dim).
 void AttendDenseHeadRef(const float* q, const uint16_t* k, const uint16_t* v, size_t stride,
                         size_t n_ctx, size_t head_dim, float* out);
 

@@ -37,8 +37,11 @@ TEST(LlamaCppLogits, Top1AndKlAgreeOnWikiText) {
   // values, so 1e-7 input differences flip codes and the noise decorrelates over 30 layers):
   // llama.cpp against itself, flash-attn on vs off: KL 3.0e-3, top-1 96.0 %; chorus's dense vs
   // block attention (outputs equal to 1e-7): KL 2.9e-3, top-1 97.4 % (docs/results/foundation.md).
-  // A bug (wrong RoPE, norm, GQA mapping, scale) gives KL > 0.1 and top-1 < 80 %.
-  EXPECT_GE(top1, 0.96);
+  // A bug (wrong RoPE, norm, GQA mapping, scale) gives KL > 0.1 and top-1 < 80 %. Top-1 over 1,024
+  // positions has a binomial spread of ±0.6 % at 96.5 %, so the bound sits two of those below the
+  // floor: measured 96.7 % (per-token dense attention) and 95.9 % (tiled, same inputs, other float
+  // rounding, KL 2.18e-3 — lower) on the same golden.
+  EXPECT_GE(top1, 0.95);
   EXPECT_LE(kl_mean, 4e-3);
 }
 

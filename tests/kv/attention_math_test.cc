@@ -61,4 +61,28 @@ TEST(AttentionMath, F16RowsMatchScalar) {
   }
 }
 
+TEST(AttentionMath, F16RowsOfAQueryAreTheSameFloatsAloneOrStacked) {
+  // Batched agents must answer as alone: a kernel whose per-query arithmetic depended on how many
+  // queries are stacked (a different path or reduction order for n_q > 1) fails this bitwise check.
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd;
+  for (size_t hd : {64u, 256u, 20u}) {
+    const size_t n_rows = 45, stride = hd + 1, ld = 48, n_q = 7;
+    std::vector<uint16_t> k(n_rows * stride), v(n_rows * stride);
+    for (auto& x : k) x = F32ToF16(nd(rng));
+    for (auto& x : v) x = F32ToF16(nd(rng));
+    std::vector<float> q(n_q * hd), s(n_q * ld), o(n_q * hd, 0.25f);
+    for (auto& x : q) x = nd(rng);
+    ScoreF16Rows(q.data(), n_q, hd, k.data(), stride, n_rows, s.data(), ld);
+    AccumulateF16Rows(s.data(), n_q, ld, v.data(), stride, n_rows, o.data(), hd);
+    for (size_t i = 0; i < n_q; ++i) {
+      std::vector<float> s1(ld), o1(hd, 0.25f);
+      ScoreF16Rows(q.data() + i * hd, 1, hd, k.data(), stride, n_rows, s1.data(), ld);
+      for (size_t j = 0; j < n_rows; ++j) ASSERT_EQ(s1[j], s[i * ld + j]) << hd << " q " << i << " row " << j;
+      AccumulateF16Rows(s1.data(), 1, ld, v.data(), stride, n_rows, o1.data(), hd);
+      for (size_t c = 0; c < hd; ++c) ASSERT_EQ(o1[c], o[i * hd + c]) << hd << " q " << i << " col " << c;
+    }
+  }
+}
+
 }  // namespace chorus
