@@ -31,6 +31,11 @@ constexpr Shape kShapes[] = {
     {"ffn_up_1536x576_Q4_K", GgmlType::kQ4_K, 1536, 768},
     {"ffn_up_1536x576_Q6_K", GgmlType::kQ6_K, 1536, 768},
     {"ffn_up_1536x576_F16", GgmlType::kF16, 1536, 576},
+    // Gemma 3 270M Q4_K_M (models/gemma-3-270m-q4_k_m.gguf): the tied output and one of each other type
+    {"gemma3_output_262144x640_Q8_0", GgmlType::kQ8_0, 262144, 640},
+    {"gemma3_ffn_up_2048x640_Q5_0", GgmlType::kQ5_0, 2048, 640},
+    {"gemma3_attn_output_640x1024_Q4_K", GgmlType::kQ4_K, 640, 1024},
+    {"gemma3_ffn_down_640x2048_Q6_K", GgmlType::kQ6_K, 640, 2048},
 };
 
 // Random bytes with every block's f16 scale fields set to small finite values.

@@ -116,6 +116,14 @@ HWY_INLINE void Transpose8x8(const __m256i* r, __m256i* out) {
   }
 }
 
+// out[j] lane i = float j of r[i] (Transpose8x8 of 8 rows of float bits).
+HWY_INLINE void TransposeFloats8x8(const __m256i* r, __m256* out) {
+  __m256i t[8];
+  Transpose8x8(r, t);
+#pragma GCC unroll 8
+  for (int j = 0; j < 8; ++j) out[j] = _mm256_castsi256_ps(t[j]);
+}
+
 // The f16 at byte `off` of each of the 8 rows, as 8 floats.
 // (Inserted lane by lane: eight 2-byte stores read back as one vector would stall store forwarding.)
 HWY_INLINE __m256 Halves8(const uint8_t* const* rp, size_t off) {
@@ -234,6 +242,23 @@ inline void PackQ8(const uint8_t* const* rp, size_t nb, Panel8 pn, uint8_t* stag
   }
 }
 
+// Q6KScales of 8 rows' super-blocks at byte off, transposed: dw[j] lane i = d_i · sc_ij (j < 16).
+HWY_INLINE void Q6KScales8(const uint8_t* const* rp, size_t off, __m256* dw) {
+  __m256i a[8], b[8];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    const uint8_t* blk = rp[i] + off;
+    uint16_t h;
+    std::memcpy(&h, blk + offsetof(BlockQ6_K, d), 2);
+    const __m256 d = _mm256_broadcastss_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
+    const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + offsetof(BlockQ6_K, scales)));
+    a[i] = _mm256_castps_si256(_mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc))));
+    b[i] = _mm256_castps_si256(_mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8)))));
+  }
+  TransposeFloats8x8(a, dw);
+  TransposeFloats8x8(b, dw + 8);
+}
+
 // ---- UnpackBlocks with AVX2 for the types Gemma 3's Q4_K_M file holds most (Q5_0, Q4_K, Q6_K):
 // the same codes (integer bit moves) and the same (dw, m) (the same float expressions) as the
 // per-target scalar UnpackBlocks, which the other types keep. A profile of Gemma 3 270M decode had
@@ -278,6 +303,51 @@ HWY_INLINE __m256i Block32Codes(const uint8_t* blk) {
   else return Nibbles32(blk + offsetof(BlockQ4_0, qs));
 }
 
+// Row i's 8 scales (bytes 0-7) and 8 mins (bytes 8-15) of a Q4_K / Q5_K super-block's scales[12],
+// KScaleMin's 6-bit fields moved by 32-bit masks and shifts instead of 16 scalar extractions.
+HWY_INLINE __m128i KScaleMin16(const uint8_t* scales) {
+  uint32_t u[3];
+  std::memcpy(u, scales, 12);
+  constexpr uint32_t k6 = 0x3F3F3F3Fu, k4 = 0x0F0F0F0Fu, k2 = 0x03030303u;
+  const uint32_t sc_lo = u[0] & k6, mn_lo = u[1] & k6;                  // j < 4
+  const uint32_t sc_hi = (u[2] & k4) | (((u[0] >> 6) & k2) << 4);        // j ≥ 4
+  const uint32_t mn_hi = ((u[2] >> 4) & k4) | (((u[1] >> 6) & k2) << 4);
+  return _mm_setr_epi32(static_cast<int>(sc_lo), static_cast<int>(sc_hi), static_cast<int>(mn_lo),
+                        static_cast<int>(mn_hi));
+}
+
+// KQuantScales of 8 rows' super-blocks at byte off, transposed: dw[j] lane i = d_i · sc_ij,
+// m[j] lane i = −(dmin_i · mn_ij) — the same float expressions (an exact int → float, one product).
+HWY_INLINE void KQuantScales8(const uint8_t* const* rp, size_t off, __m256* dw, __m256* m) {
+  __m256i a[8], b[8];
+  const __m256 neg = _mm256_set1_ps(-0.0f);
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    const uint8_t* blk = rp[i] + off;
+    int32_t dd;  // d, dmin: two adjacent halves
+    std::memcpy(&dd, blk, 4);
+    const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(dd));
+    const __m128i sm = KScaleMin16(blk + offsetof(BlockQ4_K, scales));
+    const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sm));
+    const __m256 mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(sm, 8)));
+    a[i] = _mm256_castps_si256(_mm256_mul_ps(_mm256_broadcastss_ps(dm), sc));
+    b[i] = _mm256_castps_si256(
+        _mm256_xor_ps(_mm256_mul_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(dm)), mn), neg));
+  }
+  TransposeFloats8x8(a, dw);
+  TransposeFloats8x8(b, m);
+}
+
+// Codes of elements 128 h + 32 k + [0, 32) of the Q6_K super-block at blk (k < 4): the 4 low bits
+// from ql, bits (2k, 2k + 1) of qh[32 h + l] as bits 4-5 (16-bit shifts: the bits that cross a byte
+// boundary land outside the 0x30 mask).
+HWY_INLINE __m256i Q6KCodes(const uint8_t* blk, int h, int k) {
+  const __m256i l = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + offsetof(BlockQ6_K, ql) + 64 * h + 32 * (k & 1)));
+  const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + offsetof(BlockQ6_K, qh) + 32 * h));
+  const __m256i hs = k == 0 ? _mm256_slli_epi16(hb, 4) : k == 1 ? _mm256_slli_epi16(hb, 2) : k == 2 ? hb : _mm256_srli_epi16(hb, 2);
+  return _mm256_or_si256(k < 2 ? Lo4(l) : Hi4(l), _mm256_and_si256(hs, _mm256_set1_epi8(0x30)));
+}
+
 inline void UnpackBlocksAvx2(GgmlType type, const uint8_t* src, size_t nb, uint8_t* q, float* dw, float* m) {
   switch (type) {
     case GgmlType::kQ5_0:
@@ -301,24 +371,9 @@ inline void UnpackBlocksAvx2(GgmlType type, const uint8_t* src, size_t nb, uint8
     case GgmlType::kQ6_K:
       for (size_t i = 0; i < nb; ++i, src += sizeof(BlockQ6_K), q += kQkK, dw += 16, m += 16) {
         Q6KScales(src, dw, m);
-        const __m256i two = _mm256_set1_epi8(0x30);
-        for (int h = 0; h < 2; ++h) {
-          const uint8_t* l8 = src + offsetof(BlockQ6_K, ql) + 64 * h;
-          const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(l8));
-          const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(l8 + 32));
-          const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + offsetof(BlockQ6_K, qh) + 32 * h));
-          // bits (2k, 2k + 1) of qh[l] → bits 4-5 of element l + 32 k (16-bit shifts: the bits that
-          // cross a byte boundary land outside the 0x30 mask)
-          const __m256i h0 = _mm256_and_si256(_mm256_slli_epi16(hb, 4), two);
-          const __m256i h1 = _mm256_and_si256(_mm256_slli_epi16(hb, 2), two);
-          const __m256i h2 = _mm256_and_si256(hb, two);
-          const __m256i h3 = _mm256_and_si256(_mm256_srli_epi16(hb, 2), two);
-          uint8_t* y = q + 128 * h;
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(y), _mm256_or_si256(Lo4(a), h0));
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + 32), _mm256_or_si256(Lo4(b), h1));
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + 64), _mm256_or_si256(Hi4(a), h2));
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + 96), _mm256_or_si256(Hi4(b), h3));
-        }
+        for (int h = 0; h < 2; ++h)
+          for (int k = 0; k < 4; ++k)
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 128 * h + 32 * k), Q6KCodes(src, h, k));
       }
       return;
     default:
@@ -380,25 +435,24 @@ HWY_INLINE void StoreRows(float* p, __m256 v, size_t n) {
   std::memcpy(p, tmp, n * sizeof(float));
 }
 
-// Lane i = the sum of the 8 lanes of v[i] (exact: 32-bit integers).
-HWY_INLINE __m256i TransposeSum8(const __m256i* v) {
+// Lane i of *lo = the sum of lanes 0-3 of v[i], of *hi = of its lanes 4-7 (exact: 32-bit integers).
+HWY_INLINE void TransposeSum8Halves(const __m256i* v, __m256i* lo, __m256i* hi) {
   auto pair32 = [](__m256i a, __m256i b) {
     return _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b));
   };
   auto pair64 = [](__m256i a, __m256i b) {
     return _mm256_add_epi32(_mm256_unpacklo_epi64(a, b), _mm256_unpackhi_epi64(a, b));
   };
-  const __m256i lo = pair64(pair32(v[0], v[1]), pair32(v[2], v[3]));  // rows 0-3 | rows 0-3
-  const __m256i hi = pair64(pair32(v[4], v[5]), pair32(v[6], v[7]));  // rows 4-7 | rows 4-7
-  return _mm256_add_epi32(_mm256_permute2x128_si256(lo, hi, 0x20), _mm256_permute2x128_si256(lo, hi, 0x31));
+  const __m256i r03 = pair64(pair32(v[0], v[1]), pair32(v[2], v[3]));  // rows 0-3 (lanes 0-3) | rows 0-3 (4-7)
+  const __m256i r47 = pair64(pair32(v[4], v[5]), pair32(v[6], v[7]));  // rows 4-7 (lanes 0-3) | rows 4-7 (4-7)
+  *lo = _mm256_permute2x128_si256(r03, r47, 0x20);
+  *hi = _mm256_permute2x128_si256(r03, r47, 0x31);
 }
-
-// Q8_0 for few tokens: the 8 rows' codes staged row-major (no transpose) and their dw. Each block's
-// products are then 32-byte row vectors against the token's 32 bytes, summed across lanes by
-// TransposeSum8 — the same exact sums the panel kernel gets, for about half its work at one token.
-inline void StageQ8(const uint8_t* const* rp, size_t nb, Panel8 pn, uint8_t* stage) {
-  StageRows<sizeof(BlockQ8_0), 2, 32>(rp, nb, stage);
-  for (size_t b = 0; b < nb; ++b) _mm256_store_ps(pn.dw + 8 * b, Halves8(rp, b * sizeof(BlockQ8_0)));
+// Lane i = the sum of the 8 lanes of v[i].
+HWY_INLINE __m256i TransposeSum8(const __m256i* v) {
+  __m256i lo, hi;
+  TransposeSum8Halves(v, &lo, &hi);
+  return _mm256_add_epi32(lo, hi);
 }
 
 // Group g's weight vector w (codes + 32 g) and the operand vpmaddubsw / vpdpbusd take for it:

@@ -35,46 +35,52 @@ HWY_INLINE void PanelTokens(const Panel8& pn, size_t cols, const uint8_t* act, s
   for (int t = 0; t < kT; ++t) StoreRows(y + t * ldy, acc[t], n_rows);
 }
 
-// Q8_0 rows staged by StageQ8 × one token: y[i] for i < n_rows.
-HWY_INLINE void Q8RowsToken(const Panel8& pn, const uint8_t* stage, size_t nb, const uint8_t* act,
-                            const Int8ActLayout& l, float* y, size_t n_rows) {
-  const float* dx = reinterpret_cast<const float*>(act + l.dx_off);
-  __m256 acc = _mm256_setzero_ps();
-  for (size_t b = 0; b < nb; ++b) {
-    const __m256i xv = _mm256_load_si256(reinterpret_cast<const __m256i*>(act + 32 * b));
-    __m256i v[8];
-#pragma GCC unroll 8
-    for (int i = 0; i < 8; ++i) {
-      const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(stage + (i * nb + b) * 32));
-      v[i] = Dot::Partial(_mm256_abs_epi8(w), _mm256_sign_epi8(xv, w));
-    }
-    const __m256 sc = _mm256_mul_ps(_mm256_load_ps(pn.dw + 8 * b), _mm256_set1_ps(dx[b]));
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(TransposeSum8(v)), sc, acc);
-  }
-  StoreRows(y, acc, n_rows);
+// The next panel's bytes [n0 * bytes / n, (n0 + 1) * bytes / n) toward L1: at step n0 of n, so its
+// lines are requested evenly over the current panel's work (a burst of them at once stalls).
+HWY_INLINE void PrefetchSlice(const uint8_t* next, size_t bytes, size_t n0, size_t n) {
+  const size_t b = (n0 * bytes / n) & ~size_t{63}, e = (n0 + 1) * bytes / n;
+  for (size_t o = b; o < e; o += 64) _mm_prefetch(reinterpret_cast<const char*>(next + o), _MM_HINT_T0);
 }
 
-// Q4_0 / Q4_1 / Q5_0 / Q4_K rows (8, clamped like PackPanel8) × one token straight from the
-// blocks: each 32-element sub-block's codes unpacked in registers (PackQ4's / UnpackBlocksAvx2's bit
-// moves), its 8 rows' exact integer sums gathered by TransposeSum8, then PanelTokens's float
-// operations in its order with the (dw, m) the panel packing computes: the same bits as the panel
-// path, without the stage and the transpose (decode: the per-call panel packing dominated the
-// profiles of Gemma 3's Q5_0 / Q4_K tensors and of SmolLM2's Q4_1 ones).
+// Q4_0 / Q4_1 / Q5_0 / Q8_0 / Q4_K / Q6_K rows (8, clamped like PackPanel8) × one token straight
+// from the blocks: each 32 columns' codes unpacked in registers (PackQ4's / UnpackBlocksAvx2's bit
+// moves), its 8 rows' exact integer sums gathered by TransposeSum8 (Q6_K: per 16-element half,
+// TransposeSum8Halves), then PanelTokens's float operations in its order with the (dw, m) the panel
+// packing computes (K-quant scales for 8 rows at once: KQuantScales8, Q6KScales8): the same bits as
+// the panel path, without the stage and the transpose (decode: the unpack / per-call panel packing
+// dominated the profiles of Gemma 3's tensors and of SmolLM2's Q4_1 ones).
 template <GgmlType kType>
 HWY_INLINE void DirectRowsToken(const uint8_t* const* rp, size_t cols, const uint8_t* act, const Int8ActLayout& l,
-                                float* y, size_t n_rows) {
+                                float* y, size_t n_rows, const uint8_t* next = nullptr, size_t next_bytes = 0) {
   static_assert(kType == GgmlType::kQ4_0 || kType == GgmlType::kQ4_1 || kType == GgmlType::kQ5_0 ||
-                kType == GgmlType::kQ4_K);
+                kType == GgmlType::kQ8_0 || kType == GgmlType::kQ4_K || kType == GgmlType::kQ6_K);
   const float* dx = reinterpret_cast<const float*>(act + l.dx_off);
   const float* s = reinterpret_cast<const float*>(act + l.s_off);
   __m256 acc = _mm256_setzero_ps();
-  auto step = [&](const __m256i* v, __m256 dwv, __m256 mv, size_t j) {  // sub-block j (global)
-    const __m256 sc = _mm256_mul_ps(dwv, _mm256_set1_ps(dx[j]));
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(TransposeSum8(v)), sc, acc);
+  // sub-block j (global; its activations' scale dx[jx]) with integer sums isum
+  auto add = [&](__m256i isum, __m256 dwv, __m256 mv, size_t j, size_t jx) {
+    const __m256 sc = _mm256_mul_ps(dwv, _mm256_set1_ps(dx[jx]));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), sc, acc);
     acc = _mm256_fmadd_ps(mv, _mm256_set1_ps(s[j]), acc);
   };
-  if constexpr (kType != GgmlType::kQ4_K) {  // 32-element blocks: one sub-block each
+  auto step = [&](const __m256i* v, __m256 dwv, __m256 mv, size_t j) { add(TransposeSum8(v), dwv, mv, j, j); };
+  if constexpr (kType == GgmlType::kQ8_0) {  // signed codes: |w| · sign(x, w), no m term
     for (size_t b = 0; b < cols / 32; ++b) {
+      if (next) PrefetchSlice(next, next_bytes, b, cols / 32);
+      const size_t off = b * sizeof(BlockQ8_0);
+      const __m256i xv = _mm256_load_si256(reinterpret_cast<const __m256i*>(act + 32 * b));
+      __m256i v[8];
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) {
+        const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rp[i] + off + offsetof(BlockQ8_0, qs)));
+        v[i] = Dot::Partial(_mm256_abs_epi8(w), _mm256_sign_epi8(xv, w));
+      }
+      const __m256 sc = _mm256_mul_ps(Halves8(rp, off), _mm256_set1_ps(dx[b]));
+      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(TransposeSum8(v)), sc, acc);
+    }
+  } else if constexpr (kType == GgmlType::kQ4_0 || kType == GgmlType::kQ4_1 || kType == GgmlType::kQ5_0) {
+    for (size_t b = 0; b < cols / 32; ++b) {  // 32-element blocks: one sub-block each
+      if (next) PrefetchSlice(next, next_bytes, b, cols / 32);
       const size_t off = b * kBlock32Bytes<kType>;
       const __m256i xv = _mm256_load_si256(reinterpret_cast<const __m256i*>(act + 32 * b));
       __m256i v[8];
@@ -90,18 +96,35 @@ HWY_INLINE void DirectRowsToken(const uint8_t* const* rp, size_t cols, const uin
         step(v, dwv, _mm256_mul_ps(dwv, _mm256_set1_ps(kType == GgmlType::kQ5_0 ? -16.0f : -8.0f)), b);
       }
     }
-  } else {
-    alignas(32) float dw[8][8], mn[8][8];  // [sub-block][row]
+  } else if constexpr (kType == GgmlType::kQ6_K) {  // 16-element sub-blocks: two per 32 codes
+    __m256 dw[16];
     for (size_t b = 0; b < cols / 256; ++b) {
-      const size_t off = b * sizeof(BlockQ4_K);
-      for (int i = 0; i < 8; ++i) {
-        float rdw[8], rm[8];
-        KQuantScales(rp[i] + off, rdw, rm);
-        for (int j = 0; j < 8; ++j) {
-          dw[j][i] = rdw[j];
-          mn[j][i] = rm[j];
+      const size_t off = b * sizeof(BlockQ6_K);
+      if (next) PrefetchSlice(next, next_bytes, b, cols / 256);
+      Q6KScales8(rp, off, dw);
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; ++k) {
+          const size_t c32 = 8 * b + 4 * h + k;  // the 32 columns' index in the row
+          const __m256i xv = _mm256_load_si256(reinterpret_cast<const __m256i*>(act + 32 * c32));
+          __m256i v[8], lo, hi;
+#pragma GCC unroll 8
+          for (int i = 0; i < 8; ++i) v[i] = Dot::Partial(Q6KCodes(rp[i] + off, h, k), xv);
+          TransposeSum8Halves(v, &lo, &hi);
+          const int j = 8 * h + 2 * k;  // sub-block in the super-block
+          const __m256 m32 = _mm256_set1_ps(-32.0f);
+          add(lo, dw[j], _mm256_mul_ps(m32, dw[j]), 16 * b + j, c32);
+          add(hi, dw[j + 1], _mm256_mul_ps(m32, dw[j + 1]), 16 * b + j + 1, c32);
         }
       }
+    }
+  } else {
+    __m256 dw[8], mn[8];  // [sub-block], lane = row
+    for (size_t b = 0; b < cols / 256; ++b) {
+      const size_t off = b * sizeof(BlockQ4_K);
+      if (next) PrefetchSlice(next, next_bytes, b, cols / 256);
+      KQuantScales8(rp, off, dw, mn);
       for (int c = 0; c < 4; ++c) {
         __m256i q[8];
 #pragma GCC unroll 8
@@ -113,7 +136,7 @@ HWY_INLINE void DirectRowsToken(const uint8_t* const* rp, size_t cols, const uin
           __m256i v[8];
 #pragma GCC unroll 8
           for (int i = 0; i < 8; ++i) v[i] = Dot::Partial(half ? Hi4(q[i]) : Lo4(q[i]), xv);
-          step(v, _mm256_load_ps(dw[j]), _mm256_load_ps(mn[j]), 8 * b + j);
+          step(v, dw[j], mn[j], 8 * b + j);
         }
       }
     }
@@ -123,8 +146,9 @@ HWY_INLINE void DirectRowsToken(const uint8_t* const* rp, size_t cols, const uin
 
 // Panels (global 8-row groups) [g0, g1) × all tokens: each panel packed once per chunk of
 // kPanelTokChunk tokens and met by the chunk's tokens ≤ 4 at a time.
-// Up to this many tokens Q8_0 takes Q8RowsToken (its work grows with the tokens, the panel's does not).
-inline constexpr size_t kQ8DirectMaxTok = 2;
+// Up to this many tokens Q4_0 / Q4_1 / Q5_0 / Q8_0 / Q4_K / Q6_K take DirectRowsToken (its work grows with the
+// tokens, the panel's does not).
+inline constexpr size_t kDirectMaxTok = 2;
 
 template <int kSub, int kBatch, bool kSigned>
 void Int8Groups(const ops_internal::JobList& jobs, const uint8_t* act, size_t n_tok, size_t g0, size_t g1) {
@@ -134,43 +158,39 @@ void Int8Groups(const ops_internal::JobList& jobs, const uint8_t* act, size_t n_
   uint8_t* scratch = ops_internal::TileScratch().Get(panel_bytes + StageBytes(cols, kSub));
   const Panel8 pn = Panel8At(scratch, cols, kSub);
   uint8_t* stage = scratch + panel_bytes;
-  if (kSigned && n_tok <= kQ8DirectMaxTok) {  // Q8_0 decode: no transpose (same sums, same bits)
-    const size_t nb = cols / 32;
-    ops_internal::ForPanelTokens(
-        jobs, n_tok, ops_internal::kPanelTokChunk, g0, g1,
-        [&](const WeightView& w, size_t r0) {
-          const uint8_t* rp[8];
-          for (size_t i = 0; i < 8; ++i) rp[i] = w.data + std::min(r0 + i, w.rows - 1) * w.row_bytes;
-          StageQ8(rp, nb, pn, stage);
-        },
-        [&](size_t j, size_t r0, size_t n_rows, size_t t0, size_t nt) {
-          const size_t ldy = jobs.ws[j].rows;
-          for (size_t t = t0; t < t0 + nt; ++t)
-            Q8RowsToken(pn, stage, nb, act + t * l.stride, l, jobs.ys[j] + t * ldy + r0, n_rows);
-        });
-    return;
-  }
   const GgmlType type = jobs.ws[0].type;
-  if (kSub == 32 && !kSigned && n_tok <= kQ8DirectMaxTok &&
-      (type == GgmlType::kQ4_0 || type == GgmlType::kQ4_1 || type == GgmlType::kQ5_0 || type == GgmlType::kQ4_K)) {
+  if (n_tok <= kDirectMaxTok &&
+      (kSigned || (kSub == 32 ? type == GgmlType::kQ4_0 || type == GgmlType::kQ4_1 || type == GgmlType::kQ5_0 ||
+                                    type == GgmlType::kQ4_K
+                              : type == GgmlType::kQ6_K))) {
     const uint8_t* rp[8];
+    const uint8_t* next = nullptr;
+    size_t next_bytes = 0;
     ops_internal::ForPanelTokens(
         jobs, n_tok, ops_internal::kPanelTokChunk, g0, g1,
         [&](const WeightView& w, size_t r0) {
           for (size_t i = 0; i < 8; ++i) rp[i] = w.data + std::min(r0 + i, w.rows - 1) * w.row_bytes;
-          for (size_t o = 0; o < 8 * w.row_bytes; o += 64)  // the next panel (8 interleaved row streams)
-            _mm_prefetch(reinterpret_cast<const char*>(rp[0] + 8 * w.row_bytes + o), _MM_HINT_T0);
+          // the next panel's rows (contiguous), requested while this one is computed
+          next = rp[0] + 8 * w.row_bytes;
+          next_bytes = r0 + 8 < w.rows ? std::min<size_t>(8, w.rows - r0 - 8) * w.row_bytes : 0;
         },
         [&](size_t j, size_t r0, size_t n_rows, size_t t0, size_t nt) {
           const size_t ldy = jobs.ws[j].rows;
           for (size_t t = t0; t < t0 + nt; ++t) {
             float* y = jobs.ys[j] + t * ldy + r0;
             const uint8_t* a = act + t * l.stride;
-            switch (type) {
-              case GgmlType::kQ4_0: DirectRowsToken<GgmlType::kQ4_0>(rp, cols, a, l, y, n_rows); break;
-              case GgmlType::kQ4_1: DirectRowsToken<GgmlType::kQ4_1>(rp, cols, a, l, y, n_rows); break;
-              case GgmlType::kQ5_0: DirectRowsToken<GgmlType::kQ5_0>(rp, cols, a, l, y, n_rows); break;
-              default: DirectRowsToken<GgmlType::kQ4_K>(rp, cols, a, l, y, n_rows); break;
+            const uint8_t* pf = t == t0 && next_bytes ? next : nullptr;  // once per panel
+            if constexpr (kSigned) {
+              DirectRowsToken<GgmlType::kQ8_0>(rp, cols, a, l, y, n_rows, pf, next_bytes);
+            } else if constexpr (kSub == 16) {
+              DirectRowsToken<GgmlType::kQ6_K>(rp, cols, a, l, y, n_rows, pf, next_bytes);
+            } else {
+              switch (type) {
+                case GgmlType::kQ4_0: DirectRowsToken<GgmlType::kQ4_0>(rp, cols, a, l, y, n_rows, pf, next_bytes); break;
+                case GgmlType::kQ4_1: DirectRowsToken<GgmlType::kQ4_1>(rp, cols, a, l, y, n_rows, pf, next_bytes); break;
+                case GgmlType::kQ5_0: DirectRowsToken<GgmlType::kQ5_0>(rp, cols, a, l, y, n_rows, pf, next_bytes); break;
+                default: DirectRowsToken<GgmlType::kQ4_K>(rp, cols, a, l, y, n_rows, pf, next_bytes); break;
+              }
             }
           }
         });
