@@ -59,21 +59,20 @@ void SoftmaxFoldImpl(float* s, size_t n_q, size_t ld, size_t n_rows, float* m, f
   }
 }
 
-constexpr size_t kRowChunk = kAttendRows;
-constexpr size_t kStackFloats = 8192;  // 32 KB of f32 rows on the stack (kRowChunk rows up to head_dim 256)
+constexpr size_t kStackFloats = 8192;  // 32 KB of f32 rows on the stack (kAttendRows rows up to head_dim 256)
 
-// Scores of QB queries (rows of q) against one transposed f32 tile kt: QB · kRowChunk / N accumulators,
+// Scores of QB queries (rows of q) against one transposed f32 tile kt: QB · kAttendRows / N accumulators,
 // enough independent FMA chains to fill both FMA pipes (one query's chains alone would not).
 template <size_t QB, class D>
 HWY_INLINE void ScoreQueries(D df, const float* q, size_t hd, const float* kt, float* s, size_t ld) {
-  constexpr size_t N = HWY_LANES(float), kVecs = kRowChunk / N;
+  constexpr size_t N = HWY_LANES(float), kVecs = kAttendRows / N;
   hn::Vec<D> acc[QB][kVecs];
 #pragma GCC unroll 16
   for (size_t a = 0; a < QB; ++a)
 #pragma GCC unroll 16
     for (size_t v = 0; v < kVecs; ++v) acc[a][v] = hn::Zero(df);
   for (size_t c = 0; c < hd; ++c) {
-    const float* kc = kt + c * kRowChunk;
+    const float* kc = kt + c * kAttendRows;
 #pragma GCC unroll 16
     for (size_t a = 0; a < QB; ++a) {
       const auto qc = hn::Set(df, q[a * hd + c]);
@@ -114,10 +113,10 @@ void ScoreF16TileImpl(const float* q, size_t n_q, size_t hd, const uint16_t* kt,
                       float* ktf) {
   const hn::ScalableTag<float> df;
   const hn::Rebind<hwy::float16_t, decltype(df)> dh;
-  constexpr size_t N = HWY_LANES(float), kVecs = kRowChunk / N;
+  constexpr size_t N = HWY_LANES(float), kVecs = kAttendRows / N;
   constexpr size_t kQueries = kVecs >= 8 ? 1 : 8 / kVecs;
-  static_assert(kRowChunk % N == 0);
-  for (size_t e = 0; e < hd * kRowChunk; e += N)
+  static_assert(kAttendRows % N == 0);
+  for (size_t e = 0; e < hd * kAttendRows; e += N)
     hn::StoreU(hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(kt + e))), df, ktf + e);
   size_t i = 0;
   for (; i + kQueries <= n_q; i += kQueries) ScoreQueries<kQueries>(df, q + i * hd, hd, ktf, s + i * ld, ld);
@@ -141,6 +140,13 @@ HWY_INLINE void AccumulateBlock(D df, const float* pi, const float* vf, size_t n
   for (size_t b = 0; b < NB; ++b) hn::StoreU(acc[b], df, oi + b * N);
 }
 
+// AccumulateBlock<nb> for a run-time nb ≤ NB (a compile-time count each; 0: nothing).
+template <size_t NB, class D>
+HWY_INLINE void AccumulateTail(size_t nb, D df, const float* pi, const float* vf, size_t nr, size_t hd, float* oi) {
+  if (nb == NB) return AccumulateBlock<NB>(df, pi, vf, nr, hd, oi);
+  if constexpr (NB > 1) AccumulateTail<NB - 1>(nb, df, pi, vf, nr, hd, oi);
+}
+
 // Values of one chunk of rows as f32 once, whatever n_q is; each query's output, 8 vectors at a time,
 // stays in registers over the chunk's rows. Per query the same FMAs in the same order alone or stacked
 // with others (batched agents answer as alone).
@@ -150,7 +156,7 @@ void AccumulateF16RowsImpl(const float* p, size_t n_q, size_t ld, const uint16_t
   const hn::Rebind<hwy::float16_t, decltype(df)> dh;
   constexpr size_t N = HWY_LANES(float), kBlockVecs = 8;
   HWY_ALIGN float vf[kStackFloats];  // no heap: the KV layer's allocations are all counted
-  const size_t hd_vec = hd / N * N, chunk = std::min(kRowChunk, kStackFloats / hd);
+  const size_t hd_vec = hd / N * N, chunk = std::min(kAttendRows, kStackFloats / hd);
   for (size_t r0 = 0; r0 < n_rows; r0 += chunk) {
     const size_t nr = std::min(chunk, n_rows - r0);
     for (size_t j = 0; j < nr; ++j) {
@@ -167,16 +173,7 @@ void AccumulateF16RowsImpl(const float* p, size_t n_q, size_t ld, const uint16_t
       size_t c0 = 0;
       for (; c0 + kBlockVecs * N <= hd_vec; c0 += kBlockVecs * N)
         AccumulateBlock<kBlockVecs>(df, pi, vf + c0, nr, hd, oi + c0);
-      switch ((hd_vec - c0) / N) {  // the last < 8 vectors, a compile-time count each
-        case 7: AccumulateBlock<7>(df, pi, vf + c0, nr, hd, oi + c0); break;
-        case 6: AccumulateBlock<6>(df, pi, vf + c0, nr, hd, oi + c0); break;
-        case 5: AccumulateBlock<5>(df, pi, vf + c0, nr, hd, oi + c0); break;
-        case 4: AccumulateBlock<4>(df, pi, vf + c0, nr, hd, oi + c0); break;
-        case 3: AccumulateBlock<3>(df, pi, vf + c0, nr, hd, oi + c0); break;
-        case 2: AccumulateBlock<2>(df, pi, vf + c0, nr, hd, oi + c0); break;
-        case 1: AccumulateBlock<1>(df, pi, vf + c0, nr, hd, oi + c0); break;
-        default: break;
-      }
+      AccumulateTail<kBlockVecs - 1>((hd_vec - c0) / N, df, pi, vf + c0, nr, hd, oi + c0);  // the last < 8 vectors
       for (size_t c = hd_vec; c < hd; ++c) {
         float acc = oi[c];
         for (size_t j = 0; j < nr; ++j) acc += pi[j] * vf[j * hd + c];

@@ -10,6 +10,17 @@
 #include "util/fp16.h"
 
 namespace chorus {
+namespace {
+
+// n fp16 values drawn from N(0, 1).
+std::vector<uint16_t> RandomF16(size_t n, std::mt19937& rng) {
+  std::normal_distribution<float> nd;
+  std::vector<uint16_t> out(n);
+  for (auto& x : out) x = F32ToF16(nd(rng));
+  return out;
+}
+
+}  // namespace
 
 TEST(AttentionMath, SoftmaxFoldMatchesRef) {
   std::mt19937 rng(1);
@@ -39,9 +50,7 @@ TEST(AttentionMath, F16RowsMatchScalar) {
   std::normal_distribution<float> nd;
   for (size_t hd : {64u, 48u, 7u}) {
     const size_t n_q = 3, n_rows = 19, stride = hd * 2, ld = 32;
-    std::vector<uint16_t> k(n_rows * stride), v(n_rows * stride);
-    for (auto& x : k) x = F32ToF16(nd(rng));
-    for (auto& x : v) x = F32ToF16(nd(rng));
+    const std::vector<uint16_t> k = RandomF16(n_rows * stride, rng), v = RandomF16(n_rows * stride, rng);
     std::vector<float> q(n_q * hd), s(n_q * ld), o(n_q * hd, 0.5f);
     for (auto& x : q) x = nd(rng);
     ScoreF16Rows(q.data(), n_q, hd, k.data(), stride, n_rows, s.data(), ld);
@@ -68,9 +77,7 @@ TEST(AttentionMath, F16RowsOfAQueryAreTheSameFloatsAloneOrStacked) {
   std::normal_distribution<float> nd;
   for (size_t hd : {64u, 256u, 20u}) {
     const size_t n_rows = 45, stride = hd + 1, ld = 48, n_q = 7;
-    std::vector<uint16_t> k(n_rows * stride), v(n_rows * stride);
-    for (auto& x : k) x = F32ToF16(nd(rng));
-    for (auto& x : v) x = F32ToF16(nd(rng));
+    const std::vector<uint16_t> k = RandomF16(n_rows * stride, rng), v = RandomF16(n_rows * stride, rng);
     std::vector<float> q(n_q * hd), s(n_q * ld), o(n_q * hd, 0.25f);
     for (auto& x : q) x = nd(rng);
     ScoreF16Rows(q.data(), n_q, hd, k.data(), stride, n_rows, s.data(), ld);
