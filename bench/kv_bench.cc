@@ -1,12 +1,16 @@
-// Micro-benchmark of the per-block KV kernels: Score and Accumulate throughput per format
+// Micro-benchmark of the per-block KV kernels: Score and Accumulate throughput per format, and
+// BM_Attend, the whole stacked step (score + fold + accumulate) over a shared run of blocks
 // (tokens/s for one KV head, n_q stacked queries — 3 = one agent's GQA group, 45 = 15 agents — and
 // GFLOP/s counting 2·head_dim flops per (query, token); SmolLM2-135M's 3 × 64 geometry).
 #include <benchmark/benchmark.h>
 
 #include <cmath>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
+#include "kv/block_attention.h"  // BlockAttention
 #include "kv/kv_format.h"   // EncodeKvBlock, KvBlockBytes
 #include "kv/kv_kernels.h"  // GetKvBlockKernels
 
@@ -98,8 +102,42 @@ void BM_Encode(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * kBlockTokens);
 }
 
+// The whole per-block step of stacked queries over a shared run, as the batch attention runs it:
+// BlockAttention::AddBlocks (score, softmax fold, accumulate) over 64 blocks of one (K, V) format
+// pair, n_q queries of one KV head (45 = 15 agents x 3; 96 = a 32-token prefill stack). GFLOP/s
+// counts 4·head_dim flops per (query, token): against the f32 FMA peak of `chorus bench --machine`.
+constexpr std::pair<KvFormat, KvFormat> kPairs[] = {
+    {KvFormat::kF16, KvFormat::kF16}, {KvFormat::kTq4, KvFormat::kTq3}, {KvFormat::kQ8, KvFormat::kQ8}};
+
+void BM_Attend(benchmark::State& state) {
+  const auto [kf, vf] = kPairs[state.range(0)];
+  state.SetLabel(std::string(KvFormatName(kf)) + "/" + std::string(KvFormatName(vf)));
+  const Fixture kx = MakeBlocks(kf, KvSide::kKey), vx = MakeBlocks(vf, KvSide::kValue);
+  const auto kNq = static_cast<size_t>(state.range(1));
+  std::vector<BlockView> views;
+  for (size_t b = 0; b < kBlocks; ++b)
+    views.push_back({&kx.blocks[b * kx.block_bytes], &vx.blocks[b * vx.block_bytes], kf, vf});
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd;
+  std::vector<float> q(kNq * kGeometry.head_dim), out(kNq * kGeometry.head_dim);
+  for (auto& v : q) v = nd(rng) * 0.125f;
+  BlockAttention att(kGeometry);
+  att.Reserve(kNq);
+  for (auto _ : state) {
+    att.Begin(q.data(), kNq);
+    att.AddBlocks(views, 1);
+    att.Finish(out.data());
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * kBlocks * kBlockTokens);
+  const double flops = 4.0 * kGeometry.head_dim * kNq * kBlocks * kBlockTokens;
+  state.counters["GFLOPs"] = benchmark::Counter(flops * 1e-9 * state.iterations(), benchmark::Counter::kIsRate);
+}
+
 BENCHMARK(BM_Score)->ArgsProduct({benchmark::CreateDenseRange(0, std::size(kAllKvFormats) - 1, 1), {3, 45}});
 BENCHMARK(BM_Accumulate)->ArgsProduct({benchmark::CreateDenseRange(0, std::size(kAllKvFormats) - 1, 1), {3, 45}});
+BENCHMARK(BM_Attend)->ArgsProduct({{0, 1, 2}, {3, 21, 24, 45, 96}});
 BENCHMARK(BM_Encode)->DenseRange(0, std::size(kAllKvFormats) - 1);
 
 }  // namespace
