@@ -46,6 +46,20 @@ HWY_INLINE void ForQueryTiles(size_t n_q, const Fn& fn) {
   QueryTileOf<kMax - 1>(n_q - i0, i0, fn);
 }
 
+// A loaded vector kept in a register: GCC otherwise folds the load into every FMA that reads it
+// (one reload per query of a register tile), which makes the decoded-tile kernels load-bound.
+// The value is unchanged (an empty asm that claims to modify the register).
+HWY_INLINE VF InRegister(VF v) {
+#if HWY_ARCH_X86 && (HWY_COMPILER_GCC || HWY_COMPILER_CLANG) && HWY_TARGET <= HWY_SSE4
+#if HWY_TARGET <= HWY_AVX3
+  asm("" : "+v"(v.raw));
+#else
+  asm("" : "+x"(v.raw));
+#endif
+#endif
+  return v;
+}
+
 // ---- Row formats: token j is one row, k̂_j = ScaleOf(j) · values(row) ----------------------
 
 struct F16Rows {
@@ -211,7 +225,10 @@ HWY_INLINE void ScoreColsTile(const Cols& cols, uint32_t d, const float* q, floa
   }
   for (size_t c = 0; c < d; ++c) {
     VF k[kTV];
-    CHORUS_UNROLL for (size_t t = 0; t < kTV; ++t) k[t] = cols.Load(df, c, (tv0 + t) * N);
+    CHORUS_UNROLL for (size_t t = 0; t < kTV; ++t) {
+      k[t] = cols.Load(df, c, (tv0 + t) * N);
+      if constexpr (std::is_same_v<Cols, DecodedCols>) k[t] = InRegister(k[t]);  // one load for kQ queries
+    }
     CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) {
       const VF qb = hn::Set(df, q[i * d + c]);
       CHORUS_UNROLL for (size_t t = 0; t < kTV; ++t) acc[i][t] = hn::MulAdd(qb, k[t], acc[i][t]);
@@ -357,12 +374,15 @@ constexpr size_t TqAccV() {
 // The decoded-tile twin of AccumulateRowsTile for many queries: every element sees the same FMAs
 // in the same order (a = fma(w_ij, v_jc, a) for j = 0..31), so results are bit-identical; kQ
 // queries × kV vectors of channels stay in registers, so a tile row is loaded once per kQ queries.
+// AVX2 (16 registers): 2 queries × 4 vectors = 8 independent FMA chains (enough for both FMA pipes at
+// a 4-cycle latency) and head_dim 64 in two whole passes; 3 × 3 left 2 of 8 vectors in 3-chain
+// passes that wait on the FMA latency.
 #if HWY_TARGET == HWY_SCALAR
 inline constexpr size_t kAccQ = 1, kAccV = 1;
 #elif HWY_TARGET <= HWY_AVX3  // 32 vector registers
 inline constexpr size_t kAccQ = 6, kAccV = 4;
 #else
-inline constexpr size_t kAccQ = 3, kAccV = 3;
+inline constexpr size_t kAccQ = 2, kAccV = 4;
 #endif
 
 template <size_t kQ, size_t kV>
@@ -377,7 +397,7 @@ HWY_INLINE void AccumulateDecodedChunk(const float* tile, uint32_t d, const floa
   for (size_t j = 0; j < kBlockTokens; ++j) {
     const float* row = tile + j * d + c0;
     VF x[kV];
-    CHORUS_UNROLL for (size_t v = 0; v < kV; ++v) x[v] = hn::LoadU(df, row + v * N);
+    CHORUS_UNROLL for (size_t v = 0; v < kV; ++v) x[v] = InRegister(hn::LoadU(df, row + v * N));
     CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) {
       const VF wb = hn::Set(df, w[i][j]);
       CHORUS_UNROLL for (size_t v = 0; v < kV; ++v) a[i][v] = hn::MulAdd(wb, x[v], a[i][v]);
@@ -388,19 +408,30 @@ HWY_INLINE void AccumulateDecodedChunk(const float* tile, uint32_t d, const floa
   }
 }
 
+// AccumulateDecodedChunk<kQ, r> for a run-time r < kV vectors (0: nothing).
+template <size_t kQ, size_t kV>
+HWY_INLINE void AccumulateDecodedRest(size_t r, const float* tile, uint32_t d, const float (*w)[kBlockTokens],
+                                      size_t c0, float* acc) {
+  if constexpr (kV > 1) {
+    if (r == kV - 1) return AccumulateDecodedChunk<kQ, kV - 1>(tile, d, w, c0, acc);
+    AccumulateDecodedRest<kQ, kV - 1>(r, tile, d, w, c0, acc);
+  }
+}
+
 template <size_t kQ>
 HWY_INLINE void AccumulateDecodedTile(const DecodedRows& rows, uint32_t d, const float* p, size_t ld, float* acc) {
   const DF df;
   const size_t N = hn::Lanes(df);
   const size_t d_vec = d - d % N;
-  HWY_ALIGN float w[kQ][kBlockTokens];  // p · row scale, as AccumulateRowsTile
-  for (size_t j = 0; j < kBlockTokens; ++j) {
-    const float s = rows.ScaleOf(j);
-    CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) w[i][j] = p[i * ld + j] * s;
+  HWY_ALIGN float w[kQ][kBlockTokens];  // p · row scale, as AccumulateRowsTile (the same products, in vectors)
+  for (size_t j = 0; j < kBlockTokens; j += N) {
+    const VF s = hn::LoadU(df, rows.scales + j);
+    CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) hn::Store(hn::Mul(hn::LoadU(df, p + i * ld + j), s), df, w[i] + j);
   }
   size_t c = 0;
   for (; c + kAccV * N <= d_vec; c += kAccV * N) AccumulateDecodedChunk<kQ, kAccV>(rows.tile, d, w, c, acc);
-  for (; c < d_vec; c += N) AccumulateDecodedChunk<kQ, 1>(rows.tile, d, w, c, acc);
+  AccumulateDecodedRest<kQ, kAccV>((d_vec - c) / N, rows.tile, d, w, c, acc);
+  c = d_vec;
   for (; c < d; ++c) {
     CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) {
       float sum = acc[i * d + c];
