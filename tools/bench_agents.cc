@@ -123,7 +123,8 @@ int RunAgentsBench(const Model& model, const std::string& doc_text, const Agents
     StepCost c = WeightCost(model);
     c.ops *= static_cast<double>(n);
     c.bytes += r.mean_kv_bytes;
-    c.ops += 4.0 * mc.n_layer * mc.n_head * mc.head_dim * (a.doc_tokens + a.tg / 2.0) * n;
+    c.attn_ops = 4.0 * mc.n_layer * mc.n_head * mc.head_dim * (a.doc_tokens + a.tg / 2.0) * n;
+    c.ops += c.attn_ops;
     return c;
   };
   std::map<std::string, nlohmann::json> peers = Peers(a, &report);
@@ -197,8 +198,10 @@ int RunAgentsBench(const Model& model, const std::string& doc_text, const Agents
     for (const auto& kv : a.kv) std::fprintf(out, " %18.2f", chorus[kv][n].peak_kv_bytes / 1048576.0);
     std::fprintf(out, "\n");
   }
-  std::fprintf(out, "\nroofline: %% of min(read %.1f GB/s / bytes per step, int8 %.1f GOP/s / ops per step) x agents\n%-8s",
-               limits.read_bytes_per_s * 1e-9, limits.int8_ops_per_s * 1e-9, "agents");
+  std::fprintf(out,
+               "\nroofline: %% of min(read %.1f GB/s / bytes per step, 1 / (matmul ops / int8 %.1f GOP/s + attention "
+               "ops / f32 %.1f GFLOP/s)) x agents\n%-8s",
+               limits.read_bytes_per_s * 1e-9, limits.int8_ops_per_s * 1e-9, limits.f32_flops_per_s * 1e-9, "agents");
   for (const auto& kv : a.kv) std::fprintf(out, " %18s", ("chorus " + kv).c_str());
   std::fprintf(out, "\n");
   for (size_t n : a.agents) {

@@ -12,8 +12,9 @@
 namespace chorus::cli {
 
 struct StepCost {
-  double bytes = 0;  // bytes the step must read at least once
-  double ops = 0;    // multiply-adds × 2 (matmuls + attention)
+  double bytes = 0;     // bytes the step must read at least once
+  double ops = 0;       // multiply-adds × 2 (matmuls + attention)
+  double attn_ops = 0;  // the part of ops that is attention: f32 FMAs (no int8 path), at the f32 peak
 };
 
 // Bytes of every matmul weight a token goes through (rows × row_bytes of the mapped views, the output
@@ -30,7 +31,7 @@ StepCost PrefillCost(const Model& model, size_t n);
 struct Roof {
   double tok_s = 0;        // the faster of the two roofs cannot be beaten: min(memory, compute)
   double memory_tok_s = 0; // read_bytes_per_s / bytes per token
-  double compute_tok_s = 0;// int8 (or f32 where no int8 path) ops/s / ops per token
+  double compute_tok_s = 0;// tokens / (matmul ops / int8 (or f32 where no int8 path) ops/s + attention ops / f32 flops/s)
   const char* bound = "";  // "memory" or "compute"
 };
 // cost covers `tokens` tokens (1 for a decode step, n for a prefill).
