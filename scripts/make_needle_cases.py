@@ -101,6 +101,15 @@ CROPS = ["barley", "sunflowers", "grapes", "rye", "lavender", "apples"]
 TRADES = ["tourism", "light industry", "the regional hospital", "software firms", "the port"]
 
 
+def fresh(seen, make):
+    """A value of make() not in `seen` (added to it)."""
+    while True:
+        v = make()
+        if v not in seen:
+            seen.add(v)
+            return v
+
+
 def read_cases(rng, target_tokens, questions=1):
     """One generated article, `questions` cases on it (distinct facts)."""
     chars = int(target_tokens * CHARS_PER_TOKEN["read"])
@@ -108,26 +117,11 @@ def read_cases(rng, target_tokens, questions=1):
     paras, facts = [], []
     total = 0
     while total < chars:
-        while True:
-            t = "".join(rng.sample(SYL, 2)).capitalize()
-            if t not in towns: break
-        towns.add(t)
-        while True:
-            n = f"{rng.choice(FIRST)} {rng.choice(LAST)}"
-            if n not in names: break
-        names.add(n)
-        while True:
-            y = str(rng.randint(1150, 1950))
-            if y not in years: break
-        years.add(y)
-        while True:
-            p = str(rng.randint(2000, 98000))
-            if p not in pops: break
-        pops.add(p)
-        while True:
-            d = f"{rng.choice(MONTHS)} {rng.randint(1, 28)}"
-            if d not in dates: break
-        dates.add(d)
+        t = fresh(towns, lambda: "".join(rng.sample(SYL, 2)).capitalize())
+        n = fresh(names, lambda: f"{rng.choice(FIRST)} {rng.choice(LAST)}")
+        y = fresh(years, lambda: str(rng.randint(1150, 1950)))
+        p = fresh(pops, lambda: str(rng.randint(2000, 98000)))
+        d = fresh(dates, lambda: f"{rng.choice(MONTHS)} {rng.randint(1, 28)}")
         fest = rng.choice(FESTIVALS)
         sentences = [
             (f"{t} was founded in {y}.", ("year", f"In which year was {t} founded?", f"{t} was founded in", y)),

@@ -64,7 +64,7 @@ TEST(CliNeedle, CasesFileWithTheAllocatorWithRelevance) {
       "population of 48213. The mayor of Tosbrin is Jonas Brandt. The local museum keeps tools, maps and letters "
       "from the early settlers. In summer the fields turn the valley yellow, and the cafes stay open late. ";
   std::string body;
-  for (int i = 0; i < 3; ++i) body += doc;
+  for (int i = 0; i < 2; ++i) body += doc;  // ~300 tokens: 9 blocks
   const std::string path = testing::TempDir() + "needle_cases." + std::to_string(getpid()) + ".jsonl";
   {
     std::ofstream f(path);
