@@ -33,7 +33,7 @@ std::map<std::string, nlohmann::json> Peers(const AgentsBenchArgs& a, nlohmann::
   };
   std::ostringstream best;
   best << a.python << " scripts/ref/llama_agents_best.py -m '" << a.model << "' --doc-tokens " << a.doc_tokens
-       << " --tg " << a.tg << " --threads " << a.threads << " --reps " << a.peer_reps << " --kv " << kvs.str()
+       << " --tg " << a.tg << " --threads " << a.threads << " --reps " << a.reps << " --kv " << kvs.str()
        << " --agents " << agents.str() << " --json";
   std::fprintf(stderr, "llama.cpp at its best (llama-batched-bench variants) ...\n");
   std::string note;
@@ -60,6 +60,7 @@ namespace {
 
 struct ChorusRow {
   double tps = 0;
+  double tps_min = 0, tps_max = 0;  // spread over the rounds (set on the median row)
   size_t peak_kv_bytes = 0;  // measured: everything the KV layer held at its peak during the round
   double mean_kv_bytes = 0;  // measured: the KV layer's bytes averaged over the round's steps
 };
@@ -105,6 +106,15 @@ Status RunChorusConfig(const std::string& doc_text, const AgentsBenchArgs& a, co
   return Status::Ok();
 }
 
+// The round with the median aggregate rate, carrying the spread of all rounds.
+ChorusRow MedianRow(std::vector<ChorusRow> rounds) {
+  std::sort(rounds.begin(), rounds.end(), [](const ChorusRow& x, const ChorusRow& y) { return x.tps < y.tps; });
+  ChorusRow m = rounds[rounds.size() / 2];
+  m.tps_min = rounds.front().tps;
+  m.tps_max = rounds.back().tps;
+  return m;
+}
+
 }  // namespace
 
 int RunAgentsBench(const Model& model, const std::string& doc_text, const AgentsBenchArgs& a) {
@@ -131,11 +141,25 @@ int RunAgentsBench(const Model& model, const std::string& doc_text, const Agents
   for (const auto& [t, p] : peers) peer_cols.push_back(t);
   std::map<std::string, std::map<size_t, ChorusRow>> chorus;
   std::map<std::string, double> prefill;
+  // a.reps rounds per config, each on a fresh engine with its own document prefill: medians and spread.
   for (const auto& kv : a.kv) {
     size_t shared = 0;
-    if (Status s = RunChorusConfig(doc_text, a, kv, &prefill[kv], &shared, &chorus[kv]); !s.ok())
-      return Fail(s.Context(kv));
-    report["chorus"][kv] = {{"prefill_seconds", prefill[kv]}, {"shared_bytes", shared}};
+    std::vector<double> prefills;
+    std::map<size_t, std::vector<ChorusRow>> rounds;
+    for (int rep = 0; rep < std::max(1, a.reps); ++rep) {
+      double pre = 0;
+      std::map<size_t, ChorusRow> rows;
+      if (Status s = RunChorusConfig(doc_text, a, kv, &pre, &shared, &rows); !s.ok()) return Fail(s.Context(kv));
+      prefills.push_back(pre);
+      for (const auto& [n, r] : rows) rounds[n].push_back(r);
+    }
+    std::sort(prefills.begin(), prefills.end());
+    prefill[kv] = prefills[prefills.size() / 2];
+    for (auto& [n, v] : rounds) chorus[kv][n] = MedianRow(std::move(v));
+    report["chorus"][kv] = {{"prefill_seconds", prefill[kv]},
+                            {"prefill_spread", {prefills.front(), prefills.back()}},
+                            {"rounds", prefills.size()},
+                            {"shared_bytes", shared}};
   }
   auto peer_tps = [&](const std::string& t, size_t n) {
     if (!peers.count(t) || !peers[t]["agents"].contains(std::to_string(n))) return 0.0;
@@ -156,7 +180,8 @@ int RunAgentsBench(const Model& model, const std::string& doc_text, const Agents
       std::fprintf(out, " %18.1f", r.tps);
       const StepCost c = step_cost(r, n);
       report["rows"][std::to_string(n)]["chorus"][kv] = {
-          {"decode_tokens_per_s", r.tps}, {"peak_kv_bytes", r.peak_kv_bytes}, {"mean_kv_bytes", r.mean_kv_bytes},
+          {"decode_tokens_per_s", r.tps}, {"spread", {r.tps_min, r.tps_max}},
+          {"peak_kv_bytes", r.peak_kv_bytes}, {"mean_kv_bytes", r.mean_kv_bytes},
           {"roofline", RoofJson(c, n, RoofFor(c, n, limits), r.tps)}};
     }
     for (const auto& t : peer_cols) {
@@ -172,18 +197,25 @@ int RunAgentsBench(const Model& model, const std::string& doc_text, const Agents
     }
     std::fprintf(out, "\n");
   }
+  for (const auto& kv : a.kv)
+    for (size_t n : a.agents)
+      std::fprintf(out, "chorus %s at %zu agents: median of %d rounds, spread %.1f-%.1f\n", kv.c_str(), n,
+                   std::max(1, a.reps), chorus[kv][n].tps_min, chorus[kv][n].tps_max);
   if (peers.count("best")) {
     for (size_t n : a.agents) {
       const std::string ns = std::to_string(n);
       if (!peers["best"]["agents"].contains(ns)) continue;
       const nlohmann::json& b = peers["best"]["agents"][ns];
       std::fprintf(out, "llama.cpp best at %zu agents: %s (median of %d, spread %.1f-%.1f)\n", n,
-                   b.value("settings", "").c_str(), a.peer_reps, b["spread"][0].get<double>(),
+                   b.value("settings", "").c_str(), a.reps, b["spread"][0].get<double>(),
                    b["spread"][1].get<double>());
     }
   }
-  std::fprintf(out, "\ndocument prefill (s):");
-  for (const auto& kv : a.kv) std::fprintf(out, "  chorus %s %.2f", kv.c_str(), prefill[kv]);
+  std::fprintf(out, "\ndocument prefill (s, median):");
+  for (const auto& kv : a.kv)
+    std::fprintf(out, "  chorus %s %.2f (%.2f-%.2f)", kv.c_str(), prefill[kv],
+                 report["chorus"][kv]["prefill_spread"][0].get<double>(),
+                 report["chorus"][kv]["prefill_spread"][1].get<double>());
   for (const auto& t : peer_cols) {
     if (peers.count(t) && peers[t]["agents"].contains(std::to_string(a.agents.front())))
       std::fprintf(out, "  llama.cpp %s %.2f", t.c_str(),

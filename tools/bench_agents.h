@@ -14,7 +14,8 @@ struct AgentsBenchArgs {
   size_t doc_tokens = 4096;
   std::vector<std::string> kv{"q8/tq3", "f16/f16"};
   std::vector<std::string> peer_kv{"f16", "q8_0", "q4_0"};
-  int threads = 2, tg = 128, peer_reps = 3;  // peer_reps: llama-batched-bench runs per variant
+  int threads = 2, tg = 128, reps = 3;  // reps: rounds per chorus config (a fresh engine and prefill each)
+                                        // and llama-batched-bench runs per peer variant
   bool json = false;
   std::string window;  // --kv-window; empty = the engine's default
 };

@@ -112,7 +112,7 @@ int RunBench(const BenchArgs& a) {
     AgentsBenchArgs g{.model = a.model, .python = a.python, .agents = a.agents, .doc_tokens = a.doc_tokens,
                       .kv = a.kv.size() == 1 && a.kv[0] == "f16/f16" ? std::vector<std::string>{"q8/tq3", "f16/f16"} : a.kv,
                       .peer_kv = a.no_peer ? std::vector<std::string>{} : a.peer_kv, .threads = a.threads.back(),
-                      .tg = a.tg, .peer_reps = a.reps, .json = a.json, .window = a.window};
+                      .tg = a.tg, .reps = a.reps, .json = a.json, .window = a.window};
     return RunAgentsBench(model, model.tokenizer().Decode(toks), g);
   }
   if (!a.depths.empty()) {
@@ -239,7 +239,7 @@ RunFn AddBench(CLI::App& app) {
       ->check(CLI::Range(1, 256))->capture_default_str();
   cmd->add_option("--pp", a->pp, "prompt tokens")->check(CLI::Range(1, 8192))->capture_default_str();
   cmd->add_option("--tg", a->tg, "generated tokens")->check(CLI::Range(1, 8192))->capture_default_str();
-  cmd->add_option("--reps", a->reps, "measured repetitions (median; one warm-up first)")
+  cmd->add_option("--reps", a->reps, "measured repetitions on both sides (median and spread; pp/tg: one warm-up first; --agents: rounds, each with a fresh engine and document prefill)")
       ->check(CLI::Range(1, 100))->capture_default_str();
   cmd->add_flag("--no-peer", a->no_peer, "skip llama.cpp");
   cmd->add_option("--python", a->python, "python with llama-cpp-python")->capture_default_str();

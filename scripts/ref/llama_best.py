@@ -79,6 +79,11 @@ def main() -> None:
     if not os.path.exists(a.model):
         sys.exit(f"llama_best.py: no such model file: {a.model}")
     bin_dir = peer_bin_dir(a.bin_dir)
+    if a.kv != "f16" and a.fa != "on":
+        # llama.cpp refuses a quantized V cache without flash attention (llama-bench then exits
+        # non-zero for the whole run): measure the variants it accepts.
+        print(f"llama_best.py: KV {a.kv} needs flash attention in llama.cpp: --fa on only", file=sys.stderr)
+        a.fa = "on"
     models = {}
     for w in a.weights.split(","):
         models[w] = a.model if w == "original" else convert(bin_dir, a.model, w)
