@@ -12,8 +12,11 @@ A run given as RUN.json:SUFFIX has SUFFIX appended to its config names (e.g. run
 
 Usage: python3 scripts/needle_nll_summary.py RUN.json[:SUFFIX] ... [--reproduce OLD.json ...]
 """
-import argparse, json, math, os
+import argparse, json, math, os, sys
 from collections import defaultdict
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from paired_tests import sign_p, wilcoxon_p  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument('runs', nargs='+')
@@ -35,38 +38,6 @@ def load(files):
 
 data = load(args.runs)
 f16 = data.get('f16', {})
-
-
-def sign_p(a, b):
-    n = a + b
-    if n == 0: return 1.0
-    k = min(a, b)
-    return min(1.0, 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2**n)
-
-
-def wilcoxon_p(d):
-    """Exact two-sided Wilcoxon signed-rank p (zeros dropped, midranks), by DP over doubled ranks."""
-    d = [x for x in d if x != 0]
-    n = len(d)
-    if n == 0: return 1.0, 0.0
-    order = sorted(range(n), key=lambda i: abs(d[i]))
-    r2 = [0] * n  # 2 x rank (midranks become integers)
-    i = 0
-    while i < n:
-        j = i
-        while j + 1 < n and abs(d[order[j + 1]]) == abs(d[order[i]]): j += 1
-        for k in range(i, j + 1): r2[order[k]] = i + j + 2  # 2 * mean of ranks i+1..j+1
-        i = j + 1
-    w_plus = sum(r2[i] for i in range(n) if d[i] > 0)
-    total = sum(r2)
-    dist = defaultdict(int); dist[0] = 1  # number of sign vectors giving each W+ (doubled)
-    for r in r2:
-        nd = defaultdict(int)
-        for s, c in dist.items(): nd[s] += c; nd[s + r] += c
-        dist = nd
-    lo = min(w_plus, total - w_plus)
-    p = sum(c for s, c in dist.items() if s <= lo) / 2**n
-    return min(1.0, 2 * p), w_plus / 2
 
 
 def bytes_ratio(n, keys):

@@ -76,16 +76,8 @@ Result<std::unique_ptr<KvSequence>> EvalKv::Begin(std::span<const int32_t> token
     const CocktailOptions co{.alpha = flags_.alpha, .beta = flags_.beta, .chunk_tokens = flags_.chunk};
     auto plan = PlanCocktail(model_->tokenizer(), tokens, {flags_.query}, *encoder_, co);
     if (!plan.ok()) return plan.status().Context(fmt::format("cocktail relevance of chunk {}", index + 1));
-    relevance.assign((tokens.size() + kBlockTokens - 1) / kBlockTokens, -2.0f);
-    for (size_t c = 0; c < plan->similarity.size(); ++c) {
-      const size_t t0 = c * flags_.chunk, t1 = std::min(tokens.size(), t0 + flags_.chunk);
-      for (size_t b = t0 / kBlockTokens; t0 < t1 && b <= (t1 - 1) / kBlockTokens; ++b)
-        relevance[b] = std::max(relevance[b], plan->similarity[c]);
-    }
-    const auto [lo, hi] = std::minmax_element(relevance.begin() + std::min(relevance.size(), sink_blocks_), relevance.end());
-    for (size_t b = 0; b < relevance.size(); ++b)
-      relevance_ += b < sink_blocks_ ? 'S'
-                    : char('0' + int(std::lround(*hi > *lo ? 8.0 * (relevance[b] - *lo) / (*hi - *lo) : 0.0)));
+    relevance = BlockRelevance(plan->similarity, flags_.chunk, tokens.size());
+    relevance_ = RelevanceLevels(relevance, sink_blocks_);
   }
   auto seq = store_->NewSequence(tokens.size());
   if (Status s = comix_->AddUnit(seq->id(), tokens.size(), 0, 1.0, fmt::format("chunk {}", index + 1), relevance);

@@ -19,6 +19,7 @@ struct NeedleCase {
   std::string lead;        // the assistant's answer start: "The access code for the north gate is"
   double depth = 0;        // where the asked fact sits, as a fraction of the document (0 = start)
   size_t target_tokens = 0;
+  std::string kind;        // --cases-file: what generated it (e.g. "needle:wiki", "read:article"); "" here
 };
 
 struct NeedleOptions {

@@ -56,8 +56,10 @@ struct EngineOptions {
   // "uniform": the formats above. "comix": bits per (sequence, layer, K/V) coordinated under one
   // budget (kv_budget_bytes, or kv_avg_bits as a target when the budget is 0); formats of comix_family.
   // "cocktail-paper" (the paper's scheme, METHODS.md §3): like uniform (ShareFor works under either),
-  // but says contexts will be shared with ShareFor, so the "auto" window is q8. ("cocktail", CoMix's
-  // allocator weighted by relevance, runs in `chorus eval` so far: the engine refuses it by name.)
+  // but says contexts will be shared with ShareFor, so the "auto" window is q8. "cocktail": comix's
+  // allocator, and a context made with ShareFor is one unit whose blocks' errors are weighted by
+  // their chunk's relevance to the questions (1 + relevance_gain · relevance, min–max scaled);
+  // Share without questions is an error under it.
   std::string policy = "uniform";
   double kv_avg_bits = 3;
   std::string comix_family = "tq";  // "tq" (tq2/3/4) or "kivi" (kivi2/3/4)
@@ -65,6 +67,13 @@ struct EngineOptions {
   // readers nobody announced (a server's later requests; docs/ARCHITECTURE.md "CoMix"). A caller
   // that announces every reader (ShareOptions::readers, as `chorus agents` does) sets 0.
   double comix_join_reserve = 0.25;
+  // comix / cocktail: the bit widths the allocation chooses from (ascending, 1..4 of 2, 3, 4, 8 = q8)
+  // and the keys' floor (0 = none; keys never get fewer bits); cocktail: the relevance gain, and
+  // whether relevance weights the values only (the keys keep their readers' weight).
+  std::vector<int> comix_tiers = {2, 3, 4};
+  int comix_min_k_bits = 0;
+  double relevance_gain = 4;
+  bool relevance_values_only = false;
   // Cocktail (METHODS.md §3), for contexts made with ShareFor: α, β ∈ [0, 1], α + β ≤ 1; chunks of
   // 16/32/64 tokens mapped onto 32-token blocks; encoder: a sentence-embedding model directory, or
   // empty for the model's own mean-pooled hidden states.
@@ -99,6 +108,12 @@ struct ChunkMapReport {
   double search_seconds = 0;   // chunk + query embedding, cosine, thresholds
   double prefill_seconds = 0;  // prefill with per-block sealing
   double reorder_seconds = 0;  // block-table permutation after sealing
+  // Policy "cocktail" (the allocator with relevance): `blocks` is each block's relevance level (S
+  // sink, 0..8 of its min–max scaled relevance), the precision counts above stay 0, and per layer
+  // (n_layer strings, one char per sealed block in token order: F f16, else the bits 2/3/4/8):
+  // the bits the allocator handed out, and the formats the store's blocks hold (pool metadata).
+  std::string policy = "cocktail-paper";
+  std::vector<std::string> alloc_k, alloc_v, stored_k, stored_v;
 };
 
 // Where an agent (request) is: queued for admission, prefilling its prompt, decoding, finished.
@@ -264,6 +279,9 @@ class Engine {
   // the relevance of its text to `queries` (the highest precision any query asks for: the agents
   // attached when the context is sealed decide together), then the frozen block tables are
   // reordered by format. Errors: bad α/β/chunk size, encoder problems, no query.
+  // Under policy "cocktail" the blocks' bits come from the allocator instead (the context is one
+  // unit, its blocks weighted by their relevance to the queries, bytes from kv_budget_bytes /
+  // kv_avg_bits; not reordered: ChunkMapReport::stored_k/v are in token order).
   Result<ContextId> ShareFor(std::string_view text, const std::vector<std::string>& queries,
                              const Progress& progress = {});
   // The chunk map of a context made by ShareFor (nullptr for other or unknown contexts).

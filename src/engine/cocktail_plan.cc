@@ -1,6 +1,8 @@
 // Cocktail planning: chunk texts, similarities, thresholds, block map (see cocktail_plan.h).
 #include "engine/cocktail_plan.h"
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include "chorus/engine.h"             // kHiddenStateEncoder
@@ -84,6 +86,27 @@ Result<std::unique_ptr<TextEncoder>> OpenCocktailEncoder(const std::string& enco
                                                                : encoder_path;
   if (!path.empty()) return OpenTextEncoder(path);
   return std::unique_ptr<TextEncoder>(std::make_unique<HiddenStateEncoder>(model, fwd, pool));
+}
+
+std::vector<float> BlockRelevance(std::span<const float> chunk_similarity, size_t chunk_tokens, size_t n_tokens) {
+  std::vector<float> relevance((n_tokens + kBlockTokens - 1) / kBlockTokens, -2.0f);  // below any cosine
+  for (size_t c = 0; c < chunk_similarity.size(); ++c) {
+    const size_t t0 = c * chunk_tokens, t1 = std::min(n_tokens, t0 + chunk_tokens);
+    for (size_t b = t0 / kBlockTokens; t0 < t1 && b <= (t1 - 1) / kBlockTokens; ++b)
+      relevance[b] = std::max(relevance[b], chunk_similarity[c]);
+  }
+  return relevance;
+}
+
+std::string RelevanceLevels(std::span<const float> r, size_t sink_blocks) {
+  std::string s;
+  if (r.empty()) return s;
+  const auto [lo, hi] = std::minmax_element(r.begin() + std::min(r.size(), sink_blocks), r.end());
+  for (size_t b = 0; b < r.size(); ++b)
+    s += b < sink_blocks || lo == r.end()
+             ? 'S'
+             : char('0' + int(std::lround(*hi > *lo ? 8.0 * (r[b] - *lo) / (*hi - *lo) : 0.0)));
+  return s;
 }
 
 }  // namespace chorus

@@ -35,6 +35,13 @@ Result<CocktailPlan> PlanCocktail(const Tokenizer& tok, std::span<const int32_t>
                                   const std::vector<std::string>& queries, TextEncoder& encoder,
                                   const CocktailOptions& options);
 
+// chorus's Cocktail (the allocator with relevance): one relevance per 32-token block of an
+// n_tokens context — the highest similarity of the chunks (of chunk_tokens) that overlap it — and
+// its picture, one char per block: 'S' for the sink blocks, else the level 0..8 of its min–max
+// scaled relevance over the non-sink blocks.
+std::vector<float> BlockRelevance(std::span<const float> chunk_similarity, size_t chunk_tokens, size_t n_tokens);
+std::string RelevanceLevels(std::span<const float> block_relevance, size_t sink_blocks);
+
 // The user's --encoder PATH: the all-MiniLM-L6-v2 encoder (src/encoder/). Empty path → nullptr.
 // A path that is missing, or not a supported encoder, → an error naming it.
 Result<std::unique_ptr<TextEncoder>> OpenTextEncoder(const std::string& path);

@@ -49,6 +49,12 @@ uint64_t ModelFingerprint(const Model& m) {
   return h;
 }
 
+std::string TierString(const std::vector<int>& tiers) {
+  std::string s;
+  for (int b : tiers) s += char('0' + b);
+  return s;
+}
+
 }  // namespace
 
 size_t Engine::Impl::fp16_bytes(size_t tokens) const {
@@ -87,12 +93,11 @@ size_t Engine::Impl::SequenceOwnBytes(const KvSequence& s) const {
 Result<std::unique_ptr<KvSequence>> Engine::Impl::PrefillDocument(std::span<const int32_t> tokens,
                                                                   std::shared_ptr<CocktailPolicy> cocktail,
                                                                   const Progress& progress, size_t readers,
-                                                                  size_t reader_tokens, std::vector<uint64_t>* planned) {
-  const size_t L = model->config().n_layer;
-  (void)L;
+                                                                  size_t reader_tokens, std::vector<uint64_t>* planned,
+                                                                  std::span<const float> relevance) {
   // A plain document starts from whatever prefix of it the cache holds (a request's, a context's).
   Borrow b;
-  if (!cocktail) {
+  if (!cocktail && relevance.empty()) {
     const std::vector<uint64_t> keys = PrefixCache::Keys(tokens, salt);
     b = BorrowFromCache(keys, keys.size());
     cache->Touch(std::span<const uint64_t>(keys).first(b.blocks));
@@ -116,7 +121,7 @@ Result<std::unique_ptr<KvSequence>> Engine::Impl::PrefillDocument(std::span<cons
   if (unit) {
     const auto add = [&] {
       return comix->AddUnit(sid, tokens.size() - k * kBlockTokens, k * kBlockTokens, 1.0,
-                            fmt::format("shared #{}", next_context));
+                            fmt::format("{} #{}", relevance.empty() ? "shared" : "cocktail", next_context), relevance);
     };
     Status s = add();
     if (!s.ok() && cache->EvictableBytes() > 0) {  // CoMix counts idle cached blocks as held: free them
@@ -261,26 +266,27 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options) {
   if (!window.ok()) return window.status().Context("kv_window");
   const int threads = options.threads > 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
   impl->policy = std::make_unique<RoutingPolicy>(impl->shared_cfg, impl->private_cfg);
-  if (options.policy == "comix") {
+  const bool allocator = options.policy == "comix" || options.policy == "cocktail";
+  if (allocator) {
     ComixOptions co{.n_layer = c.n_layer, .n_head = c.n_head, .n_head_kv = c.n_head_kv, .head_dim = c.head_dim,
                     .budget_bytes = options.kv_budget_bytes, .avg_bits = options.kv_avg_bits,
                     .sink_blocks = options.sink_blocks,
                     .join_reserve = options.kv_budget_bytes ? options.comix_join_reserve : 0.0,
                     .window = *window,
                     .threads = static_cast<size_t>(threads),
-                    .prefill_tokens = kBlockTokens};  // the comix forward's micro-batch (below)
+                    .prefill_tokens = kBlockTokens,  // the comix forward's micro-batch (below)
+                    .tiers = options.comix_tiers,
+                    .min_k_bits = options.comix_min_k_bits,
+                    .relevance_gain = options.relevance_gain,
+                    .relevance_values_only = options.relevance_values_only};
     if (options.comix_family == "kivi") co.family = ComixFamily::kKivi;
     else if (options.comix_family != "tq")
       return Status::Error("unknown comix family '{}' (valid: tq, kivi)", options.comix_family);
-    CHORUS_RETURN_IF_ERROR(ComixPolicy::Validate(co));
+    CHORUS_RETURN_IF_ERROR(ComixPolicy::Validate(co).Context(fmt::format("policy {}", options.policy)));
     impl->comix = std::make_unique<ComixPolicy>(co);
     impl->policy->UseForAll(impl->comix.get());
-  } else if (options.policy == "cocktail") {
-    return Status::Error("KV policy 'cocktail' (CoMix's allocator weighted by each chunk's relevance to the question) "
-                         "runs in `chorus eval ppl|kld --policy cocktail` so far; the engine has 'cocktail-paper' (the "
-                         "paper's f16/kivi4/kivi2 thresholds)");
   } else if (options.policy != "uniform" && options.policy != "cocktail-paper") {
-    return Status::Error("unknown KV policy '{}' (valid: uniform, comix, cocktail-paper)", options.policy);
+    return Status::Error("unknown KV policy '{}' (valid: uniform, comix, cocktail, cocktail-paper)", options.policy);
   }
   KvStoreOptions sto{.n_layer = c.n_layer,
                      .shape = {.n_head = c.n_head, .n_head_kv = c.n_head_kv, .head_dim = c.head_dim},
@@ -296,7 +302,9 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options) {
   const std::string settings = fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", options.shared_k, options.shared_v,
                                            options.private_k, options.private_v, options.sink_blocks,
                                            WindowFormatName(*window), options.policy, options.comix_family,
-                                           options.kv_avg_bits, options.kv_budget_bytes);
+                                           options.kv_avg_bits, options.kv_budget_bytes) +
+                               fmt::format("|{}|{}|{}|{}", TierString(options.comix_tiers), options.comix_min_k_bits,
+                                           options.relevance_gain, options.relevance_values_only);
   impl->model_fp = ModelFingerprint(*impl->model);
   impl->salt = XXH3_64bits_withSeed(settings.data(), settings.size(), impl->model_fp);
   CHORUS_RETURN_IF_ERROR(impl->OpenRemote());
@@ -304,10 +312,10 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options) {
   // all layers see a document's first tokens before most of its blocks are sealed (512 at once
   // would seal layer 0's blocks knowing only layer 0 — the allocation then follows layer order).
   // Batched steps take up to max_running decode rows beside a prefill chunk in one pass.
-  impl->fwd = std::make_unique<ForwardPass>(*impl->model, options.policy == "comix" ? kBlockTokens : 512,
+  impl->fwd = std::make_unique<ForwardPass>(*impl->model, allocator ? kBlockTokens : 512,
                                             so.max_prefill + so.max_running);
   impl->pool = std::make_unique<ThreadPool>(threads);
-  impl->prefill_rows = std::max(so.max_prefill, options.policy == "comix" ? kBlockTokens : size_t{512});
+  impl->prefill_rows = std::max(so.max_prefill, allocator ? kBlockTokens : size_t{512});
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 
@@ -329,6 +337,9 @@ Result<ContextId> Engine::Share(std::string_view text, const ShareOptions& optio
     m.contexts[it->second].user_refs++;
     return it->second;
   }
+  if (m.options.policy == "cocktail")
+    return Status::Error("policy cocktail weights a shared context's blocks by their relevance to the questions: share "
+                         "it with ShareFor(text, questions) (Share has no questions)");
   std::vector<uint64_t> planned;
   CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<KvSequence> seq,
                           m.PrefillDocument(tokens, nullptr, options.progress, options.readers,
@@ -346,6 +357,11 @@ Result<ContextId> Engine::ShareFor(std::string_view text, const std::vector<std:
                                    const Progress& progress) {
   Impl& m = *impl_;
   CHORUS_ASSIGN_OR_RETURN(std::vector<int32_t> tokens, m.DocumentTokens(text));
+  if (m.options.policy == "cocktail" &&
+      std::all_of(queries.begin(), queries.end(),
+                  [](const std::string& q) { return q.find_first_not_of(" \t\r\n") == std::string::npos; }))
+    return Status::Error("policy cocktail needs at least one non-empty question (its relevance to each chunk weights "
+                         "the context's blocks); got {} question(s), none with text", queries.size());
   if (!m.encoder) {  // first use: the installed sentence encoder, else the model's own hidden states
     CHORUS_ASSIGN_OR_RETURN(m.encoder, OpenCocktailEncoder(m.options.encoder_path, m.options.model_path, *m.model,
                                                            *m.fwd, *m.pool));
@@ -354,6 +370,7 @@ Result<ContextId> Engine::ShareFor(std::string_view text, const std::vector<std:
                            .chunk_tokens = m.options.cocktail_chunk_tokens};
   CHORUS_ASSIGN_OR_RETURN(CocktailPlan plan, PlanCocktail(m.model->tokenizer(), tokens, queries, *m.encoder, co));
   const size_t sink = m.shared_cfg.sink_blocks;
+  if (m.options.policy == "cocktail") return m.ShareRelevant(std::move(tokens), queries, plan, progress);
   ChunkMapReport rep{.encoder = plan.encoder, .blocks = ChunkMapString(plan.blocks, sink),
                      .chunks = plan.similarity.size(), .chunk_tokens = co.chunk_tokens,
                      .s_min = float(plan.thresholds.s_min), .s_max = float(plan.thresholds.s_max),
@@ -379,6 +396,54 @@ Result<ContextId> Engine::ShareFor(std::string_view text, const std::vector<std:
   SortBlocksByFormat(m.contexts.at(id).tables, m.store->pool(), m.model->config().layer_window);
   rep.reorder_seconds = t_reorder.Seconds();
   m.chunk_maps[id] = std::move(rep);
+  return id;
+}
+
+// chorus's Cocktail: the document is one allocator unit whose blocks are weighted by relevance.
+Result<ContextId> Engine::Impl::ShareRelevant(std::vector<int32_t> tokens, const std::vector<std::string>& queries,
+                                              const CocktailPlan& plan, const Progress& progress) {
+  const size_t sink = shared_cfg.sink_blocks, chunk = options.cocktail_chunk_tokens;
+  const std::vector<float> relevance = BlockRelevance(plan.similarity, chunk, tokens.size());
+  ChunkMapReport rep{.encoder = plan.encoder, .blocks = RelevanceLevels(relevance, sink),
+                     .chunks = plan.similarity.size(), .chunk_tokens = chunk,
+                     .s_min = float(plan.thresholds.s_min), .s_max = float(plan.thresholds.s_max),
+                     .search_seconds = plan.search_seconds, .policy = "cocktail"};
+  std::string key;  // the same text for the same questions is the same context
+  for (const std::string& q : queries) key += q + '\n';
+  const uint64_t hash = HashTokens(salt ^ 0xa110ca7e, tokens, key);
+  if (auto it = by_hash.find(hash); it != by_hash.end()) {
+    contexts[it->second].user_refs++;
+    return it->second;
+  }
+  Timer t_prefill;
+  CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<KvSequence> seq,
+                          PrefillDocument(tokens, nullptr, progress, 0, 0, nullptr, relevance));
+  rep.prefill_seconds = t_prefill.Seconds();
+  // What the allocator handed out and what the store's blocks hold, per layer, in token order.
+  const BlockPool& bp = store->pool();
+  const size_t full = tokens.size() / kBlockTokens;
+  const auto bits = [&](KvFormat f) {
+    if (f == KvFormat::kF16) return 'F';
+    for (int b : {2, 3, 4, 8})
+      if (ComixFormat(comix->options().family, b) == f) return char('0' + b);
+    return '?';
+  };
+  for (size_t l = 0; l < model->config().n_layer; ++l) {
+    rep.alloc_k.push_back(comix->SealedBits(seq->id(), l, KvSide::kKey));
+    rep.alloc_v.push_back(comix->SealedBits(seq->id(), l, KvSide::kValue));
+    std::string k(full, '.'), v(full, '.');  // '.': freed by a sliding-window layer
+    for (size_t j = seq->first_block(l); j < full; ++j) {
+      k[j] = bits(bp.meta(seq->block(l, j)).k_format);
+      v[j] = bits(bp.meta(seq->block(l, j)).v_format);
+    }
+    rep.stored_k.push_back(std::move(k));
+    rep.stored_v.push_back(std::move(v));
+  }
+  const uint64_t unit = seq->id();
+  // Not pinned in the prefix cache (its bits were chosen for these questions), nor reordered.
+  const ContextId id = AddContext(std::move(tokens), *seq, hash, /*pin=*/false);
+  contexts.at(id).comix_unit = unit;  // its blocks stay in the allocator's accounting
+  chunk_maps[id] = std::move(rep);
   return id;
 }
 

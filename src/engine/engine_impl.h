@@ -10,6 +10,7 @@
 
 #include "chorus/engine.h"
 #include "encoder/text_encoder.h"   // TextEncoder
+#include "engine/cocktail_plan.h"   // CocktailPlan
 #include "engine/kv_config.h"       // KvConfig
 #include "engine/prefix_cache.h"    // PrefixCache
 #include "engine/routing_policy.h"  // RoutingPolicy
@@ -104,11 +105,18 @@ struct Engine::Impl {
   // Prefills `tokens` into a new sequence (borrowing what the prefix cache holds when `from_cache`),
   // sealed with the shared formats or under a Cocktail map, and returns it with its full blocks.
   // comix: `readers` units of reader_tokens each are planned first (their ids in *planned).
+  // cocktail (the allocator): `relevance` (one per 32-token block) weights the unit's blocks; such a
+  // document borrows nothing from the prefix cache (its bits were chosen for its questions).
   Result<std::unique_ptr<KvSequence>> PrefillDocument(std::span<const int32_t> tokens,
                                                       std::shared_ptr<CocktailPolicy> cocktail,
                                                       const Progress& progress, size_t readers = 0,
                                                       size_t reader_tokens = 0,
-                                                      std::vector<uint64_t>* planned = nullptr);
+                                                      std::vector<uint64_t>* planned = nullptr,
+                                                      std::span<const float> relevance = {});
+  // ShareFor under policy "cocktail": the document as one allocator unit weighted by the plan's
+  // relevance per block (not pinned, not reordered), with its ChunkMapReport.
+  Result<ContextId> ShareRelevant(std::vector<int32_t> tokens, const std::vector<std::string>& queries,
+                                  const CocktailPlan& plan, const Progress& progress);
   ContextId AddContext(std::vector<int32_t> tokens, const KvSequence& seq, uint64_t hash, bool pin);
   void CollectContexts();
   size_t SequenceOwnBytes(const KvSequence& s) const;

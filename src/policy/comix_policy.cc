@@ -411,13 +411,17 @@ BlockFormats ComixPolicy::FormatFor(const BlockInfo& info) {
   Unit& u = it->second;
   Layer& l = u.layers[info.layer];
   BlockFormats f;  // f16 / f16
+  char kc = 'F', vc = 'F';
   if (info.first_pos >= options_.sink_blocks * kBlockTokens) {
     if (pending_ || seals_since_ >= options_.realloc_every)
       (void)Reallocate(pending_ ? pending_why_ : fmt::format("every {} sealed blocks", options_.realloc_every));
     const size_t r = RunOf(u, info.block_index);
     f.k = ComixFormat(options_.family, l.k_bits[r]);
     f.v = ComixFormat(options_.family, l.v_bits[r]);
+    kc = char('0' + l.k_bits[r]), vc = char('0' + l.v_bits[r]);
   }
+  l.sealed_k += kc;
+  l.sealed_v += vc;
   const size_t cost = footprint_.Block(f.k, f.v);
   ++l.sealed;
   ++seals_since_;
@@ -437,6 +441,7 @@ void ComixPolicy::Unseal(const BlockInfo& info, const BlockFormats& f) {
   Layer& l = u.layers[info.layer];
   const size_t cost = footprint_.Block(f.k, f.v);
   if (l.sealed > 0) --l.sealed;
+  if (!l.sealed_k.empty()) l.sealed_k.pop_back(), l.sealed_v.pop_back();
   u.committed -= std::min(u.committed, cost);
   committed_ -= std::min(committed_, cost);
   if (f.k != KvFormat::kF16) {
@@ -483,6 +488,13 @@ std::vector<int> ComixPolicy::RunBits(uint64_t seq_id, size_t layer, KvSide side
   if (it == units_.end() || layer >= it->second.layers.size()) return {};
   const Layer& l = it->second.layers[layer];
   return side == KvSide::kKey ? l.k_bits : l.v_bits;
+}
+
+std::string ComixPolicy::SealedBits(uint64_t seq_id, size_t layer, KvSide side) const {
+  auto it = units_.find(seq_id);
+  if (it == units_.end() || layer >= it->second.layers.size()) return {};
+  const Layer& l = it->second.layers[layer];
+  return side == KvSide::kKey ? l.sealed_k : l.sealed_v;
 }
 
 ComixTiming ComixPolicy::Timing() const {

@@ -131,6 +131,10 @@ class ComixPolicy : public PrecisionPolicy {
   // layer (tests and reports); empty when the unit is unknown.
   std::vector<size_t> RunStarts(uint64_t seq_id) const;
   std::vector<int> RunBits(uint64_t seq_id, size_t layer, KvSide side) const;
+  // What FormatFor handed out for each block of a unit's layer, in block order of the unit's own
+  // blocks: one char per block, 'F' (f16: a sink) or the bit width ('2', '3', '4', '8' = q8).
+  // Empty when the unit is unknown. (Checked against the stored blocks' formats by the engine test.)
+  std::string SealedBits(uint64_t seq_id, size_t layer, KvSide side) const;
   // The heat map and, with `events`, one line per reallocation (why, bits, bytes, time).
   std::string Report(bool events) const;
   ComixTiming Timing() const;  // reallocations recorded so far
@@ -140,6 +144,7 @@ class ComixPolicy : public PrecisionPolicy {
  private:
   struct Layer {
     size_t sealed = 0;                       // blocks sealed so far
+    std::string sealed_k, sealed_v;          // (sealed) the bits handed out per block (SealedBits)
     std::vector<int> k_bits, v_bits;         // (runs) allocation in force
     std::vector<HeadStats> cur, prev;        // (n_head_kv) recent statistics, two buckets
     size_t cur_rows = 0, cur_queries = 0;

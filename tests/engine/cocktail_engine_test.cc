@@ -118,7 +118,8 @@ TEST(CocktailEngine, CocktailPolicyGetsTheQ8Window) {
   EXPECT_LT(private_bytes[1], private_bytes[0]);
   auto bad = Engine::Open({.model_path = kModel, .policy = "mixed"});
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("valid: uniform, comix, cocktail-paper"), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("valid: uniform, comix, cocktail, cocktail-paper"), std::string::npos)
+      << bad.status().message();
 }
 
 TEST(CocktailEngine, BadParametersAndEncoderPathsAreErrors) {
@@ -141,6 +142,90 @@ TEST(CocktailEngine, BadParametersAndEncoderPathsAreErrors) {
   auto none = engine->ShareFor(Document(), {});
   ASSERT_FALSE(none.ok());
   EXPECT_NE(none.status().message().find("query"), std::string::npos);
+}
+
+// chorus's Cocktail in the engine (policy "cocktail"): ShareFor registers the document as one
+// allocator unit weighted by relevance. Catches: blocks sealed by another policy than the
+// allocator (the uniform shared formats or the paper's map: the store's formats then differ from
+// what the allocator handed out, or it handed out nothing), keys below the floor, a context that
+// costs more than the uniform kivi4 blocks its target promises (measured from the store), and a
+// relevance that does not reach the allocation (the most relevant block no better than the least).
+TEST(CocktailAllocatorEngine, SealsTheAllocatorsBitsWithinTheTarget) {
+  const std::string q = "What is the access code for the north gate?";
+  auto engine = Open({.policy = "cocktail", .kv_avg_bits = 4, .comix_family = "kivi", .comix_tiers = {3, 4, 8},
+                      .comix_min_k_bits = 4, .relevance_gain = 8});
+  ASSERT_TRUE(engine);
+  auto ctx = engine->ShareFor(Document(), {q});
+  ASSERT_TRUE(ctx.ok()) << ctx.status().message();
+  const ChunkMapReport* m = engine->chunk_map(*ctx);
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->policy, "cocktail");
+  const size_t tokens = engine->ContextTokens(*ctx), full = tokens / 32;
+  ASSERT_EQ(m->blocks.size(), (tokens + 31) / 32);
+  EXPECT_EQ(m->blocks[0], 'S');
+  ASSERT_EQ(m->stored_k.size(), 30u);  // SmolLM2-135M's layers
+  ASSERT_EQ(m->alloc_k.size(), m->stored_k.size());
+  size_t upgraded = 0, most = 1, least = 1;  // the most / least relevant non-sink full blocks
+  for (size_t b = 1; b < full; ++b) {
+    if (m->blocks[b] > m->blocks[most]) most = b;
+    if (m->blocks[b] < m->blocks[least]) least = b;
+  }
+  ASSERT_NE(m->blocks[most], m->blocks[least]) << m->blocks;
+  int most_bits = 0, least_bits = 0;
+  for (size_t l = 0; l < m->stored_k.size(); ++l) {
+    ASSERT_EQ(m->stored_k[l].size(), full);
+    EXPECT_EQ(m->alloc_k[l], m->stored_k[l]) << "layer " << l;
+    EXPECT_EQ(m->alloc_v[l], m->stored_v[l]) << "layer " << l;
+    EXPECT_EQ(m->stored_k[l][0], 'F');  // the sink
+    EXPECT_EQ(m->stored_k[l].substr(1).find_first_of("23F"), std::string::npos) << m->stored_k[l];  // keys >= 4
+    for (size_t b = 1; b < full; ++b) upgraded += m->stored_v[l][b] == '8' || m->stored_k[l][b] == '8';
+    most_bits += m->stored_v[l][most] - '0';
+    least_bits += m->stored_v[l][least] - '0';
+  }
+  EXPECT_GT(upgraded, 0u);  // the target leaves room above the cheapest tiers: the allocator chose
+  EXPECT_GT(most_bits, least_bits) << "relevance " << m->blocks;
+  // Bytes: the average-bits target 4 = the uniform kivi4 blocks of the same document, measured.
+  auto kivi4 = Open({.shared_k = "kivi4", .shared_v = "kivi4"});
+  ASSERT_TRUE(kivi4);
+  auto uctx = kivi4->Share(Document());
+  ASSERT_TRUE(uctx.ok()) << uctx.status().message();
+  ASSERT_EQ(kivi4->ContextTokens(*uctx), tokens);
+  EXPECT_LE(engine->ContextBytes(*ctx), kivi4->ContextBytes(*uctx));
+  EXPECT_GT(engine->ContextBytes(*ctx), kivi4->ContextBytes(*uctx) * 9 / 10);  // and spends them
+  std::printf("relevance %s, middle layer K %s V %s, bytes %zu vs kivi4 %zu\n", m->blocks.c_str(),
+              m->stored_k[15].c_str(), m->stored_v[15].c_str(), engine->ContextBytes(*ctx),
+              kivi4->ContextBytes(*uctx));
+  // An agent reads it and its answer is scored like any other context's.
+  auto a = engine->Spawn(*ctx, "\n\nQuestion: " + q + "\nAnswer:", {.max_tokens = 8, .ignore_eog = true});
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  while (engine->running() > 0) ASSERT_TRUE(engine->Step().ok());
+  EXPECT_NE(engine->agent(*a)->text.find("4817"), std::string::npos) << "answer: " << engine->agent(*a)->text;
+}
+
+// Policy "cocktail" needs questions and a byte target above its cheapest tiers: each is a clear error.
+TEST(CocktailAllocatorEngine, NoQuestionOrTooFewBytesIsAClearError) {
+  auto tiers = Engine::Open({.model_path = kModel, .policy = "cocktail", .kv_avg_bits = 3, .comix_tiers = {4, 8}});
+  ASSERT_FALSE(tiers.ok());
+  EXPECT_NE(tiers.status().message().find("the minimum for tiers 4,8"), std::string::npos) << tiers.status().message();
+  auto floor = Engine::Open({.model_path = kModel, .policy = "cocktail", .kv_avg_bits = 3, .comix_tiers = {2, 3, 4, 8},
+                             .comix_min_k_bits = 8});
+  ASSERT_FALSE(floor.ok());
+  EXPECT_NE(floor.status().message().find("minimum"), std::string::npos) << floor.status().message();
+  auto budget = Engine::Open({.model_path = kModel, .kv_budget_bytes = 1000, .policy = "cocktail"});
+  ASSERT_FALSE(budget.ok());
+  EXPECT_NE(budget.status().message().find("minimum"), std::string::npos) << budget.status().message();
+  auto engine = Open({.policy = "cocktail", .kv_avg_bits = 4, .comix_family = "kivi"});
+  ASSERT_TRUE(engine);
+  for (const std::vector<std::string>& none : {std::vector<std::string>{}, {" \n"}}) {
+    auto ctx = engine->ShareFor(Document(), none);
+    ASSERT_FALSE(ctx.ok());
+    EXPECT_NE(ctx.status().message().find("needs at least one non-empty question"), std::string::npos)
+        << ctx.status().message();
+  }
+  auto plain = engine->Share(Document());
+  ASSERT_FALSE(plain.ok());
+  EXPECT_NE(plain.status().message().find("ShareFor(text, questions)"), std::string::npos) << plain.status().message();
+  EXPECT_EQ(engine->live_contexts(), 0u);  // nothing half-made is left
 }
 
 TEST(HiddenStateEncoder, UnitVectorsDeterministicAndErrors) {

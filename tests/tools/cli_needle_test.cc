@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <fstream>
 #include <string>
 
 #include "cli_run.h"
@@ -46,6 +47,65 @@ TEST(CliNeedle, AnswerLikelihoodPerCaseAndConfig) {
     EXPECT_NE(f16, kivi4) << "case " << i;
     EXPECT_NEAR(f16, kivi4, 0.5) << "case " << i;
   }
+}
+
+// --cases-file (JSONL as scripts/make_needle_cases.py writes) with chorus's Cocktail (the allocator
+// with the question's relevance) beside uniform kivi4: the cases are the file's (kind passed
+// through), the allocator's context keeps keys at >= 4 bits (the middle layer's stored formats) and
+// costs no more than kivi4's measured bytes at average 4 bits; a name answer is exact only when the
+// output begins with it. Catches the engine path ignoring the allocator config, the byte target,
+// or scoring a non-digit answer by its digits.
+TEST(CliNeedle, CasesFileWithTheAllocatorWithRelevance) {
+  const std::string doc =
+      "Varnholm was founded in 1873. The mayor of Varnholm is Maria Kessel. Its old quarter is a maze of narrow "
+      "streets lined with linden trees and small workshops. Most visitors arrive by the regional train and stay "
+      "near the market square. The surrounding hills are used for barley and for grazing sheep. A stone bridge "
+      "crosses the river below the church, and a path follows the bank to the next village. Tosbrin has a "
+      "population of 48213. The mayor of Tosbrin is Jonas Brandt. The local museum keeps tools, maps and letters "
+      "from the early settlers. In summer the fields turn the valley yellow, and the cafes stay open late. ";
+  std::string body;
+  for (int i = 0; i < 2; ++i) body += doc;  // ~300 tokens: 9 blocks
+  const std::string path = testing::TempDir() + "needle_cases." + std::to_string(getpid()) + ".jsonl";
+  {
+    std::ofstream f(path);
+    f << nlohmann::json{{"document", body}, {"question", "Who is the mayor of Varnholm?"}, {"answer", "Maria Kessel"},
+                        {"lead", "The mayor of Varnholm is"}, {"depth", 0.0}, {"kind", "read:name"}}.dump() << "\n";
+    f << nlohmann::json{{"document", body}, {"question", "What is the population of Tosbrin?"}, {"answer", "48213"},
+                        {"lead", "Tosbrin has a population of"}, {"kind", "read:number"}}.dump() << "\n";
+  }
+  const nlohmann::json j = Json(Chorus(std::string("eval needle -m ") + kModel + " --cases-file " + path +
+                                       " --configs kivi4,cocktail-kivi:4:t348:k4:g8 -t 2 --json"));
+  std::remove(path.c_str());
+  ASSERT_EQ(j["configs"].size(), 2u) << j.dump();
+  const auto& kivi4 = j["configs"][0];
+  const auto& alloc = j["configs"][1];
+  EXPECT_EQ(alloc["config"], "cocktail-kivi:4:t348:k4:g8");
+  ASSERT_EQ(alloc["cases"].size(), 2u);
+  EXPECT_EQ(alloc["cases"][0]["kind"], "read:name");
+  EXPECT_LE(alloc["bytes"].get<size_t>(), kivi4["bytes"].get<size_t>());
+  for (const auto& c : {kivi4, alloc})
+    for (const auto& r : c["cases"]) {
+      const std::string out = r["output"], answer = r["answer"];
+      if (answer == "Maria Kessel")
+        EXPECT_EQ(r["correct"].get<bool>(), out.find_first_not_of(' ') != std::string::npos &&
+                                                out.substr(out.find_first_not_of(' '), 12) == answer) << out;
+      EXPECT_TRUE(std::isfinite(r["answer_nll"].get<double>())) << r.dump();
+    }
+  for (const auto& r : alloc["cases"]) {
+    const std::string k = r["k_bits_mid"], rel = r["map"];
+    ASSERT_FALSE(k.empty()) << r.dump();
+    EXPECT_EQ(k[0], 'F');  // the sink block
+    EXPECT_EQ(k.find_first_of("23", 1), std::string::npos) << k;
+    EXPECT_EQ(rel[0], 'S') << rel;
+  }
+  // A bad allocator config and no cases source are errors that say what to write.
+  const cli_test::CliRun bad = Chorus(std::string("eval needle -m ") + kModel +
+                                      " -f examples/du_fu.txt --configs cocktail-kivi:4:zz");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.err.find("suffix"), std::string::npos) << bad.err;
+  const cli_test::CliRun none = Chorus(std::string("eval needle -m ") + kModel + " --configs f16");
+  EXPECT_EQ(none.code, 1);
+  EXPECT_NE(none.err.find("--cases-file"), std::string::npos) << none.err;
 }
 
 TEST(CliNeedle, BadKvWindowNamesTheFlag) {
