@@ -4,13 +4,16 @@
 // GFLOP/s counting 2·head_dim flops per (query, token); SmolLM2-135M's 3 × 64 geometry).
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cmath>
+#include <span>
+#include <string>
 #include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "kv/block_attention.h"  // BlockAttention
+#include "kv/block_attention.h"  // BlockAttention (stacked steps; one agent at depth)
 #include "kv/kv_format.h"   // EncodeKvBlock, KvBlockBytes
 #include "kv/kv_kernels.h"  // GetKvBlockKernels
 
@@ -135,10 +138,51 @@ void BM_Attend(benchmark::State& state) {
   state.counters["GFLOPs"] = benchmark::Counter(flops * 1e-9 * state.iterations(), benchmark::Counter::kIsRate);
 }
 
+// One agent's attention at depth 4096 for one KV head, as a decode step runs it: BlockAttention over
+// 128 blocks (score, softmax fold, accumulate per block; 3 queries = SmolLM2's GQA group). Args:
+// (K format, V format, cold). cold = 0: the same 128 blocks every iteration (cache-resident after
+// the first: the kernels' arithmetic); cold = 1: each iteration takes the next 128 blocks of a
+// 96 MB pool (3× this machine's L3) in shuffled order, so every block comes from memory as in a real
+// step, where the weights stream through the caches between two layers' attention.
+void BM_AttendDepth(benchmark::State& state) {
+  const KvFormat kf = kAllKvFormats[state.range(0)], vf = kAllKvFormats[state.range(1)];
+  const bool cold = state.range(2) != 0;
+  state.SetLabel(std::string(KvFormatName(kf)) + "/" + std::string(KvFormatName(vf)) + (cold ? " cold" : " hot"));
+  constexpr size_t kDepthBlocks = 128, kQ = 3;
+  const Fixture keys = MakeBlocks(kf, KvSide::kKey), values = MakeBlocks(vf, KvSide::kValue);  // 64 distinct
+  const size_t pair_bytes = keys.block_bytes + values.block_bytes;
+  const size_t n_pool = cold ? std::max<size_t>(kDepthBlocks, (size_t{96} << 20) / pair_bytes) : kDepthBlocks;
+  std::vector<uint8_t> pool(n_pool * pair_bytes);  // (block: key side, value side), copies of the 64
+  std::vector<BlockView> views(n_pool);
+  for (size_t b = 0; b < n_pool; ++b) {
+    uint8_t* p = &pool[b * pair_bytes];
+    std::copy_n(&keys.blocks[(b % kBlocks) * keys.block_bytes], keys.block_bytes, p);
+    std::copy_n(&values.blocks[(b % kBlocks) * values.block_bytes], values.block_bytes, p + keys.block_bytes);
+    views[b] = {p, p + keys.block_bytes, kf, vf};
+  }
+  std::mt19937 rng(3);
+  std::shuffle(views.begin(), views.end(), rng);  // separate allocations: no address pattern to follow
+  std::normal_distribution<float> nd;
+  std::vector<float> q(kQ * kGeometry.head_dim), out(kQ * kGeometry.head_dim);
+  for (auto& v : q) v = nd(rng) * 0.125f;
+  BlockAttention att(kGeometry);
+  att.Reserve(kQ);
+  size_t first = 0;
+  for (auto _ : state) {
+    att.Begin(q.data(), kQ);
+    att.AddBlocks(std::span<const BlockView>(views).subspan(first, kDepthBlocks), 1);
+    att.Finish(out.data());
+    benchmark::DoNotOptimize(out.data());
+    first = first + 2 * kDepthBlocks <= n_pool ? first + kDepthBlocks : 0;
+  }
+  state.SetItemsProcessed(state.iterations() * kDepthBlocks * kBlockTokens);  // tokens of one KV head
+}
+
 BENCHMARK(BM_Score)->ArgsProduct({benchmark::CreateDenseRange(0, std::size(kAllKvFormats) - 1, 1), {3, 45}});
 BENCHMARK(BM_Accumulate)->ArgsProduct({benchmark::CreateDenseRange(0, std::size(kAllKvFormats) - 1, 1), {3, 45}});
 BENCHMARK(BM_Attend)->ArgsProduct({{0, 1, 2}, {3, 21, 24, 45, 96}});
 BENCHMARK(BM_Encode)->DenseRange(0, std::size(kAllKvFormats) - 1);
+BENCHMARK(BM_AttendDepth)->Args({5, 6, 0})->Args({5, 6, 1})->Args({0, 0, 0})->Args({0, 0, 1});  // tq4/tq3, f16/f16
 
 }  // namespace
 }  // namespace chorus

@@ -58,8 +58,13 @@ Roof RoofFor(const StepCost& cost, size_t tokens, const MachineLimits& m) {
 }
 
 nlohmann::json MachineJson(const MachineLimits& m) {
+  nlohmann::json reads = nlohmann::json::array();
+  for (const ReadRate& r : m.reads) reads.push_back({{"streams", r.streams}, {"prefetch_ahead_bytes", r.ahead}, {"bytes_per_s", r.bytes_per_s}});
   return {{"threads", m.threads},
           {"read_bytes_per_s", m.read_bytes_per_s},
+          {"read_pattern", m.read_pattern},
+          {"read_sequential_bytes_per_s", m.read_sequential_bytes_per_s},
+          {"reads", reads},
           {"f32_flops_per_s", m.f32_flops_per_s},
           {"int8_ops_per_s", m.int8_ops_per_s},
           {"simd", m.simd},
@@ -85,8 +90,19 @@ int RunMachineProbe(const std::vector<int>& threads, bool json) {
       std::printf("%-8d %16.1f %14.1f %14.1f  %s / %s\n", t, m.read_bytes_per_s * 1e-9, m.f32_flops_per_s * 1e-9,
                   m.int8_ops_per_s * 1e-9, m.simd.c_str(), m.int8_path.empty() ? "none" : m.int8_path.c_str());
   }
-  if (json) PrintJson(report);
-  else std::printf("load average %.2f (a loaded machine lowers every figure)\n", LoadAverage());
+  if (json) {
+    PrintJson(report);
+    return 0;
+  }
+  std::printf("read GB/s per pattern (each thread's slice read as N streams side by side, 64 B of each per step):\n");
+  for (const auto& m : report["machine"]) {
+    for (const auto& r : m["reads"])
+      std::printf("  %d thread(s)  %-44s %6.1f\n", m["threads"].get<int>(),
+                  ReadPatternName(r["streams"].get<size_t>(), r["prefetch_ahead_bytes"].get<size_t>()).c_str(),
+                  r["bytes_per_s"].get<double>() * 1e-9);
+  }
+  std::printf("read GB/s above = the best pattern (the roofs' bandwidth); load average %.2f (a loaded machine lowers every figure)\n",
+              LoadAverage());
   return 0;
 }
 

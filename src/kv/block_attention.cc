@@ -70,6 +70,24 @@ const float* BlockAttention::RotatedQueries() {
   return q_rot_.data();
 }
 
+namespace {
+
+// Requests head `kv_head`'s key and value tiles of a block toward L1. A decode step attends every
+// block of a long context once, and the blocks are separate allocations out of cache (the weights
+// stream through L3 between two layers' attention): without this each block starts with demand
+// misses the hardware prefetcher has not yet seen a stream for. Issued one block ahead, the lines
+// arrive while the current block is computed.
+void PrefetchHeadTiles(const KvGeometry& g, const BlockView& b, uint32_t kv_head) {
+  const uint8_t* k = b.k + KvHeadTileOffset(b.k_format, KvSide::kKey, g, kv_head);
+  const uint8_t* v = b.v + KvHeadTileOffset(b.v_format, KvSide::kValue, g, kv_head);
+  const size_t kn = KvHeadTileBytes(b.k_format, KvSide::kKey, g.head_dim);
+  const size_t vn = KvHeadTileBytes(b.v_format, KvSide::kValue, g.head_dim);
+  for (size_t o = 0; o < kn; o += 64) __builtin_prefetch(k + o);
+  for (size_t o = 0; o < vn; o += 64) __builtin_prefetch(v + o);
+}
+
+}  // namespace
+
 void BlockAttention::AddBlocks(std::span<const BlockView> blocks, uint32_t kv_head, size_t q0, size_t nq,
                                size_t skip_first) {
   const size_t hd = g_.head_dim;
@@ -87,6 +105,7 @@ void BlockAttention::AddBlocks(std::span<const BlockView> blocks, uint32_t kv_he
     SoftmaxState& st = KvFormatIsRotated(vf) ? rot_ : plain_;
     if (st.m.empty()) st.Reset(n_q_, hd);
     for (size_t b = b0; b < b1; ++b) {
+      if (b + 1 < blocks.size()) PrefetchHeadTiles(g_, blocks[b + 1], kv_head);
       kk.score(g_, blocks[b].k, kv_head, q, nq, scores_.data(), kBlockTokens);
       if (b == 0 && skip_first > 0)
         for (size_t i = 0; i < nq; ++i) std::fill_n(scores_.data() + i * kBlockTokens, skip_first, -INFINITY);

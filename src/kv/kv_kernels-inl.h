@@ -15,6 +15,9 @@
 #include <cstring>
 
 #include <hwy/highway.h>
+#if HWY_TARGET == HWY_AVX2
+#include <immintrin.h>  // vpermps, vblendvps (CentroidTable::Decode)
+#endif
 
 #include "kv/kv_format_layout.h"  // LoadLE32, Codebook, PackedGroupBytes
 
@@ -54,19 +57,60 @@ HWY_INLINE VF CodesToFloat(DF df, VU codes) {
   return hn::ConvertTo(df, hn::BitCast(DI(), codes));
 }
 
+// AVX2's vpermps reads only bits [2:0] of each index and vblendvps only the sign bit of its
+// selector, so CentroidTable::Decode masks no code there: an index may carry a neighbouring code's
+// bits above its own (a 4-entry table is stored twice so bit 2 picks the same entry), and a 3- or
+// 4-bit code's top bit, shifted to bit 31, blends two 8-entry permutes. Same centroids, fewer ops.
+#if HWY_TARGET == HWY_AVX2
+#define CHORUS_KV_AVX2_LOOKUP 1
+#else
+#define CHORUS_KV_AVX2_LOOKUP 0
+#endif
+
 // The 2^kBits Lloyd-Max centroids held in registers: one table vector when it fits in a vector,
-// else consecutive chunks of N entries selected by the high index bits.
+// else consecutive chunks of N entries selected by the high index bits (AVX2: see above).
 template <uint32_t kBits>
 class CentroidTable {
  public:
   static constexpr size_t kSize = size_t{1} << kBits;
   static constexpr size_t kN = hn::MaxLanes(DF());
-  static constexpr size_t kChunks = kSize > kN ? kSize / kN : 1;
+  static constexpr size_t kChunks = CHORUS_KV_AVX2_LOOKUP ? (kBits == 2 ? 1 : 2) : kSize > kN ? kSize / kN : 1;
 
   HWY_INLINE CentroidTable() {
     const DF df;
-    for (size_t k = 0; k < kChunks; ++k) t_[k] = hn::LoadU(df, kv_layout::Codebook(kBits).centroid + k * kN);
+    const float* cb = kv_layout::Codebook(kBits).centroid;
+#if CHORUS_KV_AVX2_LOOKUP
+    for (size_t k = 0; k < kChunks; ++k) t_[k] = kBits == 4 ? hn::LoadU(df, cb + 8 * k) : hn::LoadDup128(df, cb + 4 * k);
+#else
+    for (size_t k = 0; k < kChunks; ++k) t_[k] = hn::LoadU(df, cb + k * kN);
+#endif
   }
+
+  // The centroids of codes i0 .. i0+N-1 of the packed 32-code group g (i0 % N == 0).
+  HWY_INLINE VF Decode(const uint8_t* g, size_t i0) const {
+#if CHORUS_KV_AVX2_LOOKUP
+    const DU du;
+    hn::Vec<DU> idx, sel;  // index in bits [2:0] (garbage above), the top code bit in bit 31
+    if constexpr (kBits == 4) {  // the byte (low nibble: the high one is garbage) or the byte >> 4
+      const hn::Rebind<uint8_t, DU> d8;
+      idx = hn::ShiftRightSame(hn::PromoteTo(du, hn::LoadU(d8, g + (i0 & 15))), (i0 & 16) ? 4 : 0);
+      sel = hn::ShiftLeft<28>(idx);
+    } else {  // the 2-bit word shifted to the lane's code (the next code's bits above)
+      const VU w = hn::Set(du, kv_layout::LoadLE32(g + 4 * (i0 >> 4)));
+      idx = hn::operator>>(w, hn::ShiftLeft<1>(hn::Iota(du, static_cast<uint32_t>(i0 & 15))));
+      if constexpr (kBits == 2) return VF{_mm256_permutevar8x32_ps(t_[0].raw, idx.raw)};
+      const VU hi = hn::Set(du, kv_layout::LoadLE32(g + 8));  // bit i0 + lane → bit 31
+      sel = hn::operator<<(hi, hn::Sub(hn::Set(du, 31u), hn::Iota(du, static_cast<uint32_t>(i0))));
+    }
+    return VF{_mm256_blendv_ps(_mm256_permutevar8x32_ps(t_[0].raw, idx.raw), _mm256_permutevar8x32_ps(t_[1].raw, idx.raw),
+                               _mm256_castsi256_ps(sel.raw))};
+#else
+    return Lookup(UnpackCodes<kBits>(DU(), g, i0));
+#endif
+  }
+
+ private:
+#if !CHORUS_KV_AVX2_LOOKUP
   HWY_INLINE VF Lookup(VU codes) const {
     const DF df;
     const DU du;
@@ -82,10 +126,9 @@ class CentroidTable {
       return r;
     }
   }
-
- private:
   static constexpr int Log2(size_t n) { return n <= 1 ? 0 : 1 + Log2(n / 2); }
   static constexpr int kLog2N = Log2(kN);
+#endif
   VF t_[kChunks];
 };
 

@@ -14,7 +14,7 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
-#include "kv/kv_kernels-inl.h"  // UnpackCodes, CentroidTable, LoadF16, LoadI8
+#include "kv/kv_kernels-inl.h"  // UnpackCodes, CentroidTable::Decode, LoadF16, LoadI8
 
 HWY_BEFORE_NAMESPACE();
 namespace chorus {
@@ -103,8 +103,7 @@ struct TqRows {  // head_dim is a multiple of 32, hence of N: no scalar tail
   const uint8_t* Row(size_t j) const { return tile + j * kv_layout::TqRowBytes(kBits, d); }
   float ScaleOf(size_t j) const { return LoadF16One(Row(j)) * inv_sqrt_d; }
   VF Load(DF df, const uint8_t* row, size_t c) const {
-    const uint8_t* group = row + 2 + (c / kGroupCodes) * PackedGroupBytes(kBits);
-    return table.Lookup(UnpackCodes<kBits>(DU(), group, c % kGroupCodes));
+    return table.Decode(row + 2 + (c / kGroupCodes) * PackedGroupBytes(kBits), c % kGroupCodes);
   }
   float At(const uint8_t* row, size_t c) const {
     const uint8_t* group = row + 2 + (c / kGroupCodes) * PackedGroupBytes(kBits);
@@ -175,8 +174,7 @@ struct TqCols {
   float inv_sqrt_d;
   CentroidTable<kBits> table;
   VF Load(DF df, size_t c, size_t t0) const {
-    const uint8_t* group = tile + kv_layout::KeyColumnsOffset(KvFormat::kTq2) + c * PackedGroupBytes(kBits);
-    return table.Lookup(UnpackCodes<kBits>(DU(), group, t0));
+    return table.Decode(tile + kv_layout::KeyColumnsOffset(KvFormat::kTq2) + c * PackedGroupBytes(kBits), t0);
   }
   VF Scales(DF df, size_t t0) const { return hn::Mul(LoadF16(df, tile + 2 * t0), hn::Set(df, inv_sqrt_d)); }
 };
@@ -212,11 +210,13 @@ inline constexpr size_t kScoreQ = 1, kScoreDecodedQ = 1;
 #endif
 
 // scores[i*ld + j] = scale_j · Σ_c q[i*d + c] · k_j[c] for kQ queries and the kTV token vectors
-// from token vector tv0 on (all 32 tokens by default).
+// from token vector kTV0 on (all 32 tokens by default; compile-time, so a code group's nibble
+// choice is too).
 // init: null, or each query's starting value (KIVI's Σ_c q_c·min_c).
-template <size_t kQ, class Cols, size_t kTV = kTokenVecs>
+template <size_t kQ, class Cols, size_t kTV = kTokenVecs, size_t kTV0 = 0>
 HWY_INLINE void ScoreColsTile(const Cols& cols, uint32_t d, const float* q, float* scores, size_t ld,
-                              const float* init = nullptr, size_t tv0 = 0) {
+                              const float* init = nullptr) {
+  constexpr size_t tv0 = kTV0;
   const DF df;
   const size_t N = hn::Lanes(df);
   VF acc[kQ][kTV];
@@ -279,10 +279,10 @@ HWY_INLINE void ScoreCols(const Cols& cols, uint32_t d, const float* q, size_t n
   if constexpr (kScoreHalfQ > 0 && kTokenVecs % 2 == 0) {
     if (n_q > kScoreQ && n_q <= kScoreHalfQ) {
       constexpr size_t kHalf = kTokenVecs / 2;
-      for (size_t tv0 = 0; tv0 < kTokenVecs; tv0 += kHalf)
-        ForQueryTiles<kScoreHalfQ>(n_q, [&](auto kq, size_t i0) {
-          ScoreColsTile<decltype(kq)::value, Cols, kHalf>(cols, d, q + i0 * d, scores + i0 * ld, ld, nullptr, tv0);
-        });
+      ForQueryTiles<kScoreHalfQ>(n_q, [&](auto kq, size_t i0) {
+        ScoreColsTile<decltype(kq)::value, Cols, kHalf, 0>(cols, d, q + i0 * d, scores + i0 * ld, ld);
+        ScoreColsTile<decltype(kq)::value, Cols, kHalf, kHalf>(cols, d, q + i0 * d, scores + i0 * ld, ld);
+      });
       return;
     }
   }
@@ -350,7 +350,7 @@ HWY_INLINE void AccumulateTqRowsTile(const TqRows<kBits>& rows, uint32_t d, cons
       VF wb[kQ];
       CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) wb[i] = hn::Set(df, w[i][j]);
       CHORUS_UNROLL for (size_t v = 0; v < kV; ++v) {
-        const VF x = rows.table.Lookup(UnpackCodes<kBits>(DU(), group, in_group + v * N));
+        const VF x = rows.table.Decode(group, in_group + v * N);
         CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) a[i][v] = hn::MulAdd(wb[i], x, a[i][v]);
       }
     }

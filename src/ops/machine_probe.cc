@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "util/aligned_alloc.h"  // AlignedAlloc, AlignedFree
@@ -21,18 +22,38 @@ namespace chorus {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Sum of n floats (n a multiple of 4 vectors): four independent accumulators keep the loads in flight.
-float ProbeReadSumImpl(const float* p, size_t n) {
-  const hn::ScalableTag<float> d;
+// Sum of the floats of [p, p + n) read as kStreams equal slices side by side, one 64-byte line of
+// each per step (the decode matmuls' pattern: 8 weight rows at once), with a software prefetch
+// `ahead` bytes in front of every stream (0: none). kStreams = 1, ahead = 0 is a plain sequential
+// read. Each stream reads n / kStreams floats rounded down to whole lines; returns their sum.
+template <size_t kStreams>
+float ReadStreams(const float* p, size_t n, size_t ahead) {
+  const hn::CappedTag<float, 8> d;  // a line is 2 vectors or more
   const size_t N = hn::Lanes(d);
-  auto a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
-  for (size_t i = 0; i + 4 * N <= n; i += 4 * N) {
-    a0 = hn::Add(a0, hn::Load(d, p + i));
-    a1 = hn::Add(a1, hn::Load(d, p + i + N));
-    a2 = hn::Add(a2, hn::Load(d, p + i + 2 * N));
-    a3 = hn::Add(a3, hn::Load(d, p + i + 3 * N));
+  constexpr size_t kLine = 64 / sizeof(float);
+  const size_t len = n / kStreams / kLine * kLine;  // floats per stream
+  hn::Vec<decltype(d)> a[2][2] = {{hn::Zero(d), hn::Zero(d)}, {hn::Zero(d), hn::Zero(d)}};  // [stream % 2][vector % 2]
+  for (size_t i = 0; i < len; i += kLine) {
+#pragma GCC unroll 16
+    for (size_t s = 0; s < kStreams; ++s) {
+      const float* x = p + s * len + i;
+      if (ahead) __builtin_prefetch(x + ahead / sizeof(float));
+      for (size_t k = 0; k < kLine; k += 2 * N) {
+        a[s % 2][0] = hn::Add(a[s % 2][0], hn::Load(d, x + k));
+        a[s % 2][1] = hn::Add(a[s % 2][1], hn::Load(d, x + k + N));
+      }
+    }
   }
-  return hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
+  return hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(a[0][0], a[0][1]), hn::Add(a[1][0], a[1][1]))));
+}
+
+float ProbeReadSumImpl(const float* p, size_t n, size_t streams, size_t ahead) {
+  switch (streams) {
+    case 1: return ReadStreams<1>(p, n, ahead);
+    case 4: return ReadStreams<4>(p, n, ahead);
+    case 8: return ReadStreams<8>(p, n, ahead);
+    default: return ReadStreams<16>(p, n, ahead);
+  }
 }
 
 // iters × 10 independent FMA chains in named registers (an array of vectors ends up in memory, a
@@ -95,6 +116,13 @@ HWY_EXPORT(ProbeTargetNameImpl);
 
 namespace {
 
+// The read patterns probed: the plain sequential read, and the decode matmuls' shape (8 rows side
+// by side, the next rows prefetched ahead) with fewer and more streams.
+struct ReadPattern {
+  size_t streams, ahead;
+};
+constexpr ReadPattern kReadPatterns[] = {{1, 0}, {1, 1024}, {4, 1024}, {8, 0}, {8, 1024}, {16, 1024}};
+
 // Best (highest) rate over reps of fn run on every thread at once; fn(thread, n_threads) returns the
 // work it did (bytes, flops or ops).
 template <typename Fn>
@@ -114,6 +142,11 @@ double BestRate(ThreadPool& pool, int reps, Fn fn) {
 
 }  // namespace
 
+std::string ReadPatternName(size_t streams, size_t ahead) {
+  std::string s = std::to_string(streams) + (streams == 1 ? " stream" : " streams") + "/thread";
+  return ahead ? s + ", prefetch " + std::to_string(ahead) + " B ahead" : s;
+}
+
 MachineLimits ProbeMachine(ThreadPool& pool, const MachineProbeOptions& o) {
   MachineLimits m;
   m.threads = pool.size();
@@ -127,11 +160,19 @@ MachineLimits ProbeMachine(ThreadPool& pool, const MachineProbeOptions& o) {
       std::fill(buf + b, buf + e, 1.0f);
     });
     std::vector<float> sinks(pool.size());
-    m.read_bytes_per_s = BestRate(pool, o.reps, [&](int i, int t) {
-      const size_t b = n / t / 64 * 64 * i, e = i + 1 == t ? n : n / t / 64 * 64 * (i + 1);
-      sinks[i] = HWY_DYNAMIC_DISPATCH(ProbeReadSumImpl)(buf + b, e - b);
-      return static_cast<double>((e - b) * sizeof(float));
-    });
+    for (const ReadPattern& pat : kReadPatterns) {
+      const double rate = BestRate(pool, o.reps, [&](int i, int t) {
+        const size_t b = n / t / 64 * 64 * i, e = i + 1 == t ? n : n / t / 64 * 64 * (i + 1);
+        sinks[i] = HWY_DYNAMIC_DISPATCH(ProbeReadSumImpl)(buf + b, e - b, pat.streams, pat.ahead);
+        return static_cast<double>((e - b) / pat.streams / 16 * 16 * pat.streams * sizeof(float));
+      });
+      m.reads.push_back({pat.streams, pat.ahead, rate});
+      if (pat.streams == 1 && pat.ahead == 0) m.read_sequential_bytes_per_s = rate;
+      if (rate > m.read_bytes_per_s) {
+        m.read_bytes_per_s = rate;
+        m.read_pattern = ReadPatternName(pat.streams, pat.ahead);
+      }
+    }
     AlignedFree(buf, n * sizeof(float));
   }
   std::vector<float> fsink(pool.size());

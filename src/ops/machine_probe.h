@@ -4,6 +4,7 @@
 #pragma once
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "util/thread_pool.h"
 
@@ -14,15 +15,33 @@ struct MachineProbeOptions {
   int reps = 5;                             // the best of reps is reported (least disturbed)
 };
 
+// One read pattern of the bandwidth probe: each thread reads its slice of the buffer as `streams`
+// sub-slices side by side, one 64-byte line of each per step, prefetching `ahead` bytes in front.
+struct ReadRate {
+  size_t streams = 1;
+  size_t ahead = 0;  // software prefetch distance in bytes, 0: none
+  double bytes_per_s = 0;
+};
+
 struct MachineLimits {
   int threads = 0;
-  double read_bytes_per_s = 0;  // streaming reads of buffer_bytes, all threads together
+  double read_bytes_per_s = 0;  // streaming reads of buffer_bytes, all threads together: the best
+                                // pattern (the roof's bandwidth; a decode step's matmuls read 8
+                                // weight rows side by side with software prefetch)
+  std::string read_pattern;     // the pattern that gave read_bytes_per_s (ReadPatternName)
+  double read_sequential_bytes_per_s = 0;  // one plain sequential stream per thread (the probe
+                                           // before 2026-12-02: under-measures what prefetching
+                                           // multi-stream readers get)
+  std::vector<ReadRate> reads;  // every pattern probed
   double f32_flops_per_s = 0;   // fused multiply-adds in registers (2 flops each)
   double int8_ops_per_s = 0;    // int8 multiply-adds of the matmul kernels' instructions (2 ops
                                 // each); 0 where this build has no int8 path for the CPU
   std::string simd;             // the SIMD target the loops ran on (e.g. "AVX2")
   std::string int8_path;        // e.g. "vpmaddubsw+vpmaddwd", "vpdpbusd", "" (none)
 };
+
+// "8 streams/thread, prefetch 1024 B ahead".
+std::string ReadPatternName(size_t streams, size_t ahead);
 
 // Runs the three probes on the pool's threads (each thread its share); takes about a second.
 MachineLimits ProbeMachine(ThreadPool& pool, const MachineProbeOptions& options = {});

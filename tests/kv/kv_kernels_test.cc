@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -14,6 +15,8 @@
 #include "kv/distortion.h"  // DistortionStats
 #include "kv/hadamard.h"    // HadamardRotate
 #include "kv/kv_format.h"   // EncodeKvBlock, DecodeKvHeadRef
+#include "kv/kv_format_layout.h"  // PackGroup, TqRowBytes (hand-built TQ blocks)
+#include "util/fp16.h"            // F32ToF16, F16ToF32
 
 namespace chorus {
 namespace {
@@ -280,6 +283,85 @@ TEST_F(KvKernelsTest, StackedQueriesGiveEachQueryItsOwnBits) {
               for (size_t c = 0; c < d; ++c)
                 ASSERT_EQ(one[c], acc[i * d + c]) << hwy::TargetName(target) << " " << KvFormatName(f)
                                                    << " n_q=" << n_q << " i=" << i;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Every TQ code value decodes to its own centroid at every (channel, token) position, on both
+// sides and every kernel path (n_q = 1 direct, 3 the GQA group, 8 the decoded tile): one-hot
+// queries / weights make each output one decoded element, fl(fl(norm / sqrt(d)) · centroid), the
+// very float DecodeKvHeadRef computes, so the check is exact. Catches a wrong table entry, index
+// bit or chunk select in the SIMD lookup (e.g. AVX2's unmasked codes: a neighbouring code's bits
+// left where the permute or the blend reads them), a lane of the wrong token, a wrong norm lane.
+TEST_F(KvKernelsTest, EveryTqCodeDecodesToItsCentroidEverywhere) {
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    for (const KvGeometry& g : {KvGeometry{3, 64}, KvGeometry{1, 32}}) {  // 2 groups a row / 1; head offsets
+      const uint32_t d = g.head_dim;
+      for (KvFormat f : {KvFormat::kTq4, KvFormat::kTq3, KvFormat::kTq2}) {
+        const uint32_t bits = kv_layout::TqBits(f);
+        const KvBlockKernels k = GetKvBlockKernels(f);
+        for (uint32_t shift = 0; shift < (1u << bits); ++shift) {  // every code at every position
+          auto code = [&](size_t c, size_t j) { return static_cast<uint8_t>((c + 3 * j + shift) % (1u << bits)); };
+          for (KvSide side : {KvSide::kKey, KvSide::kValue}) {
+            std::vector<uint8_t> bytes(KvBlockBytes(f, side, g));
+            const size_t tile_bytes = kv_layout::TileBytes(f, d), row_bytes = kv_layout::TqRowBytes(bits, d);
+            for (uint32_t h = 0; h < g.n_head_kv; ++h) {
+              uint8_t* tile = bytes.data() + h * tile_bytes;
+              for (size_t j = 0; j < kBlockTokens; ++j) {  // norms 1 + j/32 + h: exact in fp16, a lane per token
+                const uint16_t n16 = F32ToF16(1.0f + j / 32.0f + h);
+                std::memcpy(side == KvSide::kKey ? tile + 2 * j : tile + j * row_bytes, &n16, 2);
+              }
+              uint8_t group[kBlockTokens];
+              if (side == KvSide::kKey) {  // channel c: the 32 tokens' codes
+                for (size_t c = 0; c < d; ++c) {
+                  for (size_t j = 0; j < kBlockTokens; ++j) group[j] = code(c, j);
+                  kv_layout::PackGroup(bits, group, tile + kv_layout::KeyColumnsOffset(f) + c * kv_layout::PackedGroupBytes(bits));
+                }
+              } else {  // token j: 32 channels per group
+                for (size_t j = 0; j < kBlockTokens; ++j) {
+                  for (size_t c0 = 0; c0 < d; c0 += 32) {
+                    for (size_t i = 0; i < 32; ++i) group[i] = code(c0 + i, j);
+                    kv_layout::PackGroup(bits, group, tile + j * row_bytes + 2 + c0 / 32 * kv_layout::PackedGroupBytes(bits));
+                  }
+                }
+              }
+            }
+            for (uint32_t h = 0; h < g.n_head_kv; h += std::max(1u, g.n_head_kv - 1)) {  // first and last head
+              std::vector<float> tile(kBlockTokens * d);
+              DecodeKvHeadRef(f, side, g, bytes.data(), h, tile.data());
+              for (size_t j = 0; j < kBlockTokens; ++j) {
+                for (size_t c = 0; c < d; ++c) {  // the reference really holds the codes written
+                  const float w = F16ToF32(F32ToF16(1.0f + j / 32.0f + h)) * (1.0f / std::sqrt(float(d)));
+                  ASSERT_EQ(tile[j * d + c], w * kv_layout::Codebook(bits).centroid[code(c, j)]);
+                }
+              }
+              for (size_t n_q : {size_t{1}, size_t{3}, size_t{8}}) {
+                const size_t n_one_hot = side == KvSide::kKey ? d : kBlockTokens;  // channels or tokens
+                for (size_t e0 = 0; e0 < n_one_hot; e0 += n_q) {
+                  const size_t n = std::min(n_q, n_one_hot - e0);
+                  std::vector<float> x(n * (side == KvSide::kKey ? d : kBlockTokens), 0.0f), out(n * std::max<size_t>(d, kBlockTokens), 0.0f);
+                  const size_t ldx = side == KvSide::kKey ? d : kBlockTokens;
+                  for (size_t i = 0; i < n; ++i) x[i * ldx + e0 + i] = 1.0f;
+                  if (side == KvSide::kKey) k.score(g, bytes.data(), h, x.data(), n, out.data(), kBlockTokens);
+                  else k.accumulate(g, bytes.data(), h, x.data(), n, out.data(), kBlockTokens);
+                  for (size_t i = 0; i < n; ++i) {
+                    const size_t e = e0 + i;  // query i picks channel e (keys) or token e (values)
+                    for (size_t o = 0; o < (side == KvSide::kKey ? kBlockTokens : d); ++o) {
+                      const float want = side == KvSide::kKey ? tile[o * d + e] : tile[e * d + o];
+                      const float got = out[i * (side == KvSide::kKey ? kBlockTokens : d) + o];
+                      ASSERT_EQ(got, want) << hwy::TargetName(target) << " " << KvFormatName(f) << " "
+                                           << (side == KvSide::kKey ? "key" : "value") << " " << g.n_head_kv << "x" << d
+                                           << " head " << h << " n_q=" << n << " shift " << shift << " e=" << e
+                                           << " o=" << o;
+                    }
+                  }
+                }
+              }
             }
           }
         }

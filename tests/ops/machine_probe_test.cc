@@ -1,10 +1,12 @@
 // ProbeMachine: every limit is measured (positive, finite) on every thread count, and the int8 probe
 // runs where the matmul kernels have an int8 path (x86 with AVX2). Catches: a probe whose loop the
-// compiler removed (rate infinite or absurd), a zero from a slice bound bug, a missing dispatch.
+// compiler removed (rate infinite or absurd), a zero from a slice bound bug, a missing dispatch, a
+// read pattern skipped or a reported bandwidth that is not the best pattern's.
 #include "ops/machine_probe.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace chorus {
@@ -20,6 +22,16 @@ TEST(MachineProbe, EveryLimitIsMeasuredAndPlausible) {
     // never asserted; a value outside these means the loop did not run as written.
     EXPECT_GT(m.read_bytes_per_s, 1e7);
     EXPECT_LT(m.read_bytes_per_s, 1e14);
+    // Every read pattern ran; the reported bandwidth is the best of them, and names its pattern.
+    ASSERT_FALSE(m.reads.empty());
+    double best = 0;
+    for (const ReadRate& r : m.reads) {
+      EXPECT_GT(r.bytes_per_s, 1e7) << ReadPatternName(r.streams, r.ahead);
+      best = std::max(best, r.bytes_per_s);
+    }
+    EXPECT_EQ(m.read_bytes_per_s, best);
+    EXPECT_GT(m.read_sequential_bytes_per_s, 1e7);
+    EXPECT_FALSE(m.read_pattern.empty());
     EXPECT_GT(m.f32_flops_per_s, 1e7);
     EXPECT_LT(m.f32_flops_per_s, 1e15);
 #if defined(__x86_64__)
