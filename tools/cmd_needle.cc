@@ -84,7 +84,9 @@ Result<Config> ParseConfig(const std::string& s) {
         spec += (spec.empty() ? "" : ":") + part;
       }
     }
-    CHORUS_ASSIGN_OR_RETURN(c.alloc, ParseComixBenchConfig(spec));
+    auto alloc = ParseComixBenchConfig(spec);  // its errors quote the rewritten comix- spec: name the user's
+    if (!alloc.ok()) return Status::Error("config '{}': {}", s, alloc.status().message());
+    c.alloc = *alloc;
     if (!c.alloc.comix || c.alloc.worst_case || c.alloc.fixed_budget || c.alloc.joint || c.alloc.calibrated)
       return Status::Error("config '{}': the needle allocator takes FAMILY:AVG with :tTIERS, :kB{}", s,
                            c.policy == "cocktail" ? ", :gGAIN, :v" : "");
