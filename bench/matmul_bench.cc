@@ -36,6 +36,11 @@ constexpr Shape kShapes[] = {
     {"gemma3_ffn_up_2048x640_Q5_0", GgmlType::kQ5_0, 2048, 640},
     {"gemma3_attn_output_640x1024_Q4_K", GgmlType::kQ4_K, 640, 1024},
     {"gemma3_ffn_down_640x2048_Q6_K", GgmlType::kQ6_K, 640, 2048},
+    // the same shapes in Q4_0 (llama-quantize's Q4_0 conversion of that file): the per-weight speed
+    // the Q5_0 / Q4_K / Q6_K kernels are measured against
+    {"gemma3_ffn_up_2048x640_Q4_0", GgmlType::kQ4_0, 2048, 640},
+    {"gemma3_attn_output_640x1024_Q4_0", GgmlType::kQ4_0, 640, 1024},
+    {"gemma3_ffn_down_640x2048_Q4_0", GgmlType::kQ4_0, 640, 2048},
 };
 
 // Random bytes with every block's f16 scale fields set to small finite values.
