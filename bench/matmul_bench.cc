@@ -1,5 +1,6 @@
-// MatMul micro-benchmarks on the SmolLM2-135M shapes (Q4_1 projections, Q8_0 token_embd/output):
-// n_tok 1 (decode, memory-bound) and 512 (prefill, compute-bound), 1 and 2 threads.
+// MatMul micro-benchmarks on the SmolLM2-135M and Gemma 3 270M shapes (Q4_1 / Q5_0 / Q4_K / Q6_K / Q4_0
+// projections, Q8_0 token_embd/output): n_tok 1 (decode, memory-bound) and 512 (prefill, compute-bound),
+// 1 and 2 threads; ModelMatMuls / GemmaMatMuls: every matrix of a model (distinct memory) per iteration.
 // Weights are random valid blocks in enough copies (≥ 96 MB, the model's per-token weight traffic)
 // that every iteration reads them from L3/DRAM as decode does, not from L2.
 #include <benchmark/benchmark.h>
@@ -107,6 +108,36 @@ void BM_MatMul(benchmark::State& state, const Shape* s) {
   state.SetLabel(MatMulPath());
 }
 
+// Distinct random matrices of the given shapes, laid out one after another (64-byte aligned).
+struct ModelMats {
+  AlignedBuffer<uint8_t> bytes;
+  std::vector<WeightView> views;
+  double flops_per_tok = 0, weight_bytes = 0;
+};
+void BuildModelMats(const std::vector<Shape>& all, uint32_t seed, ModelMats* m) {
+  size_t total = 0;
+  for (const Shape& s : all) total += (s.rows * *GgmlRowBytes(s.type, s.cols) + 63) / 64 * 64;
+  m->bytes.Resize(total);
+  std::mt19937 rng(seed);
+  size_t off = 0;
+  for (const Shape& s : all) {
+    const size_t rb = *GgmlRowBytes(s.type, s.cols), n = (s.rows * rb + 63) / 64 * 64;
+    FillRandomBlocks(s.type, m->bytes.data() + off, n, rng);
+    m->views.push_back(WeightView{s.type, m->bytes.data() + off, s.rows, s.cols, rb});
+    m->flops_per_tok += 2.0 * s.rows * s.cols;
+    m->weight_bytes += static_cast<double>(s.rows) * rb;
+    off += n;
+  }
+}
+
+void SetModelCounters(benchmark::State& state, double flops_per_tok, double weight_bytes, size_t n_tok) {
+  const double iters = static_cast<double>(state.iterations());
+  state.counters["GFLOP/s"] = benchmark::Counter(flops_per_tok * n_tok * iters / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GB/s"] = benchmark::Counter(weight_bytes * iters / 1e9, benchmark::Counter::kIsRate);
+  state.counters["ms/token"] = benchmark::Counter(iters * n_tok / 1e3,
+                                                  benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
 // One decode token's worth of SmolLM2-135M projections: 30 layers × (q, k, v, o, gate, up, down)
 // Q4_1 + the Q8_0 output matrix, all distinct memory (≈ 96 MB), n_tok tokens at once.
 // fused = 1: q/k/v and gate/up go through MatMulMany (one quantization + dispatch each).
@@ -118,31 +149,19 @@ void BM_ModelMatMuls(benchmark::State& state) {
                          {"v", GgmlType::kQ4_1, 192, 576},  {"o", GgmlType::kQ4_1, 576, 576},
                          {"g", GgmlType::kQ4_1, 1536, 576}, {"u", GgmlType::kQ4_1, 1536, 576},
                          {"d", GgmlType::kQ4_1, 576, 1536}};
-  static AlignedBuffer<uint8_t> bytes;
-  static std::vector<WeightView> views;
-  if (views.empty()) {
+  static ModelMats mats;
+  if (mats.views.empty()) {
     std::vector<Shape> all;
     for (int l = 0; l < 30; ++l) all.insert(all.end(), std::begin(layer), std::end(layer));
     all.push_back({"out", GgmlType::kQ8_0, 49152, 576});
-    size_t total = 0;
-    for (const Shape& s : all) total += (s.rows * *GgmlRowBytes(s.type, s.cols) + 63) / 64 * 64;
-    bytes.Resize(total);
-    std::mt19937 rng(3);
-    size_t off = 0;
-    for (const Shape& s : all) {
-      const size_t rb = *GgmlRowBytes(s.type, s.cols), n = (s.rows * rb + 63) / 64 * 64;
-      FillRandomBlocks(s.type, bytes.data() + off, n, rng);
-      views.push_back(WeightView{s.type, bytes.data() + off, s.rows, s.cols, rb});
-      off += n;
-    }
+    BuildModelMats(all, 3, &mats);
   }
+  const std::vector<WeightView>& views = mats.views;
   ThreadPool pool(threads);
   std::vector<float> x(n_tok * 1536), y(n_tok * 49152);
   std::mt19937 rng(4);
   std::normal_distribution<float> nd;
   for (auto& v : x) v = nd(rng);
-  double flops = 0, wbytes = 0;
-  for (const WeightView& v : views) flops += 2.0 * v.rows * v.cols * n_tok, wbytes += v.rows * v.row_bytes;
   std::vector<float> y2(n_tok * 1536), y3(n_tok * 1536);
   for (auto _ : state) {
     if (!fused) {
@@ -161,11 +180,53 @@ void BM_ModelMatMuls(benchmark::State& state) {
     }
     benchmark::DoNotOptimize(y.data());
   }
-  const double iters = static_cast<double>(state.iterations());
-  state.counters["GFLOP/s"] = benchmark::Counter(flops * iters / 1e9, benchmark::Counter::kIsRate);
-  state.counters["GB/s"] = benchmark::Counter(wbytes * iters / 1e9, benchmark::Counter::kIsRate);
-  state.counters["ms/token"] = benchmark::Counter(iters * n_tok / 1e3,
-                                                  benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  SetModelCounters(state, mats.flops_per_tok, mats.weight_bytes, n_tok);
+}
+
+// Gemma 3 270M's weight matmuls as ForwardPass runs them (one MatMul per matrix): 18 layers of
+// q 1024×640, k, v 256×640, o 640×1024, gate, up 2048×640, down 640×2048, in the Q4_K_M file's types
+// (q, k, gate, up Q5_0; v Q5_0 / Q8_0 and down Q4_K / Q6_K on alternate layers, 9 each as in the
+// file; o Q4_K) or all Q4_0 (q40 = 1: llama-quantize's Q4_0 conversion), + the Q8_0 tied output
+// 262,144×640 when n_tok = 1 (a decode step reads it; a prefill computes logits for its last row only).
+void BM_GemmaMatMuls(benchmark::State& state) {
+  const size_t n_tok = state.range(0);
+  const int threads = static_cast<int>(state.range(1));
+  const bool q40 = state.range(2) != 0;
+  static ModelMats mats[2];
+  ModelMats& m = mats[q40];
+  if (m.views.empty()) {
+    std::vector<Shape> all;
+    for (int l = 0; l < 18; ++l) {
+      const bool odd = l % 2 == 1;
+      auto t = [&](GgmlType k) { return q40 ? GgmlType::kQ4_0 : k; };
+      const Shape layer[] = {{"q", t(GgmlType::kQ5_0), 1024, 640},
+                             {"k", t(GgmlType::kQ5_0), 256, 640},
+                             {"v", t(odd ? GgmlType::kQ8_0 : GgmlType::kQ5_0), 256, 640},
+                             {"o", t(GgmlType::kQ4_K), 640, 1024},
+                             {"g", t(GgmlType::kQ5_0), 2048, 640},
+                             {"u", t(GgmlType::kQ5_0), 2048, 640},
+                             {"d", t(odd ? GgmlType::kQ6_K : GgmlType::kQ4_K), 640, 2048}};
+      all.insert(all.end(), std::begin(layer), std::end(layer));
+    }
+    all.push_back({"out", GgmlType::kQ8_0, 262144, 640});
+    BuildModelMats(all, 5, &m);
+  }
+  const size_t n_mats = m.views.size() - (n_tok == 1 ? 0 : 1);
+  ThreadPool pool(threads);
+  std::vector<float> x(n_tok * 2048), y(n_tok * (n_tok == 1 ? 262144 : 2048));
+  std::mt19937 rng(6);
+  std::normal_distribution<float> nd;
+  for (auto& v : x) v = nd(rng);
+  for (auto _ : state) {
+    for (size_t i = 0; i < n_mats; ++i) MatMul(m.views[i], x.data(), n_tok, y.data(), pool);
+    benchmark::DoNotOptimize(y.data());
+  }
+  double flops = m.flops_per_tok, bytes = m.weight_bytes;  // of the matrices run
+  if (n_tok != 1) {
+    flops -= 2.0 * m.views.back().rows * m.views.back().cols;
+    bytes -= static_cast<double>(m.views.back().rows) * m.views.back().row_bytes;
+  }
+  SetModelCounters(state, flops, bytes, n_tok);
 }
 
 void RegisterAll() {
@@ -182,6 +243,11 @@ void RegisterAll() {
       ->Args({512, 1, 0})->Args({512, 2, 0})->Args({512, 1, 1})->Args({512, 2, 1})
       // batched decode of many agents: around the decode-kernel / panel-GEMM crossover
       ->Args({8, 1, 1})->Args({12, 1, 1})->Args({13, 1, 1})->Args({15, 1, 1})->Args({16, 1, 1})->Args({24, 1, 1})
+      ->Unit(benchmark::kMillisecond)->UseRealTime();
+  benchmark::RegisterBenchmark("GemmaMatMuls", BM_GemmaMatMuls)
+      ->ArgNames({"n_tok", "threads", "q40"})
+      ->Args({512, 1, 0})->Args({512, 1, 1})->Args({512, 2, 0})->Args({512, 2, 1})
+      ->Args({1, 1, 0})->Args({1, 1, 1})->Args({1, 2, 0})->Args({1, 2, 1})
       ->Unit(benchmark::kMillisecond)->UseRealTime();
 }
 
