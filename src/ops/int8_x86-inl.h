@@ -143,9 +143,8 @@ HWY_INLINE __m256 Halves8(const uint8_t* const* rp, size_t off) {
   return _mm256_cvtph_ps(v);
 }
 
-// The two f16 at byte `off` of each of the 8 rows (Q4_1's d and m), as 8 + 8 floats: one 4-byte
-// load per row instead of two 2-byte ones (the same bits as Halves8(rp, off), Halves8(rp, off + 2)).
-HWY_INLINE void HalfPairs8(const uint8_t* const* rp, size_t off, __m256* first, __m256* second) {
+// Lane i = the 4 bytes at byte `off` of row i (Q5_0's qh words, Q4_1's (d, m) pairs of 8 rows).
+HWY_INLINE __m256i Words8(const uint8_t* const* rp, size_t off) {
   auto at = [&](int i) {
     int32_t v;
     std::memcpy(&v, rp[i] + off, 4);
@@ -158,11 +157,18 @@ HWY_INLINE void HalfPairs8(const uint8_t* const* rp, size_t off, __m256* first, 
   b = _mm_insert_epi32(b, at(6), 2);
   a = _mm_insert_epi32(a, at(3), 3);
   b = _mm_insert_epi32(b, at(7), 3);
-  const __m128i split = _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
-  a = _mm_shuffle_epi8(a, split);  // [first 0-3 | second 0-3]
-  b = _mm_shuffle_epi8(b, split);  // [first 4-7 | second 4-7]
-  *first = _mm256_cvtph_ps(_mm_unpacklo_epi64(a, b));
-  *second = _mm256_cvtph_ps(_mm_unpackhi_epi64(a, b));
+  return _mm256_inserti128_si256(_mm256_castsi128_si256(a), b, 1);
+}
+
+// The two f16 at byte `off` of each of the 8 rows (Q4_1's d and m), as 8 + 8 floats: one 4-byte
+// load per row instead of two 2-byte ones (the same bits as Halves8(rp, off), Halves8(rp, off + 2)).
+HWY_INLINE void HalfPairs8(const uint8_t* const* rp, size_t off, __m256* first, __m256* second) {
+  const __m256i split = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,  //
+                                         0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+  // [first 0-3 | second 0-3 | first 4-7 | second 4-7] → [first 0-7 | second 0-7]
+  const __m256i v = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(Words8(rp, off), split), 0xD8);
+  *first = _mm256_cvtph_ps(_mm256_castsi256_si128(v));
+  *second = _mm256_cvtph_ps(_mm256_extracti128_si256(v, 1));
 }
 
 // A panel's rows are read one after the other into `stage` (kCode bytes at byte kOff of every
@@ -187,42 +193,6 @@ HWY_INLINE void StageRows(const uint8_t* const* rp, size_t nb, uint8_t* stage) {
                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + b * kBS)));
       }
     }
-  }
-}
-
-// Q4_0 (kBS 18) / Q4_1 (kBS 20): the 16 nibble bytes of a block, 4 × 4 bytes per row, transposed
-// before splitting: dword g's low nibbles are elements 4g..4g+3, its high nibbles 16+4g..16+4g+3.
-template <size_t kBS, bool kHasMin>
-inline void PackQ4(const uint8_t* const* rp, size_t nb, Panel8 pn, uint8_t* stage) {
-  constexpr size_t kQs = kHasMin ? 4 : 2;
-  StageRows<kBS, kQs, 16>(rp, nb, stage);
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
-  const __m256 minus8 = _mm256_set1_ps(-8.0f);
-  const size_t ld = nb * 16;
-  auto pair = [&](int r, size_t b) {  // [row r | row r + 4] of block b
-    return _mm256_inserti128_si256(
-        _mm256_castsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(stage + r * ld + 16 * b))),
-        _mm_load_si128(reinterpret_cast<const __m128i*>(stage + (r + 4) * ld + 16 * b)), 1);
-  };
-  for (size_t b = 0; b < nb; ++b) {
-    const size_t off = b * kBS;
-    const __m256i y0 = pair(0, b), y1 = pair(1, b), y2 = pair(2, b), y3 = pair(3, b);
-    const __m256i t0 = _mm256_unpacklo_epi32(y0, y1), t1 = _mm256_unpackhi_epi32(y0, y1);
-    const __m256i t2 = _mm256_unpacklo_epi32(y2, y3), t3 = _mm256_unpackhi_epi32(y2, y3);
-    const __m256i d0 = _mm256_unpacklo_epi64(t0, t2), d1 = _mm256_unpackhi_epi64(t0, t2);
-    const __m256i d2 = _mm256_unpacklo_epi64(t1, t3), d3 = _mm256_unpackhi_epi64(t1, t3);
-    auto* out = reinterpret_cast<__m256i*>(pn.codes + b * 256);
-    _mm256_store_si256(out + 0, _mm256_and_si256(d0, low4));
-    _mm256_store_si256(out + 1, _mm256_and_si256(d1, low4));
-    _mm256_store_si256(out + 2, _mm256_and_si256(d2, low4));
-    _mm256_store_si256(out + 3, _mm256_and_si256(d3, low4));
-    _mm256_store_si256(out + 4, _mm256_and_si256(_mm256_srli_epi16(d0, 4), low4));
-    _mm256_store_si256(out + 5, _mm256_and_si256(_mm256_srli_epi16(d1, 4), low4));
-    _mm256_store_si256(out + 6, _mm256_and_si256(_mm256_srli_epi16(d2, 4), low4));
-    _mm256_store_si256(out + 7, _mm256_and_si256(_mm256_srli_epi16(d3, 4), low4));
-    const __m256 dw = Halves8(rp, off);
-    _mm256_store_ps(pn.dw + 8 * b, dw);
-    _mm256_store_ps(pn.m + 8 * b, kHasMin ? Halves8(rp, off + 2) : _mm256_mul_ps(dw, minus8));
   }
 }
 
@@ -259,10 +229,10 @@ HWY_INLINE void Q6KScales8(const uint8_t* const* rp, size_t off, __m256* dw) {
   TransposeFloats8x8(b, dw + 8);
 }
 
-// ---- UnpackBlocks with AVX2 for the types Gemma 3's Q4_K_M file holds most (Q5_0, Q4_K, Q6_K):
-// the same codes (integer bit moves) and the same (dw, m) (the same float expressions) as the
-// per-target scalar UnpackBlocks, which the other types keep. A profile of Gemma 3 270M decode had
-// the scalar unpack at 56 % of the time (docs/results/gemma3.md).
+// ---- Codes and scales of the types Gemma 3's Q4_K_M file holds most (Q5_0, Q4_K, Q6_K) in AVX2
+// registers, for the decode kernels and the panel packing: the same codes (integer bit moves) and
+// the same (dw, m) (the same float expressions) as the per-target scalar UnpackBlocks, which the
+// other types (Q5_1, Q5_K) keep.
 HWY_INLINE __m256i Lo4(__m256i v) { return _mm256_and_si256(v, _mm256_set1_epi8(0x0F)); }
 HWY_INLINE __m256i Hi4(__m256i v) { return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F)); }
 
@@ -348,52 +318,148 @@ HWY_INLINE __m256i Q6KCodes(const uint8_t* blk, int h, int k) {
   return _mm256_or_si256(k < 2 ? Lo4(l) : Hi4(l), _mm256_and_si256(hs, _mm256_set1_epi8(0x30)));
 }
 
-inline void UnpackBlocksAvx2(GgmlType type, const uint8_t* src, size_t nb, uint8_t* q, float* dw, float* m) {
-  switch (type) {
-    case GgmlType::kQ5_0:
-      for (size_t i = 0; i < nb; ++i, src += sizeof(BlockQ5_0), q += kQk) {
-        dw[i] = HalfAt(src);
-        m[i] = -16.0f * dw[i];
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), Q5_0Codes(src));
-      }
-      return;
-    case GgmlType::kQ4_K:
-      for (size_t i = 0; i < nb; ++i, src += sizeof(BlockQ4_K), q += kQkK, dw += 8, m += 8) {
-        KQuantScales(src, dw, m);
-        const uint8_t* qs = src + offsetof(BlockQ4_K, qs);
-        for (int c = 0; c < 4; ++c) {
-          const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * c));
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 64 * c), Lo4(v));
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 64 * c + 32), Hi4(v));
-        }
-      }
-      return;
-    case GgmlType::kQ6_K:
-      for (size_t i = 0; i < nb; ++i, src += sizeof(BlockQ6_K), q += kQkK, dw += 16, m += 16) {
-        Q6KScales(src, dw, m);
-        for (int h = 0; h < 2; ++h)
-          for (int k = 0; k < 4; ++k)
-            _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 128 * h + 32 * k), Q6KCodes(src, h, k));
-      }
-      return;
-    default:
-      return UnpackBlocks(type, src, nb, q, dw, m);
+// Q5_0's fifth bits of panel group g (elements 4g..4g+3) for 8 rows: lane i of qh8 is row i's qh
+// word; byte k of lane i of the result = 0x10 where bit 4g + k of it is set (FifthBits, 8 rows at once).
+template <int kG>
+HWY_INLINE __m256i FifthBitsGroup(__m256i qh8) {
+  constexpr char s = kG / 2;  // the qh byte holding bits 4g..4g+3
+  const __m256i sel = _mm256_setr_epi8(s, s, s, s, 4 + s, 4 + s, 4 + s, 4 + s, 8 + s, 8 + s, 8 + s, 8 + s, 12 + s,
+                                       12 + s, 12 + s, 12 + s, s, s, s, s, 4 + s, 4 + s, 4 + s, 4 + s, 8 + s, 8 + s,
+                                       8 + s, 8 + s, 12 + s, 12 + s, 12 + s, 12 + s);
+  const __m256i bit = _mm256_set1_epi32(static_cast<int>(0x08040201u << (4 * (kG & 1))));
+  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(qh8, sel), bit), bit);
+  return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+}
+
+// Q4_0 / Q4_1 / Q5_0: the 16 nibble bytes of a block, 4 × 4 bytes per row, transposed before
+// splitting: dword g's low nibbles are elements 4g..4g+3, its high nibbles 16+4g..16+4g+3 (Q5_0:
+// or'ed with their fifth bits, FifthBitsGroup). (dw, m) as UnpackBlocks: m = −8 dw, the Q4_1 min,
+// −16 dw.
+template <GgmlType kType>
+inline void PackQ4(const uint8_t* const* rp, size_t nb, Panel8 pn, uint8_t* stage) {
+  constexpr bool kHasMin = kType == GgmlType::kQ4_1, kFive = kType == GgmlType::kQ5_0;
+  constexpr size_t kBS = kBlock32Bytes<kType>;
+  constexpr size_t kQs = kFive ? offsetof(BlockQ5_0, qs) : kHasMin ? offsetof(BlockQ4_1, qs) : offsetof(BlockQ4_0, qs);
+  StageRows<kBS, kQs, 16>(rp, nb, stage);
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const __m256 minus_bias = _mm256_set1_ps(kFive ? -16.0f : -8.0f);
+  const size_t ld = nb * 16;
+  auto pair = [&](int r, size_t b) {  // [row r | row r + 4] of block b
+    return _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(stage + r * ld + 16 * b))),
+        _mm_load_si128(reinterpret_cast<const __m128i*>(stage + (r + 4) * ld + 16 * b)), 1);
+  };
+  for (size_t b = 0; b < nb; ++b) {
+    const size_t off = b * kBS;
+    const __m256i y0 = pair(0, b), y1 = pair(1, b), y2 = pair(2, b), y3 = pair(3, b);
+    const __m256i t0 = _mm256_unpacklo_epi32(y0, y1), t1 = _mm256_unpackhi_epi32(y0, y1);
+    const __m256i t2 = _mm256_unpacklo_epi32(y2, y3), t3 = _mm256_unpackhi_epi32(y2, y3);
+    const __m256i d[4] = {_mm256_unpacklo_epi64(t0, t2), _mm256_unpackhi_epi64(t0, t2),
+                          _mm256_unpacklo_epi64(t1, t3), _mm256_unpackhi_epi64(t1, t3)};
+    __m256i c[8];
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; ++g) {
+      c[g] = _mm256_and_si256(d[g], low4);
+      c[4 + g] = _mm256_and_si256(_mm256_srli_epi16(d[g], 4), low4);
+    }
+    if constexpr (kFive) {
+      const __m256i qh8 = Words8(rp, off + offsetof(BlockQ5_0, qh));
+      c[0] = _mm256_or_si256(c[0], FifthBitsGroup<0>(qh8));
+      c[1] = _mm256_or_si256(c[1], FifthBitsGroup<1>(qh8));
+      c[2] = _mm256_or_si256(c[2], FifthBitsGroup<2>(qh8));
+      c[3] = _mm256_or_si256(c[3], FifthBitsGroup<3>(qh8));
+      c[4] = _mm256_or_si256(c[4], FifthBitsGroup<4>(qh8));
+      c[5] = _mm256_or_si256(c[5], FifthBitsGroup<5>(qh8));
+      c[6] = _mm256_or_si256(c[6], FifthBitsGroup<6>(qh8));
+      c[7] = _mm256_or_si256(c[7], FifthBitsGroup<7>(qh8));
+    }
+    auto* out = reinterpret_cast<__m256i*>(pn.codes + b * 256);
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; ++g) _mm256_store_si256(out + g, c[g]);
+    const __m256 dw = Halves8(rp, off);
+    _mm256_store_ps(pn.dw + 8 * b, dw);
+    _mm256_store_ps(pn.m + 8 * b, kHasMin ? Halves8(rp, off + 2) : _mm256_mul_ps(dw, minus_bias));
   }
 }
 
-// Q5_0, Q5_1 and the K-quants: each row unpacked (UnpackBlocksAvx2) into `stage`, then transposed.
+// The next panel's rows (8 rows on from rp, `bytes` each) requested toward L1, a panel ahead.
+HWY_INLINE void PrefetchNextPanel(const uint8_t* const* rp, size_t row_bytes, size_t bytes) {
+  for (int i = 0; i < 8; ++i)
+    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(rp[i] + 8 * row_bytes + o), _MM_HINT_T0);
+}
+
+// Q4_K straight from the 8 rows' blocks (no stage): per super-block the scales of 8 rows at once
+// (KQuantScales8, transposed: the panel's (dw, m) layout), per 64 elements one 8 × 8 transpose of
+// the rows' 32 nibble bytes, split after it as in PackQ4 — dword g of chunk c holds elements
+// 64c + 4g.. (low nibbles) and 64c + 32 + 4g.. (high). The codes and (dw, m) of UnpackBlocks.
+inline void PackQ4K(const uint8_t* const* rp, size_t row_bytes, size_t nb, Panel8 pn) {
+  PrefetchNextPanel(rp, row_bytes, nb * sizeof(BlockQ4_K));
+  for (size_t b = 0; b < nb; ++b) {
+    const size_t off = b * sizeof(BlockQ4_K);
+    __m256 dw[8], mn[8];
+    KQuantScales8(rp, off, dw, mn);
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      _mm256_store_ps(pn.dw + 8 * (8 * b + j), dw[j]);
+      _mm256_store_ps(pn.m + 8 * (8 * b + j), mn[j]);
+    }
+    for (int c = 0; c < 4; ++c) {
+      __m256i r[8], t[8];
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i)
+        r[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rp[i] + off + offsetof(BlockQ4_K, qs) + 32 * c));
+      Transpose8x8(r, t);
+      auto* out = reinterpret_cast<__m256i*>(pn.codes + 32 * (64 * b + 16 * c));
+#pragma GCC unroll 8
+      for (int g = 0; g < 8; ++g) {
+        _mm256_store_si256(out + g, Lo4(t[g]));
+        _mm256_store_si256(out + 8 + g, Hi4(t[g]));
+      }
+    }
+  }
+}
+
+// Q6_K straight from the 8 rows' blocks: scales by Q6KScales8 (m = −32 dw), the codes of each 32
+// elements by Q6KCodes per row and one 8 × 8 transpose (no stage, no scalar scale transpose).
+inline void PackQ6K(const uint8_t* const* rp, size_t row_bytes, size_t nb, Panel8 pn) {
+  PrefetchNextPanel(rp, row_bytes, nb * sizeof(BlockQ6_K));
+  const __m256 m32 = _mm256_set1_ps(-32.0f);
+  for (size_t b = 0; b < nb; ++b) {
+    const size_t off = b * sizeof(BlockQ6_K);
+    __m256 dw[16];
+    Q6KScales8(rp, off, dw);
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; ++j) {
+      _mm256_store_ps(pn.dw + 8 * (16 * b + j), dw[j]);
+      _mm256_store_ps(pn.m + 8 * (16 * b + j), _mm256_mul_ps(m32, dw[j]));
+    }
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) {
+        __m256i r[8], t[8];
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; ++i) r[i] = Q6KCodes(rp[i] + off, h, k);
+        Transpose8x8(r, t);
+        auto* out = reinterpret_cast<__m256i*>(pn.codes + 32 * (64 * b + 32 * h + 8 * k));
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; ++g) _mm256_store_si256(out + g, t[g]);
+      }
+    }
+  }
+}
+
+// Q5_1 and Q5_K: each row unpacked (the per-target UnpackBlocks) into `stage`, then transposed.
 inline void PackGeneric(GgmlType type, const uint8_t* const* rp, size_t row_bytes, size_t cols, int sub, Panel8 pn,
                         uint8_t* stage) {
   const size_t ldq = Align64(cols), nsub = cols / sub;
   float* sdw = reinterpret_cast<float*>(stage + 8 * ldq);
   float* sm = sdw + 8 * nsub;
   const GgmlTypeTraits& tr = GgmlTraitsOf(type);
-  const size_t nb = cols / tr.block_elems, bytes = tr.block_bytes * nb;
+  const size_t nb = cols / tr.block_elems;
+  PrefetchNextPanel(rp, row_bytes, tr.block_bytes * nb);  // a panel ahead (see StageRows)
   for (int i = 0; i < 8; ++i) {
-    // The next panel's row i, a panel ahead (see StageRows).
-    for (size_t o = 0; o < bytes; o += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(rp[i] + 8 * row_bytes + o), _MM_HINT_T0);
-    UnpackBlocksAvx2(type, rp[i], nb, stage + i * ldq, sdw + i * nsub, sm + i * nsub);
+    UnpackBlocks(type, rp[i], nb, stage + i * ldq, sdw + i * nsub, sm + i * nsub);
   }
   for (size_t c = 0; c < cols; c += 32) {
     __m256i r[8], out[8];
@@ -414,9 +480,12 @@ inline void PackPanel8(const WeightView& w, size_t r0, Panel8 pn, uint8_t* stage
   const uint8_t* rp[8];
   for (size_t i = 0; i < 8; ++i) rp[i] = w.data + std::min(r0 + i, w.rows - 1) * w.row_bytes;
   switch (w.type) {
-    case GgmlType::kQ4_0: return PackQ4<sizeof(BlockQ4_0), false>(rp, w.cols / 32, pn, stage);
-    case GgmlType::kQ4_1: return PackQ4<sizeof(BlockQ4_1), true>(rp, w.cols / 32, pn, stage);
+    case GgmlType::kQ4_0: return PackQ4<GgmlType::kQ4_0>(rp, w.cols / 32, pn, stage);
+    case GgmlType::kQ4_1: return PackQ4<GgmlType::kQ4_1>(rp, w.cols / 32, pn, stage);
+    case GgmlType::kQ5_0: return PackQ4<GgmlType::kQ5_0>(rp, w.cols / 32, pn, stage);
     case GgmlType::kQ8_0: return PackQ8(rp, w.cols / 32, pn, stage);
+    case GgmlType::kQ4_K: return PackQ4K(rp, w.row_bytes, w.cols / 256, pn);
+    case GgmlType::kQ6_K: return PackQ6K(rp, w.row_bytes, w.cols / 256, pn);
     default: return PackGeneric(w.type, rp, w.row_bytes, w.cols, ops_internal::Int8SubOf(w.type), pn, stage);
   }
 }

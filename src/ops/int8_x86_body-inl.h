@@ -43,7 +43,7 @@ HWY_INLINE void PrefetchSlice(const uint8_t* next, size_t bytes, size_t n0, size
 }
 
 // Q4_0 / Q4_1 / Q5_0 / Q8_0 / Q4_K / Q6_K rows (8, clamped like PackPanel8) × one token straight
-// from the blocks: each 32 columns' codes unpacked in registers (PackQ4's / UnpackBlocksAvx2's bit
+// from the blocks: each 32 columns' codes unpacked in registers (the panel packers' bit
 // moves), its 8 rows' exact integer sums gathered by TransposeSum8 (Q6_K: per 16-element half,
 // TransposeSum8Halves), then PanelTokens's float operations in its order with the (dw, m) the panel
 // packing computes (K-quant scales for 8 rows at once: KQuantScales8, Q6KScales8): the same bits as

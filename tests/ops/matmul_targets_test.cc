@@ -136,6 +136,32 @@ TEST(MatMulTargetsTest, BatchedRowsEqualAloneEveryTypeAndTarget) {
   });
 }
 
+TEST(MatMulTargetsTest, LongPrefillsEqualTheTwinAcrossPanelChunks) {
+  // A prefill packs each weight panel once per chunk of tokens (64 to 256 on x86, by the activation
+  // size): catches a chunk boundary that drops, repeats or misplaces a token (n_tok 300 crosses
+  // every chunk size; 130 the 64-token one) and a packer (Q4_0/Q4_1/Q5_0 staged, Q4_K/Q6_K direct,
+  // Q5_1/Q5_K unpacked) whose codes or scales differ from the twin's beyond the short cases above.
+  std::mt19937 rng(43);
+  ThreadPool pool(2);
+  ForEachTarget([&](int64_t target) {
+    if (target == HWY_AVX3_DL) return;
+    for (GgmlType type : test::kAllTypes) {
+      if (GgmlTraitsOf(type).block_elems == 1) continue;
+      const size_t rows = 11;
+      const Matrix m = RandomMatrix(type, rows, ColsOf(type), rng);
+      for (size_t n_tok : {130, 300}) {
+        const std::vector<float> x = RandomActs(n_tok, m.view.cols, rng);
+        std::vector<float> twin(n_tok * rows), got(n_tok * rows, NAN);
+        MatMulInt8Ref(m.view, x.data(), n_tok, twin.data());
+        MatMul(m.view, x.data(), n_tok, got.data(), pool);
+        for (size_t i = 0; i < got.size(); ++i)
+          ASSERT_EQ(got[i], twin[i]) << GgmlTraitsOf(type).name << " n_tok=" << n_tok << " t=" << i / rows
+                                     << " r=" << i % rows;
+      }
+    }
+  });
+}
+
 TEST(MatMulTargetsTest, PathNamesTheKernels) {
   // inspect/bench/--json print this: it must say which kernels run, per target.
   ForEachTarget([&](int64_t target) {
