@@ -85,12 +85,6 @@ struct JobList {
 
 // Tokens per pass over a packed panel (their int8 activations stay in L2 meanwhile).
 inline constexpr size_t kPanelTokChunk = 64;
-// The x86 panel path's chunk: as many tokens (a multiple of 4, 64 to 256) as keep their int8
-// activations (act_stride bytes each) within 192 KiB, so each panel is packed fewer times per call.
-inline size_t PanelTokChunkFor(size_t act_stride) {
-  const size_t n = (size_t{192} << 10) / (act_stride ? act_stride : 1) / 4 * 4;
-  return n < kPanelTokChunk ? kPanelTokChunk : n > 256 ? 256 : n;
-}
 
 // The loop of the panel kernels (int8_x86, int8_neon): global panels [g0, g1) of jobs (units of
 // `jobs.unit` rows) × all tokens, in chunks of `chunk` tokens (their activations stay in L2):

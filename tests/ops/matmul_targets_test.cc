@@ -137,9 +137,9 @@ TEST(MatMulTargetsTest, BatchedRowsEqualAloneEveryTypeAndTarget) {
 }
 
 TEST(MatMulTargetsTest, LongPrefillsEqualTheTwinAcrossPanelChunks) {
-  // A prefill packs each weight panel once per chunk of tokens (64 to 256 on x86, by the activation
-  // size): catches a chunk boundary that drops, repeats or misplaces a token (n_tok 300 crosses
-  // every chunk size; 130 the 64-token one) and a packer (Q4_0/Q4_1/Q5_0 staged, Q4_K/Q6_K direct,
+  // A prefill packs each weight panel once per chunk of 64 tokens (kPanelTokChunk): catches a chunk
+  // boundary that drops, repeats or misplaces a token (n_tok 130 and 300 cross several; the cases
+  // above stop at 64) and a packer (Q4_0/Q4_1/Q5_0 staged, Q4_K/Q6_K direct,
   // Q5_1/Q5_K unpacked) whose codes or scales differ from the twin's beyond the short cases above.
   std::mt19937 rng(43);
   ThreadPool pool(2);
