@@ -40,7 +40,12 @@ StepCost PrefillCost(const Model& model, size_t n) {
   StepCost c;
   c.bytes = w.bytes;
   c.attn_ops = 2.0 * g.n_layer * g.n_head * g.head_dim * static_cast<double>(n) * n;
-  c.ops = w.ops * static_cast<double>(n) + c.attn_ops;
+  // The layers run for every prompt token; the output matmul only for the last one (pp mode asks for
+  // the last token's logits, as llama-bench does) — with a 262,144-entry vocabulary (Gemma 3) counting
+  // it n times overstated the prefill's arithmetic ~2.7x.
+  const WeightView& out = model.weights().output;
+  const double output_ops = out.data ? 2.0 * out.rows * out.cols : 0;
+  c.ops = (w.ops - output_ops) * static_cast<double>(n) + output_ops + c.attn_ops;
   return c;
 }
 

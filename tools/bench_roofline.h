@@ -25,7 +25,8 @@ StepCost WeightCost(const Model& model);
 // measured bytes per token); attention ops 4 · n_layer · n_head · head_dim · depth.
 StepCost DecodeStepCost(const Model& model, size_t depth, double kv_bytes_per_token);
 
-// A prefill of n tokens in one pass: the weights once, 2 × weight ops × n, causal attention.
+// A prefill of n tokens in one pass: the weights once, 2 × layer weight ops × n, the output matmul
+// once (the last token's logits), causal attention.
 StepCost PrefillCost(const Model& model, size_t n);
 
 struct Roof {
