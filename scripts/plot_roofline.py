@@ -14,7 +14,6 @@ bytes per step). The labels give the tok/s. Default output: DIR/roofline.png.
 from __future__ import annotations
 
 import glob
-import json
 import os
 import sys
 
@@ -23,13 +22,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-
-def load(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, json.JSONDecodeError):
-        return None
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_table_summary import load  # noqa: E402  (the same reader of the table's JSON files)
 
 
 def rows_for(d):

@@ -75,6 +75,9 @@ int RunPpl(const EvalArgs& a) {
   KvUsage usage;
   double nll = 0, nll2 = 0;
   size_t count = 0;
+  // A terminal gets one line rewritten per chunk; a log file (scripts, --json runs of an hour) one
+  // line per tenth of the chunks, so a long evaluation is never silent.
+  const bool tty = isatty(2);
   Timer t_eval;
   for (size_t ch = 0; ch < n_chunks; ++ch) {
     const std::vector<int32_t> chunk = in->Chunk(ch);
@@ -90,16 +93,14 @@ int RunPpl(const EvalArgs& a) {
       nll2 += lp * lp;
       ++count;
     }
-    // A terminal gets one line rewritten per chunk; a log file (scripts, --json runs of an hour) one
-    // line per tenth of the chunks, so a long evaluation is never silent.
-    const bool tty = isatty(2), tenth = n_chunks >= 10 && (ch + 1) % (n_chunks / 10) == 0;
+    const bool tenth = n_chunks >= 10 && (ch + 1) % (n_chunks / 10) == 0;
     if (tty || tenth || ch + 1 == n_chunks) {
       const double eta = t_eval.Seconds() / (ch + 1) * (n_chunks - ch - 1);
       std::fprintf(stderr, "%s[%zu/%zu] ppl %.4f  (%.0f tok/s, ETA %.0f s)%s", tty ? "\r" : "", ch + 1, n_chunks,
                    std::exp(nll / count), (ch + 1) * n_ctx / t_eval.Seconds(), eta, tty ? "   " : "\n");
     }
   }
-  if (isatty(2)) std::fprintf(stderr, "\n");
+  if (tty) std::fprintf(stderr, "\n");
   const double mean = nll / count;
   const double var = nll2 / count - mean * mean;
   const double ppl = std::exp(mean);
