@@ -3,33 +3,39 @@
 # llama-quantize, llama-cli) from the llama.cpp sources vendored in the llama-cpp-python sdist: the
 # peer of every speed comparison. Once, outside CI (~20 min on 2 cores); cached.
 #
-# Usage: scripts/build_peer.sh [--variant native|avx2] [--print-dir] [-h|--help]
+# Usage: scripts/build_peer.sh [--variant native|noamx|avx2] [--print-dir] [-h|--help]
 #   --variant native  -DGGML_NATIVE=ON (the peer at its best on this machine; default)
+#   --variant noamx   -DGGML_NATIVE=ON with AMX off (-mno-amx-tile -mno-amx-int8 -mno-amx-bf16): the
+#                     best build that runs on a CPU whose AMX path crashes (ggml_backend_amx_mul_mat
+#                     SIGSEGV seen here on a Sapphire Rapids VM, every model)
 #   --variant avx2    -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 #                     -DGGML_BMI2=ON, every AVX-512 / AVX-VNNI option OFF (an AVX2-only CPU)
 #   --print-dir       print the bin/ directory of the variant (build it first if missing)
 #   env CHORUS_PEER_DIR (default .cache/peer) holds the sdist, sources and builds;
-#   env LLAMA_CPP_PYTHON_VERSION (default 0.3.36) pins the sdist.
+#   env LLAMA_CPP_PYTHON_VERSION (default 0.3.36) pins the sdist; env CHORUS_PEER_VARIANT sets the default
+#   variant (what `chorus bench` and scripts/bench_table.sh use through --print-dir).
 # Prints the bin/ directory on its last line.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-variant=native
+variant=${CHORUS_PEER_VARIANT:-native}
 print_only=0
 while [ $# -gt 0 ]; do
   case "$1" in
-    --variant) variant=${2:?--variant needs native or avx2}; shift ;;
+    --variant) variant=${2:?--variant needs native, noamx or avx2}; shift ;;
     --print-dir) print_only=1 ;;
-    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "build_peer.sh: unknown option: $1 (try --help)" >&2; exit 2 ;;
   esac
   shift
 done
 case "$variant" in
   native) flags=(-DGGML_NATIVE=ON) ;;
+  noamx) flags=(-DGGML_NATIVE=ON "-DCMAKE_C_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+                "-DCMAKE_CXX_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16") ;;
   avx2) flags=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
                -DGGML_AVX_VNNI=OFF -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF
                -DGGML_AVX512_BF16=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF) ;;
-  *) echo "build_peer.sh: --variant must be native or avx2, got '$variant'" >&2; exit 2 ;;
+  *) echo "build_peer.sh: --variant must be native, noamx or avx2, got '$variant'" >&2; exit 2 ;;
 esac
 
 ver=${LLAMA_CPP_PYTHON_VERSION:-0.3.36}
