@@ -143,6 +143,28 @@ TEST(MatMulTargetsTest, BatchedRowsEqualAloneEveryTypeAndTarget) {
   });
 }
 
+TEST(MatMulTargetsTest, DecodeStreamsEqualBatchedRows) {
+  // With enough rows a decode token's rows are read as several streams in lock step (AVX3_DL's
+  // Q8Rows: 4 parts of whole 16-row groups, 300 rows = 4 × 64 + a 44-row rest), the batched calls
+  // one row after the other: catches a stream that reads, or stores to, another stream's rows.
+  std::mt19937 rng(47);
+  ThreadPool pools[2] = {ThreadPool(1), ThreadPool(2)};
+  ForEachTarget([&](int64_t) {
+    for (GgmlType type : test::kAllTypes) {
+      const size_t rows = 300, n_max = 5;
+      const Matrix m = RandomMatrix(type, rows, ColsOf(type), rng);
+      const std::vector<float> x = RandomActs(n_max, m.view.cols, rng);
+      for (ThreadPool& pool : pools) {
+        std::vector<float> alone(n_max * rows), got(n_max * rows, NAN);
+        for (size_t t = 0; t < n_max; ++t) MatMul(m.view, x.data() + t * m.view.cols, 1, alone.data() + t * rows, pool);
+        MatMul(m.view, x.data(), n_max, got.data(), pool);
+        for (size_t i = 0; i < got.size(); ++i)
+          ASSERT_EQ(got[i], alone[i]) << GgmlTraitsOf(type).name << " t=" << i / rows << " r=" << i % rows;
+      }
+    }
+  });
+}
+
 TEST(MatMulTargetsTest, LongPrefillsEqualTheTwinAcrossPanelChunks) {
   // A prefill packs each weight panel once per chunk of 64 tokens (kPanelTokChunk): catches a chunk
   // boundary that drops, repeats or misplaces a token (n_tok 130 and 300 cross several; the cases
