@@ -255,11 +255,17 @@ HWY_INLINE __m256i Nibbles32(const uint8_t* qs) {
   return _mm256_and_si256(_mm256_srlv_epi64(v2, _mm256_setr_epi64x(0, 0, 4, 4)), _mm256_set1_epi8(0x0F));
 }
 
-// The 32 codes of the Q5_0 block at blk, in element order.
+// The 32 codes of the Q5_0 block at blk, in element order. With AVX-512 (BW + VL) qh is itself
+// the byte mask of the fifth bits: one masked add instead of FifthBits's five vector operations.
 HWY_INLINE __m256i Q5_0Codes(const uint8_t* blk) {
   uint32_t qh;
   std::memcpy(&qh, blk + offsetof(BlockQ5_0, qh), 4);
-  return _mm256_or_si256(Nibbles32(blk + offsetof(BlockQ5_0, qs)), FifthBits(qh));
+  const __m256i low = Nibbles32(blk + offsetof(BlockQ5_0, qs));
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  return _mm256_mask_add_epi8(low, _cvtu32_mask32(qh), low, _mm256_set1_epi8(0x10));  // low < 16: + is |
+#else
+  return _mm256_or_si256(low, FifthBits(qh));
+#endif
 }
 
 // One 32-element block of kType (Q4_0, Q4_1, Q5_0): its bytes and its codes at blk, in element order.
