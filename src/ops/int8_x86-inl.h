@@ -1,4 +1,5 @@
-// x86 int8 kernels for the AVX2 and AVX3 targets: eight weight rows in the eight 32-bit lanes.
+// x86 int8 kernels for the AVX2, AVX3 and AVX3_DL targets: eight weight rows in the eight 32-bit lanes
+// (AVX3_DL runs them for the types its own 512-bit VNNI kernels unpack per row: matmul_kernels.cc).
 // A panel of 8 rows is packed per call (codes [cols/4][8 rows][4 bytes], dw/m [sub-block][8]);
 // every 4 bytes of a token's int8 activations are broadcast against it, so each lane ends a
 // sub-block holding that row's exact integer dot product — the arithmetic of int8_ref.h, in the
@@ -20,7 +21,7 @@
 #include "ops/unpack-inl.h"       // UnpackBlocks
 
 HWY_BEFORE_NAMESPACE();
-#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
 #include <immintrin.h>
 
 namespace chorus {
@@ -254,11 +255,17 @@ HWY_INLINE __m256i Nibbles32(const uint8_t* qs) {
   return _mm256_and_si256(_mm256_srlv_epi64(v2, _mm256_setr_epi64x(0, 0, 4, 4)), _mm256_set1_epi8(0x0F));
 }
 
-// The 32 codes of the Q5_0 block at blk, in element order.
+// The 32 codes of the Q5_0 block at blk, in element order. With AVX-512 (BW + VL) qh is itself
+// the byte mask of the fifth bits: one masked add instead of FifthBits's five vector operations.
 HWY_INLINE __m256i Q5_0Codes(const uint8_t* blk) {
   uint32_t qh;
   std::memcpy(&qh, blk + offsetof(BlockQ5_0, qh), 4);
-  return _mm256_or_si256(Nibbles32(blk + offsetof(BlockQ5_0, qs)), FifthBits(qh));
+  const __m256i low = Nibbles32(blk + offsetof(BlockQ5_0, qs));
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  return _mm256_mask_add_epi8(low, _cvtu32_mask32(qh), low, _mm256_set1_epi8(0x10));  // low < 16: + is |
+#else
+  return _mm256_or_si256(low, FifthBits(qh));
+#endif
 }
 
 // One 32-element block of kType (Q4_0, Q4_1, Q5_0): its bytes and its codes at blk, in element order.
@@ -587,16 +594,23 @@ using Dot = MaddubsDot;
 }  // namespace HWY_NAMESPACE
 }  // namespace chorus
 
+// vpdpbusd: AVX-VNNI's VEX form on the AVX2 target (compiled with that extension, run only on CPUs
+// that have it), AVX512-VNNI's EVEX form on 256-bit vectors on AVX3_DL (which implies it). Same sums.
 #if HWY_TARGET == HWY_AVX2
 #pragma GCC push_options
 #pragma GCC target("avxvnni")
+#define CHORUS_DPBUSD256 _mm256_dpbusd_avx_epi32
+#elif HWY_TARGET == HWY_AVX3_DL
+#define CHORUS_DPBUSD256 _mm256_dpbusd_epi32
+#endif
+#ifdef CHORUS_DPBUSD256
 namespace chorus {
 namespace HWY_NAMESPACE {
 namespace mm {
 namespace avxvnni {
 struct Dot {
   static HWY_INLINE __m256i Partial(__m256i u, __m256i s) {
-    return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, s);
+    return CHORUS_DPBUSD256(_mm256_setzero_si256(), u, s);
   }
   template <int kGroups, int kBatch, bool kSigned, int kT>
   static HWY_INLINE void SubBlock(const uint8_t* codes, const uint8_t* const* xq, __m256i* isum) {
@@ -607,7 +621,7 @@ struct Dot {
       __m256i w;
       const __m256i aw = LoadGroup<kSigned>(codes, g, &w);
 #pragma GCC unroll 4
-      for (int t = 0; t < kT; ++t) isum[t] = _mm256_dpbusd_avx_epi32(isum[t], aw, OperandX<kSigned>(xq[t] + 4 * g, w));
+      for (int t = 0; t < kT; ++t) isum[t] = CHORUS_DPBUSD256(isum[t], aw, OperandX<kSigned>(xq[t] + 4 * g, w));
     }
   }
 };
@@ -616,10 +630,13 @@ struct Dot {
 }  // namespace mm
 }  // namespace HWY_NAMESPACE
 }  // namespace chorus
+#undef CHORUS_DPBUSD256
+#endif  // CHORUS_DPBUSD256
+#if HWY_TARGET == HWY_AVX2
 #pragma GCC pop_options
 #endif  // HWY_TARGET == HWY_AVX2
 
-#endif  // HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+#endif  // HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
 HWY_AFTER_NAMESPACE();
 
 #endif  // include guard toggle

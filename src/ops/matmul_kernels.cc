@@ -13,7 +13,7 @@
 #include "ops/float_kernels-inl.h"  // MatMulF32Path
 #include "ops/int8_neon-inl.h"      // neon::Int8Path (Arm targets)
 #include "ops/int8_ref.h"           // MatMulInt8Scalar
-#include "ops/int8_x86-inl.h"       // maddubs::Int8Path, avxvnni::Int8Path (AVX2, AVX3)
+#include "ops/int8_x86-inl.h"       // maddubs::Int8Path (AVX2, AVX3), avxvnni::Int8Path (AVX2, AVX3_DL)
 #include "ops/matmul_internal.h"    // MatMulDispatch
 #include "ops/vnni_kernels-inl.h"   // MatMulVnniPath (AVX3_DL only)
 
@@ -29,7 +29,15 @@ void MatMulImpl(const WeightView* ws, float* const* ys, size_t n, const float* x
     return;
   }
 #if HWY_TARGET == HWY_AVX3_DL
-  if (HaveVnniVbmi()) return MatMulVnniPath(ws, ys, n, x, n_tok, pool);
+  if (HaveVnniVbmi()) {
+    // Q5_0 / Q4_K / Q6_K: the 8-row kernels of int8_x86-inl.h (vpdpbusd on 256-bit vectors, the
+    // scalar twin's bits); the 512-bit path unpacks these types one row at a time per 4-token pass
+    // (matmul_bench, Gemma 3 shapes, 1 thread: Q5_0 7.6x slower at n_tok 1, 9x at 512; Q4_K / Q6_K ~2x).
+    const GgmlType t = ws[0].type;
+    if (t == GgmlType::kQ5_0 || t == GgmlType::kQ4_K || t == GgmlType::kQ6_K)
+      return avxvnni::Int8Path(ws, ys, n, x, n_tok, pool);
+    return MatMulVnniPath(ws, ys, n, x, n_tok, pool);
+  }
 #elif HWY_TARGET == HWY_AVX2
   if (AvxVnniEnabled()) return avxvnni::Int8Path(ws, ys, n, x, n_tok, pool);
   return maddubs::Int8Path(ws, ys, n, x, n_tok, pool);

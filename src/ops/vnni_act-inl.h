@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "hwy/highway.h"
+#include "ops/int8_ref.h"  // Align64
 
 HWY_BEFORE_NAMESPACE();
 #if HWY_TARGET == HWY_AVX3_DL
@@ -20,7 +21,7 @@ namespace chorus {
 namespace HWY_NAMESPACE {
 namespace mm {  // matmul internals (names private to these kernels)
 
-inline size_t Align64(size_t n) { return (n + 63) & ~size_t{63}; }
+using ops_internal::Align64;
 
 // One block of 32: q (32 int8, round to nearest even), returns dx; sums of the two 16-halves.
 HWY_INLINE float Quant32(const float* x, int8_t* q, int* sum0, int* sum1) {

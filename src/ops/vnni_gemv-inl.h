@@ -275,47 +275,101 @@ void Q4Stream(const uint8_t* w, size_t nb, size_t r0, size_t r1, const uint8_t* 
 
 // Q8_0: 2 blocks per step; x biased by +128 (unsigned operand), the bias removed per block with
 // a second dpbusd of 128 × w that all tokens share.
-template <int kT>
-void Q8Rows(const uint8_t* w, size_t row_bytes, size_t nb, size_t r0, size_t r1,
-            const uint8_t* act, size_t ld_act, size_t cols, float* y, size_t ldy) {
-  constexpr size_t kBS = 34, kPair = 2 * kBS;
-  alignas(64) uint8_t iq[64];
-  alignas(64) uint16_t id[32];
-  for (int i = 0; i < 64; ++i) iq[i] = static_cast<uint8_t>((i / 32) * kBS + 2 + i % 32);
-  for (int i = 0; i < 32; ++i) id[i] = static_cast<uint16_t>(((i / 8) & 1) * kBS / 2);
-  const __m512i idx_q = _mm512_load_si512(iq), idx_d = _mm512_load_si512(id);
-  const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
-  const Biased2Layout l = Biased2LayoutOf(cols);
-  const size_t np = (nb + 1) / 2;
-  const size_t tail_bytes = (nb % 2 ? 1 : 2) * kBS;
-  const __mmask64 b_full = FirstBytes(kPair - 64), tail_a = FirstBytes(tail_bytes),
-                  tail_b = FirstBytes(tail_bytes > 64 ? tail_bytes - 64 : 0);
-  ForRows16<kT>(r0, r1, y, ldy, [&](size_t r, __m512* out) {
-    const uint8_t* row = w + r * row_bytes;
-    __m512 facc[kT];
-#pragma GCC unroll 4
-    for (int t = 0; t < kT; ++t) facc[t] = _mm512_setzero_ps();
-    for (size_t p = 0; p < np; ++p) {
-      const uint8_t* src = row + p * kPair;
+struct Q8Consts {
+  static constexpr size_t kBS = 34, kPair = 2 * kBS;
+  __m512i idx_q, idx_d, bias;
+  size_t np;
+  __mmask64 b_full, tail_a, tail_b;
+  explicit Q8Consts(size_t nb) {
+    alignas(64) uint8_t iq[64];
+    alignas(64) uint16_t id[32];
+    for (int i = 0; i < 64; ++i) iq[i] = static_cast<uint8_t>((i / 32) * kBS + 2 + i % 32);
+    for (int i = 0; i < 32; ++i) id[i] = static_cast<uint16_t>(((i / 8) & 1) * kBS / 2);
+    idx_q = _mm512_load_si512(iq);
+    idx_d = _mm512_load_si512(id);
+    bias = _mm512_set1_epi8(static_cast<char>(0x80));
+    np = (nb + 1) / 2;
+    const size_t tail_bytes = (nb % 2 ? 1 : 2) * kBS;
+    b_full = FirstBytes(kPair - 64);
+    tail_a = FirstBytes(tail_bytes);
+    tail_b = FirstBytes(tail_bytes > 64 ? tail_bytes - 64 : 0);
+  }
+};
+
+// kS rows (row[s]) × kT tokens in lock step, pair of blocks by pair of blocks: each row's
+// operations are those of one row alone (out[s * kT + t]), only interleaved — kS streams through
+// memory at once instead of one.
+template <int kS, int kT>
+HWY_INLINE void Q8RowsLockstep(const uint8_t* const* row, const Q8Consts& c, const uint8_t* act, size_t ld_act,
+                               const Biased2Layout& l, __m512* out) {
+  constexpr size_t kPair = Q8Consts::kPair;
+  __m512 facc[kS * kT];
+#pragma GCC unroll 16
+  for (int i = 0; i < kS * kT; ++i) facc[i] = _mm512_setzero_ps();
+  for (size_t p = 0; p < c.np; ++p) {
+    const bool last = p + 1 == c.np;
+#pragma GCC unroll 8
+    for (int s = 0; s < kS; ++s) {
+      const uint8_t* src = row[s] + p * kPair;
       _mm_prefetch(reinterpret_cast<const char*>(src + kPrefetchBytes), _MM_HINT_T0);
       _mm_prefetch(reinterpret_cast<const char*>(src + kPrefetchBytes + 64), _MM_HINT_T0);
-      const bool last = p + 1 == np;
-      const __m512i a = last ? _mm512_maskz_loadu_epi8(tail_a, src) : _mm512_loadu_si512(src);
-      const __m512i b = _mm512_maskz_loadu_epi8(last ? tail_b : b_full, src + 64);
-      const __m512i q = _mm512_permutex2var_epi8(a, idx_q, b);
-      const __m512 dw = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(idx_d, a)));
-      const __m512i corr = _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, q);
+      const __m512i a = last ? _mm512_maskz_loadu_epi8(c.tail_a, src) : _mm512_loadu_si512(src);
+      const __m512i b = _mm512_maskz_loadu_epi8(last ? c.tail_b : c.b_full, src + 64);
+      const __m512i q = _mm512_permutex2var_epi8(a, c.idx_q, b);
+      const __m512 dw = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(c.idx_d, a)));
+      const __m512i corr = _mm512_dpbusd_epi32(_mm512_setzero_si512(), c.bias, q);
 #pragma GCC unroll 4
       for (int t = 0; t < kT; ++t) {
         const uint8_t* xa = act + t * ld_act;
         const float* dxe = reinterpret_cast<const float*>(xa + l.dxe_off) + p * 16;
         __m512i acc = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_load_si512(xa + p * 64), q);
         acc = _mm512_sub_epi32(acc, corr);
-        facc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), _mm512_mul_ps(dw, _mm512_load_ps(dxe)), facc[t]);
+        facc[s * kT + t] =
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), _mm512_mul_ps(dw, _mm512_load_ps(dxe)), facc[s * kT + t]);
       }
     }
-#pragma GCC unroll 4
-    for (int t = 0; t < kT; ++t) out[t] = facc[t];
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < kS * kT; ++i) out[i] = facc[i];
+}
+
+// One decode token: rows [r0, r1) as kQ8Streams equal parts of whole 16-row groups, read in lock
+// step (the rest, < kQ8Streams · 16 rows, one row at a time). One row after the other is a single
+// stream, which the hardware prefetcher and the 2 KiB software prefetch do not keep at the read
+// bandwidth: matmul_bench, Gemma 3's 262,144 × 640 Q8_0 output, 1 thread, loaded, 3 alternated
+// reps: 38.4–41.4 ms one stream, 26.5–30.3 ms four (2 threads: 25.8–32.1 vs 19.5–21.3 ms), eight
+// no better than four.
+inline constexpr int kQ8Streams = 4;
+
+template <int kT, int kS = kQ8Streams>
+void Q8Rows(const uint8_t* w, size_t row_bytes, size_t nb, size_t r0, size_t r1,
+            const uint8_t* act, size_t ld_act, size_t cols, float* y, size_t ldy) {
+  const Q8Consts c(nb);
+  const Biased2Layout l = Biased2LayoutOf(cols);
+  if constexpr (kT == 1 && kS > 1) {
+    const size_t part = (r1 - r0) / (16 * kS) * 16;  // rows per stream
+    if (part > 0) {
+      alignas(64) float partial[kS][16][16];
+      for (size_t g = 0; g < part; g += 16) {
+        for (size_t i = 0; i < 16; ++i) {
+          const uint8_t* rows[kS];
+          for (int s = 0; s < kS; ++s) rows[s] = w + (r0 + s * part + g + i) * row_bytes;
+          __m512 out[kS];
+          Q8RowsLockstep<kS, 1>(rows, c, act, ld_act, l, out);
+          for (int s = 0; s < kS; ++s) _mm512_store_ps(partial[s][i], out[s]);
+        }
+        for (int s = 0; s < kS; ++s) {
+          __m512 v[16];
+          for (int i = 0; i < 16; ++i) v[i] = _mm512_load_ps(partial[s][i]);
+          _mm512_storeu_ps(y + r0 + s * part + g, ReduceRows16(v));
+        }
+      }
+      r0 += kS * part;
+    }
+  }
+  ForRows16<kT>(r0, r1, y, ldy, [&](size_t r, __m512* out) {
+    const uint8_t* row = w + r * row_bytes;
+    Q8RowsLockstep<1, kT>(&row, c, act, ld_act, l, out);
   });
 }
 

@@ -68,9 +68,11 @@ inline void DecodePath(const JobList& jobs, const float* x, size_t n_tok, Thread
     jobs.ForRange(g0, g1, [&](size_t j, size_t r0, size_t r1) {
       const WeightView& w = jobs.ws[j];
       // Slabs of rows small enough to stay in L2 while every pass reads them: the weights come
-      // from memory once however many passes (tokens / 4) there are.
-      for (size_t s0 = r0; s0 < r1; s0 += kSlabRows) {
-        const size_t s1 = std::min(r1, s0 + kSlabRows);
+      // from memory once however many passes (tokens / 4) there are. One pass: the whole range
+      // (Q8Rows reads it as several streams; a row's result does not depend on its slab).
+      const size_t slab = passes == 1 ? r1 - r0 : kSlabRows;
+      for (size_t s0 = r0; s0 < r1; s0 += slab) {
+        const size_t s1 = std::min(r1, s0 + slab);
         for (size_t i = 0; i < passes; ++i) {
           const size_t t0 = n_tok * i / passes, nt = n_tok * (i + 1) / passes - t0;
           const uint8_t* a = act + t0 * ld;

@@ -52,6 +52,13 @@ void ForEachTarget(const Fn& body) {
 
 size_t ColsOf(GgmlType type) { return GgmlTraitsOf(type).block_elems == 256 ? 512 : 96; }
 
+// The AVX-512 VNNI path (AVX3_DL) keeps its own lane order for Q4_0 / Q4_1 / Q8_0 / Q5_1 / Q5_K;
+// Q5_0, Q4_K and Q6_K it hands to the 8-row x86 kernels (matmul_kernels.cc), which are the twin's bits.
+bool TwinExactOn(int64_t target, GgmlType type) {
+  if (target != HWY_AVX3_DL) return true;
+  return type == GgmlType::kQ5_0 || type == GgmlType::kQ4_K || type == GgmlType::kQ6_K;
+}
+
 TEST(MatMulTargetsTest, EveryTargetWithinTheBound) {
   // Catches a kernel of one target (AVX2, SSE4, ...) that is wrong while the best one is right.
   std::mt19937 rng(23);
@@ -89,13 +96,13 @@ TEST(MatMulTargetsTest, Int8TwinWithinTheBound) {
 TEST(MatMulTargetsTest, Int8PathsEqualTheScalarTwinBitwise) {
   // The AVX2 / AVX-VNNI / NEON kernels and the scalar path perform int8_ref.h's arithmetic exactly:
   // catches a wrong lane order, a saturated int16 sum, a skipped tail row or a reordered FMA. The
-  // AVX-512 VNNI path (AVX3_DL) keeps its own lane order, so only its bound is checked (above).
+  // AVX-512 VNNI path (AVX3_DL) keeps its own lane order for some types (TwinExactOn), whose bound
+  // only is checked (above).
   std::mt19937 rng(37);
   ThreadPool pool(3);
   ForEachTarget([&](int64_t target) {
-    if (target == HWY_AVX3_DL) return;
     for (GgmlType type : test::kAllTypes) {
-      if (GgmlTraitsOf(type).block_elems == 1) continue;
+      if (GgmlTraitsOf(type).block_elems == 1 || !TwinExactOn(target, type)) continue;
       for (size_t rows : {1, 9, 21}) {
         const Matrix m = RandomMatrix(type, rows, ColsOf(type), rng, /*row_pad=*/rows == 9 ? 6 : 0);
         for (size_t n_tok : {1, 3, 4, 5, 17}) {
@@ -136,6 +143,28 @@ TEST(MatMulTargetsTest, BatchedRowsEqualAloneEveryTypeAndTarget) {
   });
 }
 
+TEST(MatMulTargetsTest, DecodeStreamsEqualBatchedRows) {
+  // With enough rows a decode token's rows are read as several streams in lock step (AVX3_DL's
+  // Q8Rows: 4 parts of whole 16-row groups, 300 rows = 4 × 64 + a 44-row rest), the batched calls
+  // one row after the other: catches a stream that reads, or stores to, another stream's rows.
+  std::mt19937 rng(47);
+  ThreadPool pools[2] = {ThreadPool(1), ThreadPool(2)};
+  ForEachTarget([&](int64_t) {
+    for (GgmlType type : test::kAllTypes) {
+      const size_t rows = 300, n_max = 5;
+      const Matrix m = RandomMatrix(type, rows, ColsOf(type), rng);
+      const std::vector<float> x = RandomActs(n_max, m.view.cols, rng);
+      for (ThreadPool& pool : pools) {
+        std::vector<float> alone(n_max * rows), got(n_max * rows, NAN);
+        for (size_t t = 0; t < n_max; ++t) MatMul(m.view, x.data() + t * m.view.cols, 1, alone.data() + t * rows, pool);
+        MatMul(m.view, x.data(), n_max, got.data(), pool);
+        for (size_t i = 0; i < got.size(); ++i)
+          ASSERT_EQ(got[i], alone[i]) << GgmlTraitsOf(type).name << " t=" << i / rows << " r=" << i % rows;
+      }
+    }
+  });
+}
+
 TEST(MatMulTargetsTest, LongPrefillsEqualTheTwinAcrossPanelChunks) {
   // A prefill packs each weight panel once per chunk of 64 tokens (kPanelTokChunk): catches a chunk
   // boundary that drops, repeats or misplaces a token (n_tok 130 and 300 cross several; the cases
@@ -144,9 +173,8 @@ TEST(MatMulTargetsTest, LongPrefillsEqualTheTwinAcrossPanelChunks) {
   std::mt19937 rng(43);
   ThreadPool pool(2);
   ForEachTarget([&](int64_t target) {
-    if (target == HWY_AVX3_DL) return;
     for (GgmlType type : test::kAllTypes) {
-      if (GgmlTraitsOf(type).block_elems == 1) continue;
+      if (GgmlTraitsOf(type).block_elems == 1 || !TwinExactOn(target, type)) continue;
       const size_t rows = 11;
       const Matrix m = RandomMatrix(type, rows, ColsOf(type), rng);
       for (size_t n_tok : {130, 300}) {
