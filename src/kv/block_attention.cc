@@ -20,6 +20,7 @@ void SoftmaxState::Reset(size_t n_q, size_t head_dim) {
 BlockAttention::BlockAttention(const KvGeometry& geometry) : g_(geometry) {
   for (KvFormat f : kAllKvFormats) kernels_[static_cast<size_t>(f)] = GetKvBlockKernels(f);
   tmp_.resize(g_.head_dim);
+  part_tmp_.resize(PartStateFloats(g_.head_dim));
 }
 
 void BlockAttention::Reserve(size_t max_q) {
@@ -31,10 +32,12 @@ void BlockAttention::Reserve(size_t max_q) {
   }
   q_rot_.reserve(max_q * hd);
   scores_.reserve(max_q * kBlockTokens);
+  part_acc_.resize(std::max(part_acc_.size(), max_q * PartStateFloats(hd)));
 }
 
 size_t BlockAttention::bytes() const {
-  size_t floats = q_rot_.capacity() + scores_.capacity() + tmp_.capacity();
+  size_t floats = q_rot_.capacity() + scores_.capacity() + tmp_.capacity() + part_acc_.capacity() +
+                  part_tmp_.capacity();
   for (const SoftmaxState* st : {&plain_, &rot_}) floats += st->m.capacity() + st->l.capacity() + st->o.capacity();
   return sizeof(*this) + floats * sizeof(float);
 }
@@ -42,7 +45,8 @@ size_t BlockAttention::bytes() const {
 size_t BlockAttention::BytesFor(const KvGeometry& g, size_t max_q) {
   const size_t hd = g.head_dim;
   return sizeof(BlockAttention) +
-         (2 * (2 * max_q + max_q * hd) + max_q * hd + max_q * kBlockTokens + hd) * sizeof(float);
+         (2 * (2 * max_q + max_q * hd) + max_q * hd + max_q * kBlockTokens + hd + (max_q + 1) * PartStateFloats(hd)) *
+             sizeof(float);
 }
 
 void BlockAttention::Begin(const float* q, size_t n_q) {
@@ -147,6 +151,59 @@ void BlockAttention::Finish(float* out, size_t q0, size_t nq) {
       HadamardRotateInverse(tmp_.data(), hd);
       Axpy(cr * inv, tmp_.data(), hd, o);
     }
+  }
+}
+
+void BlockAttention::Restart() {
+  plain_.Reset(n_q_, g_.head_dim);
+  rot_.m.clear();
+}
+
+void BlockAttention::ExportPart(size_t i, float* dst) {
+  const size_t hd = g_.head_dim;
+  const bool has_rot = !rot_.m.empty();
+  const float mp = plain_.m[i], mr = has_rot ? rot_.m[i] : -INFINITY;
+  const float m = std::max(mp, mr);
+  float* o = dst + 2;
+  dst[0] = m;
+  if (m == -INFINITY) {  // nothing seen in this part
+    dst[1] = 0.0f;
+    std::fill_n(o, hd, 0.0f);
+    return;
+  }
+  const float cp = mp == -INFINITY ? 0.0f : std::exp(mp - m);
+  const float cr = mr == -INFINITY ? 0.0f : std::exp(mr - m);
+  dst[1] = plain_.l[i] * cp + (has_rot ? rot_.l[i] * cr : 0.0f);
+  for (size_t c = 0; c < hd; ++c) o[c] = plain_.o[i * hd + c] * cp;
+  if (has_rot && cr > 0) {
+    std::copy_n(rot_.o.data() + i * hd, hd, tmp_.data());
+    HadamardRotateInverse(tmp_.data(), hd);
+    Axpy(cr, tmp_.data(), hd, o);
+  }
+}
+
+void BlockAttention::MergeParts(float* acc, const float* src, size_t n, size_t hd) {
+  const size_t stride = PartStateFloats(hd);
+  for (size_t i = 0; i < n; ++i, acc += stride, src += stride) {
+    const float ms = src[0], ma = acc[0];
+    if (ms == -INFINITY) continue;
+    if (ma == -INFINITY) {
+      std::copy_n(src, stride, acc);
+      continue;
+    }
+    const float m = std::max(ma, ms);
+    const float ca = std::exp(ma - m), cs = std::exp(ms - m);
+    acc[0] = m;
+    acc[1] = acc[1] * ca + src[1] * cs;
+    for (size_t c = 0; c < hd; ++c) acc[2 + c] = acc[2 + c] * ca + src[2 + c] * cs;
+  }
+}
+
+void BlockAttention::FinishParts(const float* acc, size_t n, size_t hd, float* out) {
+  const size_t stride = PartStateFloats(hd);
+  for (size_t i = 0; i < n; ++i, acc += stride, out += hd) {
+    const float inv = acc[1] > 0 ? 1.0f / acc[1] : 0.0f;
+    for (size_t c = 0; c < hd; ++c) out[c] = acc[2 + c] * inv;
   }
 }
 
