@@ -159,51 +159,71 @@ void BlockAttention::Restart() {
   rot_.m.clear();
 }
 
-void BlockAttention::ExportPart(size_t i, float* dst) {
+void BlockAttention::ExportPart(size_t i, float* dst) const {
   const size_t hd = g_.head_dim;
-  const bool has_rot = !rot_.m.empty();
-  const float mp = plain_.m[i], mr = has_rot ? rot_.m[i] : -INFINITY;
-  const float m = std::max(mp, mr);
-  float* o = dst + 2;
-  dst[0] = m;
-  if (m == -INFINITY) {  // nothing seen in this part
-    dst[1] = 0.0f;
-    std::fill_n(o, hd, 0.0f);
-    return;
+  float* r = dst + hd + 2;
+  dst[0] = plain_.m[i];
+  r[0] = rot_.m.empty() ? -INFINITY : rot_.m[i];
+  // An empty state is its m alone (MergeParts reads no more of it).
+  if (dst[0] != -INFINITY) {
+    dst[1] = plain_.l[i];
+    std::copy_n(plain_.o.data() + i * hd, hd, dst + 2);
   }
-  const float cp = mp == -INFINITY ? 0.0f : std::exp(mp - m);
-  const float cr = mr == -INFINITY ? 0.0f : std::exp(mr - m);
-  dst[1] = plain_.l[i] * cp + (has_rot ? rot_.l[i] * cr : 0.0f);
-  for (size_t c = 0; c < hd; ++c) o[c] = plain_.o[i * hd + c] * cp;
-  if (has_rot && cr > 0) {
-    std::copy_n(rot_.o.data() + i * hd, hd, tmp_.data());
-    HadamardRotateInverse(tmp_.data(), hd);
-    Axpy(cr, tmp_.data(), hd, o);
+  if (r[0] != -INFINITY) {
+    r[1] = rot_.l[i];
+    std::copy_n(rot_.o.data() + i * hd, hd, r + 2);
   }
 }
+
+namespace {
+
+// One (m, l, o) state: acc ⊕= src. The larger max's side is scaled by exp(0) = 1: left as is.
+void MergeState(float* acc, const float* src, size_t hd) {
+  const float ms = src[0], ma = acc[0];
+  if (ms == -INFINITY) return;
+  if (ma == -INFINITY) {
+    std::copy_n(src, hd + 2, acc);
+    return;
+  }
+  if (ms <= ma) {
+    const float cs = std::exp(ms - ma);
+    acc[1] += src[1] * cs;
+    Axpy(cs, src + 2, hd, acc + 2);
+  } else {
+    const float ca = std::exp(ma - ms);
+    acc[0] = ms;
+    acc[1] = acc[1] * ca + src[1];
+    Scale(acc + 2, hd, ca);
+    for (size_t c = 0; c < hd; ++c) acc[2 + c] += src[2 + c];
+  }
+}
+
+}  // namespace
 
 void BlockAttention::MergeParts(float* acc, const float* src, size_t n, size_t hd) {
   const size_t stride = PartStateFloats(hd);
   for (size_t i = 0; i < n; ++i, acc += stride, src += stride) {
-    const float ms = src[0], ma = acc[0];
-    if (ms == -INFINITY) continue;
-    if (ma == -INFINITY) {
-      std::copy_n(src, stride, acc);
-      continue;
-    }
-    const float m = std::max(ma, ms);
-    const float ca = std::exp(ma - m), cs = std::exp(ms - m);
-    acc[0] = m;
-    acc[1] = acc[1] * ca + src[1] * cs;
-    for (size_t c = 0; c < hd; ++c) acc[2 + c] = acc[2 + c] * ca + src[2 + c] * cs;
+    MergeState(acc, src, hd);
+    MergeState(acc + hd + 2, src + hd + 2, hd);
   }
 }
 
-void BlockAttention::FinishParts(const float* acc, size_t n, size_t hd, float* out) {
-  const size_t stride = PartStateFloats(hd);
+void BlockAttention::FinishParts(const float* acc, size_t n, float* out) {
+  const size_t hd = g_.head_dim, stride = PartStateFloats(hd);
   for (size_t i = 0; i < n; ++i, acc += stride, out += hd) {
-    const float inv = acc[1] > 0 ? 1.0f / acc[1] : 0.0f;
-    for (size_t c = 0; c < hd; ++c) out[c] = acc[2 + c] * inv;
+    const float* r = acc + hd + 2;
+    const float mp = acc[0], mr = r[0];
+    const float m = std::max(mp, mr);
+    const float cp = mp == -INFINITY ? 0.0f : std::exp(mp - m);
+    const float cr = mr == -INFINITY ? 0.0f : std::exp(mr - m);
+    const float denom = (mp == -INFINITY ? 0.0f : acc[1] * cp) + (mr == -INFINITY ? 0.0f : r[1] * cr);
+    const float inv = denom > 0 ? 1.0f / denom : 0.0f;
+    for (size_t c = 0; c < hd; ++c) out[c] = mp == -INFINITY ? 0.0f : acc[2 + c] * cp * inv;
+    if (cr > 0) {
+      std::copy_n(r + 2, hd, tmp_.data());
+      HadamardRotateInverse(tmp_.data(), hd);
+      Axpy(cr * inv, tmp_.data(), hd, out);
+    }
   }
 }
 

@@ -54,20 +54,21 @@ class BlockAttention {
   // merges the parts' states in order). Restart: every query's state is empty again; the queries
   // (and their rotation) stay.
   void Restart();
-  // Query i (of the group) as one part state at dst: m, l, then o (head_dim) in the plain domain —
-  // the rotated accumulator rotated back and merged with the plain one by log-sum-exp. An empty
+  // Query i (of the group) as one part state at dst: the plain state (m, l, o (head_dim)), then
+  // the rotated one (still in the Hadamard domain: rotated back once, by FinishParts). An empty
   // state has m = -inf.
-  void ExportPart(size_t i, float* dst);
-  // The per-thread scratch for merging: max_q part states (Reserve), and one state.
+  void ExportPart(size_t i, float* dst) const;
+  // The per-thread scratch for merging: max_q part states (Reserve).
   float* part_acc() { return part_acc_.data(); }
   float* part_tmp() { return part_tmp_.data(); }
   // Floats of one query's part state.
-  static size_t PartStateFloats(size_t head_dim) { return head_dim + 2; }
-  // acc ⊕= src for n queries' part states (empty src: acc unchanged; empty acc: a copy). Parts are
-  // merged left to right in a fixed order, so the bits do not depend on who computed them.
+  static size_t PartStateFloats(size_t head_dim) { return 2 * (head_dim + 2); }
+  // acc ⊕= src for n queries' part states, plain with plain and rotated with rotated (empty src:
+  // acc unchanged; empty acc: a copy). Parts are merged left to right in a fixed order, so the bits
+  // do not depend on who computed them.
   static void MergeParts(float* acc, const float* src, size_t n, size_t head_dim);
-  // out (n, head_dim): the normalized outputs of n merged part states.
-  static void FinishParts(const float* acc, size_t n, size_t head_dim, float* out);
+  // out (n, head_dim): the normalized outputs of n merged part states (as Finish).
+  void FinishParts(const float* acc, size_t n, float* out);
   // Format groups folded in since construction (tests: a reordered table is one group per format).
   size_t groups() const { return groups_; }
   // Sizes the scratch for groups of up to max_q queries at once (a larger Begin grows it).
@@ -90,7 +91,7 @@ class BlockAttention {
   std::vector<float> scores_;  // (n_q, 32)
   std::vector<float> tmp_;     // (head_dim)
   std::vector<float> part_acc_;  // (max_q, head_dim + 2) merged part states of a thread's own unit
-  std::vector<float> part_tmp_;  // (head_dim + 2)
+  std::vector<float> part_tmp_;  // one part state
   KvBlockKernels kernels_[std::size(kAllKvFormats)];
   size_t groups_ = 0;
 };

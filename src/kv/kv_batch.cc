@@ -56,8 +56,8 @@ size_t Cost(std::span<const BatchRows> entries, std::span<const Segment> segs, s
 // dealt round-robin. Decode packs that see one part are cut by rows: their (pack, KV head, row)
 // items in order are split into `threads` equal contiguous spans, so a KV head's shared blocks are
 // decoded by as few threads as balance allows and a head's whole stack of queries meets each
-// decoded tile. A split pack is one unit per (KV head, part), each given to the least loaded
-// thread: every block is decoded once per KV head, for the whole stack. Which unit a row lands
+// decoded tile. A split pack is one unit per (KV head, part), in contiguous spans of even load
+// per thread: every block is decoded once per KV head, for the whole stack. Which unit a row lands
 // in does not change its result (its blocks meet it in the same order, its parts merge in order).
 std::vector<std::vector<Unit>> PlanUnits(std::span<const BatchRows> entries, const std::vector<Chunk>& chunks,
                                          size_t n_head_kv, size_t group, size_t threads) {
@@ -88,15 +88,32 @@ std::vector<std::vector<Unit>> PlanUnits(std::span<const BatchRows> entries, con
       const Chunk& ch = chunks[u.chunk];
       load[t] += Cost(entries, std::span(ch.segs).subspan(u.s0, u.s1 - u.s0), ch.common, group, 0, SIZE_MAX);
     }
+  // The split packs' (pack, KV head, part) units in order, cut into contiguous spans that even
+  // out the threads' loads: a thread attends consecutive parts of a head (the head's queries are
+  // stacked and rotated once for them).
+  struct PartUnit {
+    Unit u;
+    size_t cost;
+  };
+  std::vector<PartUnit> parts;
+  size_t total = 0;
   for (size_t c = 0; c < chunks.size(); ++c) {
     const Chunk& ch = chunks[c];
     if (!ch.split) continue;
     for (size_t h = 0; h < n_head_kv; ++h)
       for (size_t k = ch.k0; k < ch.k1; ++k) {
-        const size_t t = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
-        load[t] += Cost(entries, ch.segs, ch.common, group, k * kPartTokens, (k + 1) * kPartTokens);
-        plan[t].push_back({c, static_cast<uint32_t>(h), 0, ch.segs.size(), k});
+        parts.push_back({{c, static_cast<uint32_t>(h), 0, ch.segs.size(), k},
+                         Cost(entries, ch.segs, ch.common, group, k * kPartTokens, (k + 1) * kPartTokens)});
+        total += parts.back().cost;
       }
+  }
+  for (size_t t = 0; t < threads; ++t) total += load[t];
+  size_t t = 0;
+  for (const PartUnit& p : parts) {
+    // Move on once this thread holds its share (the last takes what is left).
+    while (t + 1 < threads && load[t] + p.cost / 2 > total / threads) ++t;
+    load[t] += p.cost;
+    plan[t].push_back(p.u);
   }
   return plan;
 }
@@ -212,7 +229,7 @@ struct Attend {
     }
     const size_t sf = BlockAttention::PartStateFloats(hd);
     float* acc = att.part_acc();  // (nq) merged states: reserved for kStackTokens rows × group
-    for (size_t i = 0; i < nq; ++i) acc[i * sf] = -INFINITY;
+    for (size_t i = 0; i < nq; ++i) acc[i * sf] = acc[i * sf + hd + 2] = -INFINITY;
     for (size_t k = k0; k < k1; ++k) {
       if (k > k0) att.Restart();
       Fold(att, segs, c.common, hk, nq, edge, k * kPartTokens, (k + 1) * kPartTokens);
@@ -233,15 +250,22 @@ struct Attend {
     size_t qi = 0;
     for (const Segment& s : segs)
       for (size_t t = s.t0; t < s.t1; ++t, qi += group)
-        if (FirstPart(s, t) != LastPart(s, t)) BlockAttention::FinishParts(acc + qi * sf, group, hd, Out(s, t, hk));
+        if (FirstPart(s, t) != LastPart(s, t)) att.FinishParts(acc + qi * sf, group, Out(s, t, hk));
   }
 
   // One part of a split pack: rows that see only this part are finished, the others' states stored.
-  void Part(BlockAttention& att, std::vector<float>& qs, const Unit& u) const {
+  // again: att holds this pack's queries of this head already (the thread's previous unit).
+  void Part(BlockAttention& att, std::vector<float>& qs, const Unit& u, bool again) const {
     const Chunk& c = chunks[u.chunk];
     const uint32_t hk = u.head;
-    const size_t k = u.part, nq = Stack(qs, c.segs, hk);
-    att.Begin(qs.data(), nq);
+    const size_t k = u.part;
+    size_t nq = c.segs.size() * group;
+    if (again) {
+      att.Restart();
+    } else {
+      nq = Stack(qs, c.segs, hk);
+      att.Begin(qs.data(), nq);
+    }
     Fold(att, c.segs, c.common, hk, nq, Edge(c.segs), k * kPartTokens, (k + 1) * kPartTokens);
     for (size_t r = 0; r < c.segs.size(); ++r) {
       const Segment& s = c.segs[r];
@@ -263,9 +287,9 @@ struct Attend {
       const Segment& s = c.segs[r];
       const size_t f = FirstPart(s, 0), l = LastPart(s, 0);
       if (f == l) continue;
-      for (size_t g = 0; g < group; ++g) acc[g * sf] = -INFINITY;
+      for (size_t g = 0; g < group; ++g) acc[g * sf] = acc[g * sf + hd + 2] = -INFINITY;
       for (size_t k = f; k <= l; ++k) BlockAttention::MergeParts(acc, Slot(c, hk, r, k, 0), group, hd);
-      BlockAttention::FinishParts(acc, group, hd, Out(s, 0, hk));
+      att.FinishParts(acc, group, Out(s, 0, hk));
     }
   }
 };
@@ -343,12 +367,15 @@ void AttendRows(KvStore& store, size_t layer, std::span<const BatchRows> entries
   pool.Run([&](int ti, int) {
     BlockAttention& att = store.attention(ti);
     std::vector<float>& qs = store.stack(ti);
+    const Unit* prev = nullptr;  // the unit before, if a part
     for (const Unit& u : plan[ti]) {
       if (u.part == SIZE_MAX) {
         at.Whole(att, qs, u);
+        prev = nullptr;
         continue;
       }
-      at.Part(att, qs, u);
+      at.Part(att, qs, u, prev && prev->chunk == u.chunk && prev->head == u.head);
+      prev = &u;
       if (remaining[u.chunk * sh.n_head_kv + u.head].fetch_sub(1, std::memory_order_acq_rel) == 1)
         at.Merge(att, u.chunk, u.head);
     }

@@ -36,13 +36,13 @@ inline constexpr size_t kWindowGranule = 8;
 inline constexpr size_t kStackTokens = 32;
 
 // Long runs of blocks are attended in parts of kPartBlocks blocks, aligned at block 0 (positions
-// [512·k, 512·(k+1))), each into its own softmax state, and the parts merged in order (kv_batch.cc):
+// [1024·k, 1024·(k+1))), each into its own softmax state, and the parts merged in order (kv_batch.cc):
 // decode rows spread the parts of one KV head over threads. A row that sees one part only is
 // computed as without parts. The store holds the part states of up to kPartSlots (row, part)
 // pairs at once, each for every query head (KvStore::parts()).
-inline constexpr size_t kPartBlocks = 16;
+inline constexpr size_t kPartBlocks = 32;
 inline constexpr size_t kPartTokens = kPartBlocks * kBlockTokens;
-inline constexpr size_t kPartSlots = 5 * kStackTokens;
+inline constexpr size_t kPartSlots = 80;  // 15 agents over 5 parts (4K), one row over 80 (80K tokens)
 
 struct KvStoreOptions {
   size_t n_layer = 0;

@@ -1,4 +1,4 @@
-// Long runs of blocks attended in parts (kPartBlocks blocks each, merged in order; kv_batch.cc):
+// Long runs of blocks attended in parts (kPartBlocks = 32 blocks each, merged in order; kv_batch.cc):
 // at 4K tokens of depth every output is bit-identical at 1, 2 and 3 threads (the parts of a KV
 // head are spread over threads only at 2 and 3), prefill (parts attended one after the other by a
 // thread) equals token-by-token decode (parts spread over threads), a batched step of agents on a
@@ -156,13 +156,15 @@ TEST(AttentionParts, PrefillEqualsTokenByTokenAtDepth) {
 }
 
 // Agents on a shared 4K document (global layers: the run is shared), batched, equal each agent
-// alone bit for bit at 1, 2 and 3 threads: 15 agents (one pack split by part), and 24 agents (a
-// pack whose part states pass the store's kPartSlots: attended whole, rows merged per thread)
-// while each agent alone is split.
+// alone bit for bit at 1, 2 and 3 threads: 15 agents (one pack split by part), and 40 agents (two
+// packs of 20 whose part states pass the store's kPartSlots: attended whole, each row's parts
+// merged by its thread) while each agent alone is split.
 TEST(AttentionParts, AgentsOnALongDocumentEqualAlone) {
   const AttentionShape sh{.n_head = 9, .n_head_kv = 3, .head_dim = 64};
-  for (size_t N : {15u, 24u}) {
-    ASSERT_EQ(N * 9 > kPartSlots, N == 24) << "24 agents over 9 parts should not fit the part states";
+  for (size_t N : {15u, 40u}) {
+    const size_t parts = (4096 + 3 + 5 * (N - 1) + 3) / kPartTokens + 1;  // the parts the last rows see
+    if (N == 15) ASSERT_LE(N * parts, kPartSlots) << "15 agents should be split by part";
+    if (N == 40) ASSERT_GT(20 * parts, kPartSlots) << "packs of 20 agents should not fit the part states";
     std::vector<float> first;
     for (int threads : {1, 2, 3}) {
       SCOPED_TRACE(testing::Message() << N << " agents, " << threads << " threads");
@@ -171,14 +173,14 @@ TEST(AttentionParts, AgentsOnALongDocumentEqualAlone) {
       ThreadPool pool(threads);
       std::mt19937 rng(13);
       auto doc = store.NewSequence(4200);
-      Step(*doc, sh, RandomRows(sh, 4096, rng), 4096, pool);  // 128 sealed blocks: 8 parts
+      Step(*doc, sh, RandomRows(sh, 4096, rng), 4096, pool);  // 128 sealed blocks: 4 parts
       std::vector<std::vector<BlockId>> tables = {doc->blocks(0), doc->blocks(1)};
       std::vector<std::unique_ptr<KvSequence>> a, b;
       for (size_t i = 0; i < N; ++i) {
         a.push_back(store.NewSequence(4400, {.tables = tables}));
         b.push_back(store.NewSequence(4400, {.tables = tables}));
         std::mt19937 r1(100 + i), r2(100 + i);
-        const size_t prompt = 3 + 5 * i;  // own blocks for some, the 9th part for all
+        const size_t prompt = 3 + 5 * i;  // own blocks for some, the last part for all
         Step(*a.back(), sh, RandomRows(sh, prompt, r1), prompt, pool);
         Step(*b.back(), sh, RandomRows(sh, prompt, r2), prompt, pool);
       }
