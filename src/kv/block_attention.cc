@@ -20,6 +20,7 @@ void SoftmaxState::Reset(size_t n_q, size_t head_dim) {
 BlockAttention::BlockAttention(const KvGeometry& geometry) : g_(geometry) {
   for (KvFormat f : kAllKvFormats) kernels_[static_cast<size_t>(f)] = GetKvBlockKernels(f);
   tmp_.resize(g_.head_dim);
+  part_tmp_.resize(PartStateFloats(g_.head_dim));
 }
 
 void BlockAttention::Reserve(size_t max_q) {
@@ -31,10 +32,12 @@ void BlockAttention::Reserve(size_t max_q) {
   }
   q_rot_.reserve(max_q * hd);
   scores_.reserve(max_q * kBlockTokens);
+  part_acc_.resize(std::max(part_acc_.size(), max_q * PartStateFloats(hd)));
 }
 
 size_t BlockAttention::bytes() const {
-  size_t floats = q_rot_.capacity() + scores_.capacity() + tmp_.capacity();
+  size_t floats = q_rot_.capacity() + scores_.capacity() + tmp_.capacity() + part_acc_.capacity() +
+                  part_tmp_.capacity();
   for (const SoftmaxState* st : {&plain_, &rot_}) floats += st->m.capacity() + st->l.capacity() + st->o.capacity();
   return sizeof(*this) + floats * sizeof(float);
 }
@@ -42,7 +45,8 @@ size_t BlockAttention::bytes() const {
 size_t BlockAttention::BytesFor(const KvGeometry& g, size_t max_q) {
   const size_t hd = g.head_dim;
   return sizeof(BlockAttention) +
-         (2 * (2 * max_q + max_q * hd) + max_q * hd + max_q * kBlockTokens + hd) * sizeof(float);
+         (2 * (2 * max_q + max_q * hd) + max_q * hd + max_q * kBlockTokens + hd + (max_q + 1) * PartStateFloats(hd)) *
+             sizeof(float);
 }
 
 void BlockAttention::Begin(const float* q, size_t n_q) {
@@ -146,6 +150,79 @@ void BlockAttention::Finish(float* out, size_t q0, size_t nq) {
       std::copy_n(rot_.o.data() + i * hd, hd, tmp_.data());
       HadamardRotateInverse(tmp_.data(), hd);
       Axpy(cr * inv, tmp_.data(), hd, o);
+    }
+  }
+}
+
+void BlockAttention::Restart() {
+  plain_.Reset(n_q_, g_.head_dim);
+  rot_.m.clear();
+}
+
+void BlockAttention::ExportPart(size_t i, float* dst) const {
+  const size_t hd = g_.head_dim;
+  float* r = dst + hd + 2;
+  dst[0] = plain_.m[i];
+  r[0] = rot_.m.empty() ? -INFINITY : rot_.m[i];
+  // An empty state is its m alone (MergeParts reads no more of it).
+  if (dst[0] != -INFINITY) {
+    dst[1] = plain_.l[i];
+    std::copy_n(plain_.o.data() + i * hd, hd, dst + 2);
+  }
+  if (r[0] != -INFINITY) {
+    r[1] = rot_.l[i];
+    std::copy_n(rot_.o.data() + i * hd, hd, r + 2);
+  }
+}
+
+namespace {
+
+// One (m, l, o) state: acc ⊕= src. The larger max's side is scaled by exp(0) = 1: left as is.
+void MergeState(float* acc, const float* src, size_t hd) {
+  const float ms = src[0], ma = acc[0];
+  if (ms == -INFINITY) return;
+  if (ma == -INFINITY) {
+    std::copy_n(src, hd + 2, acc);
+    return;
+  }
+  if (ms <= ma) {
+    const float cs = std::exp(ms - ma);
+    acc[1] += src[1] * cs;
+    Axpy(cs, src + 2, hd, acc + 2);
+  } else {
+    const float ca = std::exp(ma - ms);
+    acc[0] = ms;
+    acc[1] = acc[1] * ca + src[1];
+    Scale(acc + 2, hd, ca);
+    for (size_t c = 0; c < hd; ++c) acc[2 + c] += src[2 + c];
+  }
+}
+
+}  // namespace
+
+void BlockAttention::MergeParts(float* acc, const float* src, size_t n, size_t hd) {
+  const size_t stride = PartStateFloats(hd);
+  for (size_t i = 0; i < n; ++i, acc += stride, src += stride) {
+    MergeState(acc, src, hd);
+    MergeState(acc + hd + 2, src + hd + 2, hd);
+  }
+}
+
+void BlockAttention::FinishParts(const float* acc, size_t n, float* out) {
+  const size_t hd = g_.head_dim, stride = PartStateFloats(hd);
+  for (size_t i = 0; i < n; ++i, acc += stride, out += hd) {
+    const float* r = acc + hd + 2;
+    const float mp = acc[0], mr = r[0];
+    const float m = std::max(mp, mr);
+    const float cp = mp == -INFINITY ? 0.0f : std::exp(mp - m);
+    const float cr = mr == -INFINITY ? 0.0f : std::exp(mr - m);
+    const float denom = (mp == -INFINITY ? 0.0f : acc[1] * cp) + (mr == -INFINITY ? 0.0f : r[1] * cr);
+    const float inv = denom > 0 ? 1.0f / denom : 0.0f;
+    for (size_t c = 0; c < hd; ++c) out[c] = mp == -INFINITY ? 0.0f : acc[2 + c] * cp * inv;
+    if (cr > 0) {
+      std::copy_n(r + 2, hd, tmp_.data());
+      HadamardRotateInverse(tmp_.data(), hd);
+      Axpy(cr * inv, tmp_.data(), hd, out);
     }
   }
 }

@@ -50,6 +50,25 @@ class BlockAttention {
   // Writes the normalized output of queries [q0, q0+nq) to out (nq, head_dim), merging the plain
   // and rotated states.
   void Finish(float* out, size_t q0 = 0, size_t nq = SIZE_MAX);
+  // Parts (kv_batch.cc attends a long run of blocks in fixed parts, each into its own state, and
+  // merges the parts' states in order). Restart: every query's state is empty again; the queries
+  // (and their rotation) stay.
+  void Restart();
+  // Query i (of the group) as one part state at dst: the plain state (m, l, o (head_dim)), then
+  // the rotated one (still in the Hadamard domain: rotated back once, by FinishParts). An empty
+  // state has m = -inf.
+  void ExportPart(size_t i, float* dst) const;
+  // The per-thread scratch for merging: max_q part states (Reserve).
+  float* part_acc() { return part_acc_.data(); }
+  float* part_tmp() { return part_tmp_.data(); }
+  // Floats of one query's part state.
+  static size_t PartStateFloats(size_t head_dim) { return 2 * (head_dim + 2); }
+  // acc ⊕= src for n queries' part states, plain with plain and rotated with rotated (empty src:
+  // acc unchanged; empty acc: a copy). Parts are merged left to right in a fixed order, so the bits
+  // do not depend on who computed them.
+  static void MergeParts(float* acc, const float* src, size_t n, size_t head_dim);
+  // out (n, head_dim): the normalized outputs of n merged part states (as Finish).
+  void FinishParts(const float* acc, size_t n, float* out);
   // Format groups folded in since construction (tests: a reordered table is one group per format).
   size_t groups() const { return groups_; }
   // Sizes the scratch for groups of up to max_q queries at once (a larger Begin grows it).
@@ -71,6 +90,8 @@ class BlockAttention {
   SoftmaxState plain_, rot_;   // accumulators of non-rotated / rotated value formats
   std::vector<float> scores_;  // (n_q, 32)
   std::vector<float> tmp_;     // (head_dim)
+  std::vector<float> part_acc_;  // (max_q, head_dim + 2) merged part states of a thread's own unit
+  std::vector<float> part_tmp_;  // one part state
   KvBlockKernels kernels_[std::size(kAllKvFormats)];
   size_t groups_ = 0;
 };

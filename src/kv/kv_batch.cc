@@ -3,6 +3,8 @@
 #include "kv/kv_batch.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cmath>
 #include <map>
 #include <span>
 #include <vector>
@@ -18,26 +20,52 @@ struct Chunk {
   size_t common = 0;  // leading blocks every row of the chunk sees and all its sequences share
   bool pack = false;  // decode rows (one-row segments) of several sequences, splittable by row
   std::vector<Segment> segs;
+  // Parts [k0, k1) (kPartTokens positions each) some row of the chunk sees. split: a decode pack
+  // whose parts are attended by separate units, their states at state `slot` of store.parts().
+  size_t k0 = 0, k1 = 1;
+  bool split = false;
+  size_t slot = 0;
 };
-// What one thread attends: segments [s0, s1) of a chunk, one KV head.
+// What one thread attends: segments [s0, s1) of a chunk, one KV head; every part and merged by
+// this thread (part = SIZE_MAX), or one part of a split pack (all its segments).
 struct Unit {
   size_t chunk;
   uint32_t head;
   size_t s0, s1;
+  size_t part = SIZE_MAX;
 };
 
+// Rough work of folding positions [lo, hi) of segments segs (block folds weighted by the queries
+// they meet, plus decoding the block): balances the plan, never changes a result.
+size_t Cost(std::span<const BatchRows> entries, std::span<const Segment> segs, size_t common, size_t group,
+            size_t lo, size_t hi) {
+  const size_t b_lo = lo / kBlockTokens, b_hi = hi == SIZE_MAX ? SIZE_MAX : hi / kBlockTokens;
+  auto in = [&](size_t b0, size_t b1) { return std::min(b1, b_hi) > std::max(b0, b_lo) ? std::min(b1, b_hi) - std::max(b0, b_lo) : 0; };
+  size_t nq = 0;
+  for (const Segment& s : segs) nq += (s.t1 - s.t0) * group;
+  size_t cost = in(0, common) * (4 + nq);
+  for (const Segment& s : segs) {
+    const size_t size = entries[s.entry].seq->size(), seen = (size + s.t0) / kBlockTokens;
+    cost += in(common, seen) * (4 + (s.t1 - s.t0) * group);
+    for (size_t t = s.t0; t < s.t1; ++t) cost += (in(seen, (size + t) / kBlockTokens) + 1) * (4 + group);
+  }
+  return cost;
+}
+
 // Work of each thread. A prefill stack (one sequence's consecutive tokens) is one unit per KV head,
-// dealt round-robin. Decode packs are cut by rows: their (pack, KV head, row) items in order are
-// split into `threads` equal contiguous spans, so a KV head's shared blocks are decoded by as few
-// threads as balance allows (15 agents, 3 KV heads, 2 threads: 4 decodes of each shared block
-// instead of 6 for two packs) and a head's whole stack of queries meets each decoded tile. Which
-// unit a row lands in does not change its result (its blocks meet it in the same order).
-std::vector<std::vector<Unit>> PlanUnits(const std::vector<Chunk>& chunks, size_t n_head_kv, size_t threads) {
+// dealt round-robin. Decode packs that see one part are cut by rows: their (pack, KV head, row)
+// items in order are split into `threads` equal contiguous spans, so a KV head's shared blocks are
+// decoded by as few threads as balance allows and a head's whole stack of queries meets each
+// decoded tile. A split pack is one unit per (KV head, part), in contiguous spans of even load
+// per thread: every block is decoded once per KV head, for the whole stack. Which unit a row lands
+// in does not change its result (its blocks meet it in the same order, its parts merge in order).
+std::vector<std::vector<Unit>> PlanUnits(std::span<const BatchRows> entries, const std::vector<Chunk>& chunks,
+                                         size_t n_head_kv, size_t group, size_t threads) {
   std::vector<std::vector<Unit>> plan(threads);
   size_t rr = 0, items = 0;
   for (size_t c = 0; c < chunks.size(); ++c) {
     if (chunks[c].pack) {
-      items += chunks[c].segs.size() * n_head_kv;
+      if (!chunks[c].split) items += chunks[c].segs.size() * n_head_kv;
       continue;
     }
     for (size_t h = 0; h < n_head_kv; ++h, ++rr)
@@ -45,7 +73,7 @@ std::vector<std::vector<Unit>> PlanUnits(const std::vector<Chunk>& chunks, size_
   }
   size_t item = 0;  // running index over the packs' items
   for (size_t c = 0; c < chunks.size(); ++c) {
-    if (!chunks[c].pack) continue;
+    if (!chunks[c].pack || chunks[c].split) continue;
     const size_t rows = chunks[c].segs.size();
     for (size_t h = 0; h < n_head_kv; ++h, item += rows) {
       for (size_t t = 0; t < threads; ++t) {  // thread t: items [items·t/T, items·(t+1)/T)
@@ -53,6 +81,39 @@ std::vector<std::vector<Unit>> PlanUnits(const std::vector<Chunk>& chunks, size_
         if (lo < hi) plan[t].push_back({c, static_cast<uint32_t>(h), lo - item, hi - item});
       }
     }
+  }
+  std::vector<size_t> load(threads, 0);
+  for (size_t t = 0; t < threads; ++t)
+    for (const Unit& u : plan[t]) {
+      const Chunk& ch = chunks[u.chunk];
+      load[t] += Cost(entries, std::span(ch.segs).subspan(u.s0, u.s1 - u.s0), ch.common, group, 0, SIZE_MAX);
+    }
+  // The split packs' (pack, KV head, part) units in order, cut into contiguous spans that even
+  // out the threads' loads: a thread attends consecutive parts of a head (the head's queries are
+  // stacked and rotated once for them).
+  struct PartUnit {
+    Unit u;
+    size_t cost;
+  };
+  std::vector<PartUnit> parts;
+  size_t total = 0;
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    const Chunk& ch = chunks[c];
+    if (!ch.split) continue;
+    for (size_t h = 0; h < n_head_kv; ++h)
+      for (size_t k = ch.k0; k < ch.k1; ++k) {
+        parts.push_back({{c, static_cast<uint32_t>(h), 0, ch.segs.size(), k},
+                         Cost(entries, ch.segs, ch.common, group, k * kPartTokens, (k + 1) * kPartTokens)});
+        total += parts.back().cost;
+      }
+  }
+  for (size_t t = 0; t < threads; ++t) total += load[t];
+  size_t t = 0;
+  for (const PartUnit& p : parts) {
+    // Move on once this thread holds its share (the last takes what is left).
+    while (t + 1 < threads && load[t] + p.cost / 2 > total / threads) ++t;
+    load[t] += p.cost;
+    plan[t].push_back(p.u);
   }
   return plan;
 }
@@ -67,6 +128,171 @@ size_t SharedRun(const KvSequence& a, const KvSequence& b) {
   while (n < va.size() && n < vb.size() && va[n].k == vb[n].k && va[n].v == vb[n].v) ++n;
   return n;
 }
+
+// The attention of a planned step: what a unit folds, finishes and merges.
+struct Attend {
+  const KvStore& store;
+  size_t layer;
+  std::span<const BatchRows> entries;
+  const std::vector<Chunk>& chunks;
+  const float* q;
+  float* out;
+  float* parts;  // store.parts()
+  size_t q_dim, hd, group;
+
+  const KvSequence& Seq(const Segment& s) const { return *entries[s.entry].seq; }
+  float* Out(const Segment& s, size_t t, uint32_t hk) const {
+    return out + (entries[s.entry].row0 + t) * q_dim + hk * group * hd;
+  }
+  // Parts row t of s sees: [FirstPart, LastPart] (its window's edge, its own block).
+  size_t FirstPart(const Segment& s, size_t t) const { return Seq(s).VisibleFrom(layer, t) / kPartTokens; }
+  size_t LastPart(const Segment& s, size_t t) const { return (Seq(s).size() + t) / kPartTokens; }
+  // The part state of query g of row r (of the chunk's segments, decode: one row each) for head
+  // hk and part k of a split chunk.
+  float* Slot(const Chunk& c, uint32_t hk, size_t r, size_t k, size_t g) const {
+    const size_t state = c.slot + ((hk * c.segs.size() + r) * (c.k1 - c.k0) + (k - c.k0)) * group + g;
+    return parts + state * BlockAttention::PartStateFloats(hd);
+  }
+
+  // Stacks the queries of head hk of segs into qs; their count.
+  size_t Stack(std::vector<float>& qs, std::span<const Segment> segs, uint32_t hk) const {
+    size_t nq = 0;
+    for (const Segment& s : segs) nq += (s.t1 - s.t0) * group;
+    qs.resize(nq * hd);  // reserved for kStackTokens rows × group: never grows
+    float* dst = qs.data();
+    for (const Segment& s : segs)
+      for (size_t t = s.t0; t < s.t1; ++t, dst += group * hd)
+        std::copy_n(q + (entries[s.entry].row0 + t) * q_dim + hk * group * hd, group * hd, dst);
+    return nq;
+  }
+
+  // Folds into att (queries stacked from segs) every block and native row they see whose first
+  // position is in [lo, hi) (a part; everything: [0, SIZE_MAX)). Sliding-window layers: `edge` is
+  // the stack's latest window edge. What lies before it is folded per row with the row's own edge
+  // first; from it on, blocks are folded once for the stack. On global layers the edge is 0. Every
+  // row meets its blocks in order, each once, with its own mask — as alone.
+  void Fold(BlockAttention& att, std::span<const Segment> segs, size_t common, uint32_t hk, size_t nq, size_t edge,
+            size_t lo, size_t hi) const {
+    if (edge > lo) {
+      size_t q0 = 0;
+      for (const Segment& s : segs) {
+        const KvSequence& seq = Seq(s);
+        const size_t seen = (seq.size() + s.t0) / kBlockTokens;
+        for (size_t t = s.t0; t < s.t1; ++t, q0 += group)
+          seq.AddOwnBlocks(att, hk, q0, group, seen,
+                           SegmentRange{.lo = seq.VisibleFrom(layer, t), .begin = lo, .end = std::min(edge, hi)});
+      }
+    }
+    // The shared run: once for every stacked query.
+    Seq(segs[0]).AddOwnBlocks(att, hk, 0, nq, common, SegmentRange{.begin = std::max(edge, lo), .end = hi});
+    size_t q0 = 0;
+    for (const Segment& s : segs) {
+      const KvSequence& seq = Seq(s);
+      const size_t ns = (s.t1 - s.t0) * group;
+      const size_t seen = (seq.size() + s.t0) / kBlockTokens;  // blocks every token of the stack sees
+      // Blocks [common, seen), from the edge on, once for the stack (FoldBlocks skips [0, common)
+      // through the range's begin).
+      if (seen > common)
+        seq.AddOwnBlocks(att, hk, q0, ns, seen,
+                         SegmentRange{.begin = std::max({edge, common * kBlockTokens, lo}), .end = hi});
+      for (size_t t = s.t0; t < s.t1; ++t) seq.AddOwn(att, t, hk, q0 + (t - s.t0) * group, group, seen, lo, hi);
+      q0 += ns;
+    }
+  }
+
+  size_t Edge(std::span<const Segment> segs) const {
+    size_t edge = 0;
+    for (const Segment& s : segs) edge = std::max(edge, Seq(s).VisibleFrom(layer, s.t1 - 1));
+    return edge;
+  }
+
+  // A unit whose parts this thread attends one after the other, merging each row's parts in order.
+  void Whole(BlockAttention& att, std::vector<float>& qs, const Unit& u) const {
+    const Chunk& c = chunks[u.chunk];
+    const std::span<const Segment> segs = std::span(c.segs).subspan(u.s0, u.s1 - u.s0);
+    const uint32_t hk = u.head;
+    const size_t nq = Stack(qs, segs, hk);
+    att.Begin(qs.data(), nq);
+    const size_t edge = Edge(segs);
+    size_t k0 = SIZE_MAX, k1 = 0;
+    for (const Segment& s : segs)
+      for (size_t t = s.t0; t < s.t1; ++t) {
+        k0 = std::min(k0, FirstPart(s, t));
+        k1 = std::max(k1, LastPart(s, t) + 1);
+      }
+    if (k1 - k0 == 1) {  // one part: no state to merge
+      Fold(att, segs, c.common, hk, nq, edge, 0, SIZE_MAX);
+      size_t qi = 0;
+      for (const Segment& s : segs)
+        for (size_t t = s.t0; t < s.t1; ++t, qi += group) att.Finish(Out(s, t, hk), qi, group);
+      return;
+    }
+    const size_t sf = BlockAttention::PartStateFloats(hd);
+    float* acc = att.part_acc();  // (nq) merged states: reserved for kStackTokens rows × group
+    for (size_t i = 0; i < nq; ++i) acc[i * sf] = acc[i * sf + hd + 2] = -INFINITY;
+    for (size_t k = k0; k < k1; ++k) {
+      if (k > k0) att.Restart();
+      Fold(att, segs, c.common, hk, nq, edge, k * kPartTokens, (k + 1) * kPartTokens);
+      size_t qi = 0;
+      for (const Segment& s : segs)
+        for (size_t t = s.t0; t < s.t1; ++t, qi += group) {
+          const size_t f = FirstPart(s, t), l = LastPart(s, t);
+          if (f == l) {
+            if (k == f) att.Finish(Out(s, t, hk), qi, group);
+          } else if (k >= f && k <= l) {
+            for (size_t g = 0; g < group; ++g) {
+              att.ExportPart(qi + g, att.part_tmp());
+              BlockAttention::MergeParts(acc + (qi + g) * sf, att.part_tmp(), 1, hd);
+            }
+          }
+        }
+    }
+    size_t qi = 0;
+    for (const Segment& s : segs)
+      for (size_t t = s.t0; t < s.t1; ++t, qi += group)
+        if (FirstPart(s, t) != LastPart(s, t)) att.FinishParts(acc + qi * sf, group, Out(s, t, hk));
+  }
+
+  // One part of a split pack: rows that see only this part are finished, the others' states stored.
+  // again: att holds this pack's queries of this head already (the thread's previous unit).
+  void Part(BlockAttention& att, std::vector<float>& qs, const Unit& u, bool again) const {
+    const Chunk& c = chunks[u.chunk];
+    const uint32_t hk = u.head;
+    const size_t k = u.part;
+    size_t nq = c.segs.size() * group;
+    if (again) {
+      att.Restart();
+    } else {
+      nq = Stack(qs, c.segs, hk);
+      att.Begin(qs.data(), nq);
+    }
+    Fold(att, c.segs, c.common, hk, nq, Edge(c.segs), k * kPartTokens, (k + 1) * kPartTokens);
+    for (size_t r = 0; r < c.segs.size(); ++r) {
+      const Segment& s = c.segs[r];
+      const size_t f = FirstPart(s, 0), l = LastPart(s, 0);
+      if (f == l) {
+        if (k == f) att.Finish(Out(s, 0, hk), r * group, group);
+      } else if (k >= f && k <= l) {
+        for (size_t g = 0; g < group; ++g) att.ExportPart(r * group + g, Slot(c, hk, r, k, g));
+      }
+    }
+  }
+
+  // Every part of head hk of a split pack is stored: each row's parts merged in order, finished.
+  void Merge(BlockAttention& att, size_t chunk, uint32_t hk) const {
+    const Chunk& c = chunks[chunk];
+    float* acc = att.part_acc();
+    const size_t sf = BlockAttention::PartStateFloats(hd);
+    for (size_t r = 0; r < c.segs.size(); ++r) {
+      const Segment& s = c.segs[r];
+      const size_t f = FirstPart(s, 0), l = LastPart(s, 0);
+      if (f == l) continue;
+      for (size_t g = 0; g < group; ++g) acc[g * sf] = acc[g * sf + hd + 2] = -INFINITY;
+      for (size_t k = f; k <= l; ++k) BlockAttention::MergeParts(acc, Slot(c, hk, r, k, 0), group, hd);
+      att.FinishParts(acc, group, Out(s, 0, hk));
+    }
+  }
+};
 
 }  // namespace
 
@@ -115,55 +341,43 @@ void AttendRows(KvStore& store, size_t layer, std::span<const BatchRows> entries
       chunks.push_back(std::move(c));
     }
   }
-  const std::vector<std::vector<Unit>> plan = PlanUnits(chunks, sh.n_head_kv, threads);
+  // Packs over more than one part are split by part while the store's part states hold them
+  // (the others are attended whole: the same bits, less balance).
+  const Attend at{store, layer, entries, chunks, q, out, store.parts(), q_dim, hd, group};
+  size_t used = 0;  // (row, part) pairs of the store's part states given out
+  for (Chunk& c : chunks) {
+    if (!c.pack) continue;
+    c.k0 = SIZE_MAX;
+    c.k1 = 0;
+    for (const Segment& s : c.segs) {
+      c.k0 = std::min(c.k0, at.FirstPart(s, 0));
+      c.k1 = std::max(c.k1, at.LastPart(s, 0) + 1);
+    }
+    const size_t need = c.segs.size() * (c.k1 - c.k0);
+    if (c.k1 - c.k0 < 2 || used + need > kPartSlots) continue;
+    c.split = true;
+    c.slot = used * sh.n_head;
+    used += need;
+  }
+  const std::vector<std::vector<Unit>> plan = PlanUnits(entries, chunks, sh.n_head_kv, group, threads);
+  // Parts of each (split pack, KV head) still to be stored: the thread storing the last one merges.
+  std::vector<std::atomic<size_t>> remaining(chunks.size() * sh.n_head_kv);
+  for (size_t c = 0; c < chunks.size(); ++c)
+    for (size_t h = 0; h < sh.n_head_kv; ++h) remaining[c * sh.n_head_kv + h].store(chunks[c].k1 - chunks[c].k0);
   pool.Run([&](int ti, int) {
     BlockAttention& att = store.attention(ti);
-    std::vector<float>& qs = store.stack(ti);  // reserved for kStackTokens rows × group: never grows
+    std::vector<float>& qs = store.stack(ti);
+    const Unit* prev = nullptr;  // the unit before, if a part
     for (const Unit& u : plan[ti]) {
-      const std::span<const Segment> segs = std::span(chunks[u.chunk].segs).subspan(u.s0, u.s1 - u.s0);
-      const size_t common = chunks[u.chunk].common;
-      const uint32_t hk = u.head;
-      size_t nq = 0;
-      for (const Segment& s : segs) nq += (s.t1 - s.t0) * group;
-      qs.resize(nq * hd);
-      float* dst = qs.data();
-      for (const Segment& s : segs)
-        for (size_t t = s.t0; t < s.t1; ++t, dst += group * hd)
-          std::copy_n(q + (entries[s.entry].row0 + t) * q_dim + hk * group * hd, group * hd, dst);
-      att.Begin(qs.data(), nq);
-      // Sliding-window layers: the unit's latest window edge. What lies before it is folded per
-      // row with the row's own edge first; from it on, blocks are folded once for the stack. On
-      // global layers the edge is 0. Every row meets its blocks in order, each once, with its own
-      // mask — as alone.
-      size_t edge = 0;
-      for (const Segment& s : segs) edge = std::max(edge, entries[s.entry].seq->VisibleFrom(layer, s.t1 - 1));
-      if (edge > 0) {
-        size_t q0 = 0;
-        for (const Segment& s : segs) {
-          const KvSequence& seq = *entries[s.entry].seq;
-          const size_t seen = (seq.size() + s.t0) / kBlockTokens;
-          for (size_t t = s.t0; t < s.t1; ++t, q0 += group)
-            seq.AddOwnBlocks(att, hk, q0, group, seen, SegmentRange{.lo = seq.VisibleFrom(layer, t), .end = edge});
-        }
+      if (u.part == SIZE_MAX) {
+        at.Whole(att, qs, u);
+        prev = nullptr;
+        continue;
       }
-      // The shared run: once for every stacked query.
-      entries[segs[0].entry].seq->AddOwnBlocks(att, hk, 0, nq, common, SegmentRange{.begin = edge});
-      size_t q0 = 0;
-      for (const Segment& s : segs) {
-        const KvSequence& seq = *entries[s.entry].seq;
-        const size_t ns = (s.t1 - s.t0) * group;
-        const size_t seen = (seq.size() + s.t0) / kBlockTokens;  // blocks every token of the stack sees
-        // Blocks [common, seen), from the edge on, once for the stack (FoldBlocks skips [0, common)
-        // through the range's begin).
-        if (seen > common)
-          seq.AddOwnBlocks(att, hk, q0, ns, seen, SegmentRange{.begin = std::max(edge, common * kBlockTokens)});
-        for (size_t t = s.t0; t < s.t1; ++t) {
-          const size_t qi = q0 + (t - s.t0) * group;
-          seq.AddOwn(att, t, hk, qi, group, seen);
-          att.Finish(out + (entries[s.entry].row0 + t) * q_dim + hk * group * hd, qi, group);
-        }
-        q0 += ns;
-      }
+      at.Part(att, qs, u, prev && prev->chunk == u.chunk && prev->head == u.head);
+      prev = &u;
+      if (remaining[u.chunk * sh.n_head_kv + u.head].fetch_sub(1, std::memory_order_acq_rel) == 1)
+        at.Merge(att, u.chunk, u.head);
     }
   });
 }

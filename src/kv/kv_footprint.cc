@@ -57,6 +57,7 @@ size_t KvFootprint::Overhead(size_t threads) const {
   size_t b = 2 * AlignedBytes(kBlockTokens * kv_dim * sizeof(float));  // seal buffers
   b += threads * (BlockAttention::BytesFor(g, max_q) + max_q * o_.shape.head_dim * sizeof(float) +
                   sizeof(void*) + sizeof(std::vector<float>));
+  b += kPartSlots * o_.shape.n_head * BlockAttention::PartStateFloats(o_.shape.head_dim) * sizeof(float);
   return b;
 }
 

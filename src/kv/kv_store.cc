@@ -36,7 +36,7 @@ size_t KvStore::ScratchBytes() const {
              stack_q_.capacity() * sizeof(stack_q_[0]);
   for (const auto& a : attn_) b += a->bytes();
   for (const auto& q : stack_q_) b += q.capacity() * sizeof(float);
-  return b;
+  return b + parts_.capacity() * sizeof(float);
 }
 
 Status KvStore::PrepareScratch(size_t threads) {
@@ -45,10 +45,14 @@ Status KvStore::PrepareScratch(size_t threads) {
   const size_t max_q = kStackTokens * group;
   const size_t before = ScratchBytes();
   // Guard the budget with the projection's bytes, then count what was really allocated.
+  const size_t part_floats =
+      parts_.empty() ? kPartSlots * options_.shape.n_head * BlockAttention::PartStateFloats(options_.shape.head_dim) : 0;
   const size_t more = (threads - attn_.size()) * (BlockAttention::BytesFor(geometry(), max_q) +
                                                   max_q * options_.shape.head_dim * sizeof(float) +
-                                                  sizeof(attn_[0]) + sizeof(stack_q_[0]));
+                                                  sizeof(attn_[0]) + sizeof(stack_q_[0])) +
+                      part_floats * sizeof(float);
   CHORUS_RETURN_IF_ERROR(Reserve(more, "attention scratch"));
+  if (part_floats > 0) parts_.resize(part_floats);
   attn_.reserve(threads);
   stack_q_.reserve(threads);
   while (attn_.size() < threads) {
@@ -432,13 +436,15 @@ void KvSequence::AddOwnBlocks(BlockAttention& att, uint32_t kv_head, size_t q0, 
 }
 
 void KvSequence::AddOwn(BlockAttention& att, size_t t, uint32_t kv_head, size_t q0, size_t nq,
-                        size_t from_block) const {
+                        size_t from_block, size_t part_begin, size_t part_end) const {
   const size_t kv_dim = store_.options_.shape.kv_dim(), hd = store_.options_.shape.head_dim;
   const size_t p = size_ + t;  // the token's position
   const size_t nb = p / kBlockTokens;
   const size_t lo = views_window_ > 0 && p + 1 > views_window_ ? p + 1 - views_window_ : 0;
-  FoldBlocks(att, views_, views_first_, 0, from_block, nb, kv_head, q0, nq, SegmentRange{.lo = lo});
+  FoldBlocks(att, views_, views_first_, 0, from_block, nb, kv_head, q0, nq,
+             SegmentRange{.lo = lo, .begin = part_begin, .end = part_end});
   const size_t row_pos = nb * kBlockTokens;  // the native rows of p's block
+  if (row_pos < part_begin || row_pos >= part_end) return;
   const size_t skip = lo > row_pos ? lo - row_pos : 0;
   const size_t row0 = nb * kBlockTokens - nat_base_ + skip;
   att.AddNative(nat_k_.data() + row0 * kv_dim + kv_head * hd, nat_v_.data() + row0 * kv_dim + kv_head * hd, kv_dim,

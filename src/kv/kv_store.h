@@ -35,6 +35,15 @@ inline constexpr size_t kWindowGranule = 8;
 // group: the attention scratch of a thread has a fixed size (KvFootprint::Overhead).
 inline constexpr size_t kStackTokens = 32;
 
+// Long runs of blocks are attended in parts of kPartBlocks blocks, aligned at block 0 (positions
+// [1024·k, 1024·(k+1))), each into its own softmax state, and the parts merged in order (kv_batch.cc):
+// decode rows spread the parts of one KV head over threads. A row that sees one part only is
+// computed as without parts. The store holds the part states of up to kPartSlots (row, part)
+// pairs at once, each for every query head (KvStore::parts()).
+inline constexpr size_t kPartBlocks = 32;
+inline constexpr size_t kPartTokens = kPartBlocks * kBlockTokens;
+inline constexpr size_t kPartSlots = 80;  // 15 agents over 5 parts (4K), one row over 80 (80K tokens)
+
 struct KvStoreOptions {
   size_t n_layer = 0;
   AttentionShape shape;
@@ -112,6 +121,9 @@ class KvStore {
   Status PrepareScratch(size_t threads);
   BlockAttention& attention(size_t ti) { return *attn_[ti]; }
   std::vector<float>& stack(size_t ti) { return stack_q_[ti]; }
+  // Part states shared by the threads of one attention: kPartSlots × n_head states of
+  // BlockAttention::PartStateFloats(head_dim) floats.
+  float* parts() { return parts_.data(); }
   // The first block of layer `layer` a token at `pos` sees (0 on a global layer).
   size_t FirstVisibleBlock(size_t layer, size_t pos) const;
   // A block sealed elsewhere (a remote store's verified bytes, kv/block_codec.h): allocated here
@@ -148,6 +160,7 @@ class KvStore {
   AlignedBuffer<float> seal_k_, seal_v_;                // (32, kv_dim) f32
   std::vector<std::unique_ptr<BlockAttention>> attn_;  // per pool thread
   std::vector<std::vector<float>> stack_q_;           // per pool thread: (kStackTokens·group, head_dim)
+  std::vector<float> parts_;                          // (kPartSlots · n_head, head_dim + 2)
 };
 
 // Reorders each global layer's block table so blocks of equal (K, V) formats are contiguous
@@ -187,7 +200,9 @@ class KvSequence final : public SequenceKv {
   void AddOwnBlocks(BlockAttention& att, uint32_t kv_head, size_t q0, size_t nq, size_t to_block,
                     const SegmentRange& range = {}) const;
   // from_block: blocks before it were already folded in (stacked with other tokens' queries).
-  void AddOwn(BlockAttention& att, size_t t, uint32_t kv_head, size_t q0, size_t nq, size_t from_block = 0) const;
+  // [part_begin, part_end): only blocks (and native rows) whose first position lies there (a part).
+  void AddOwn(BlockAttention& att, size_t t, uint32_t kv_head, size_t q0, size_t nq, size_t from_block = 0,
+              size_t part_begin = 0, size_t part_end = SIZE_MAX) const;
   // First position token t of the batch sees in `layer` (0 on a global layer).
   size_t VisibleFrom(size_t layer, size_t t) const;
   // Views of the live blocks of the layer of the last Append (the attention that follows reads them).
