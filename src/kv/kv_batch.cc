@@ -7,6 +7,8 @@
 #include <cmath>
 #include <map>
 #include <span>
+#include <tuple>    // std::tie
+#include <utility>  // std::pair
 #include <vector>
 
 namespace chorus {
@@ -19,7 +21,7 @@ struct Segment {
 struct Chunk {
   size_t common = 0;  // leading blocks every row of the chunk sees and all its sequences share
   bool pack = false;  // decode rows (one-row segments) of several sequences, splittable by row
-  std::vector<Segment> segs;
+  std::vector<Segment> segs = {};
   // Parts [k0, k1) (kPartTokens positions each) some row of the chunk sees. split: a decode pack
   // whose parts are attended by separate units, their states at state `slot` of store.parts().
   size_t k0 = 0, k1 = 1;
@@ -147,6 +149,16 @@ struct Attend {
   // Parts row t of s sees: [FirstPart, LastPart] (its window's edge, its own block).
   size_t FirstPart(const Segment& s, size_t t) const { return Seq(s).VisibleFrom(layer, t) / kPartTokens; }
   size_t LastPart(const Segment& s, size_t t) const { return (Seq(s).size() + t) / kPartTokens; }
+  // Parts [k0, k1) some row of segs sees.
+  std::pair<size_t, size_t> PartRange(std::span<const Segment> segs) const {
+    size_t k0 = SIZE_MAX, k1 = 0;
+    for (const Segment& s : segs)
+      for (size_t t = s.t0; t < s.t1; ++t) {
+        k0 = std::min(k0, FirstPart(s, t));
+        k1 = std::max(k1, LastPart(s, t) + 1);
+      }
+    return {k0, k1};
+  }
   // The part state of query g of row r (of the chunk's segments, decode: one row each) for head
   // hk and part k of a split chunk.
   float* Slot(const Chunk& c, uint32_t hk, size_t r, size_t k, size_t g) const {
@@ -214,12 +226,7 @@ struct Attend {
     const size_t nq = Stack(qs, segs, hk);
     att.Begin(qs.data(), nq);
     const size_t edge = Edge(segs);
-    size_t k0 = SIZE_MAX, k1 = 0;
-    for (const Segment& s : segs)
-      for (size_t t = s.t0; t < s.t1; ++t) {
-        k0 = std::min(k0, FirstPart(s, t));
-        k1 = std::max(k1, LastPart(s, t) + 1);
-      }
+    const auto [k0, k1] = PartRange(segs);
     if (k1 - k0 == 1) {  // one part: no state to merge
       Fold(att, segs, c.common, hk, nq, edge, 0, SIZE_MAX);
       size_t qi = 0;
@@ -347,12 +354,7 @@ void AttendRows(KvStore& store, size_t layer, std::span<const BatchRows> entries
   size_t used = 0;  // (row, part) pairs of the store's part states given out
   for (Chunk& c : chunks) {
     if (!c.pack) continue;
-    c.k0 = SIZE_MAX;
-    c.k1 = 0;
-    for (const Segment& s : c.segs) {
-      c.k0 = std::min(c.k0, at.FirstPart(s, 0));
-      c.k1 = std::max(c.k1, at.LastPart(s, 0) + 1);
-    }
+    std::tie(c.k0, c.k1) = at.PartRange(c.segs);
     const size_t need = c.segs.size() * (c.k1 - c.k0);
     if (c.k1 - c.k0 < 2 || used + need > kPartSlots) continue;
     c.split = true;
