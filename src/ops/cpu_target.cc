@@ -150,6 +150,11 @@ bool AvxVnniEnabled() {
   return has && (t == CpuTarget::kAuto || t == CpuTarget::kAvxVnni || t == CpuTarget::kAvx512);
 }
 
+bool Avx512VnniVbmi() {
+  static const bool has = CpuHas("avx512vnni") && CpuHas("avx512vbmi");
+  return has;
+}
+
 bool NeonDotprodEnabled() {
   static const bool has = CpuHas("dotprod");
   return has && g_target.load(std::memory_order_relaxed) != CpuTarget::kScalar;

@@ -37,6 +37,9 @@ std::string CpuFeatures();
 
 // True when the AVX2 target may use AVX-VNNI: the CPU has it and the cap allows it.
 bool AvxVnniEnabled();
+// True when this CPU has AVX-512 VNNI and VBMI (what the AVX3_DL int8 kernels use). Detected once,
+// after __builtin_cpu_init, so a call from any static initializer or sanitizer build gets the truth.
+bool Avx512VnniVbmi();
 // True when the Arm targets may use sdot: the CPU has the dot-product extension and the cap is
 // not scalar (NEON is Arm's Highway baseline, so the scalar cap must also switch these kernels off).
 bool NeonDotprodEnabled();

@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "hwy/highway.h"
+#include "ops/cpu_target.h"  // Avx512VnniVbmi
 #include "ops/float_kernels-inl.h"  // MatMulF32Path, SubBlockOf
 #include "ops/matmul_internal.h"    // Scratch
 #include "ops/vnni_act-inl.h"
@@ -28,11 +29,9 @@ namespace HWY_NAMESPACE {
 namespace mm {  // matmul internals (names private to these kernels)
 
 // The decode kernels need VBMI (vpermt2b) and VNNI; Highway's AVX3_DL implies both on every CPU
-// we know of, but check once rather than trust it.
-inline bool HaveVnniVbmi() {
-  static const bool ok = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vbmi");
-  return ok;
-}
+// we know of, but check once rather than trust it. (Through cpu_target.cc, which runs
+// __builtin_cpu_init first: a bare __builtin_cpu_supports read false in CI's ASan build.)
+inline bool HaveVnniVbmi() { return Avx512VnniVbmi(); }
 
 template <int kT>
 void DecodeRows(const WeightView& w, const uint8_t* act, size_t ld_act, float* y, size_t r0, size_t r1) {
