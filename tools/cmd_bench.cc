@@ -27,7 +27,7 @@ struct BenchArgs {
   std::vector<size_t> depths;  // decode-at-depth mode
   std::vector<size_t> agents;  // multi-agent mode
   size_t doc_tokens = 4096;
-  std::string doc_file = "../shared/data/wikitext-2/test.txt";
+  std::string doc_file = kWikiTextTest;
   std::vector<std::string> kv{"f16/f16"}, peer_kv{"f16", "q8_0", "q4_0"};
   std::string window;
 };
@@ -104,7 +104,7 @@ int RunBench(const BenchArgs& a) {
   if (!model_r.ok()) return Fail(model_r.status());
   const Model& model = *model_r.value();
   if (!a.agents.empty()) {
-    auto text = ReadFile(a.doc_file);
+    auto text = ReadDefaultText(a.doc_file, "--doc-file");
     if (!text.ok()) return Fail(text.status());
     std::vector<int32_t> toks = model.tokenizer().Encode(text.value(), false, false);
     if (toks.size() < a.doc_tokens) return Fail(Status::Error("'{}' has fewer than {} tokens", a.doc_file, a.doc_tokens));

@@ -17,7 +17,7 @@ namespace chorus::cli {
 namespace {
 
 struct ComixArgs {
-  std::string model, file = "../shared/data/wikitext-2/test.txt";
+  std::string model, file = kWikiTextTest;
   size_t agents = 6, tokens = 480, prefill = 128, join_every = 32, answer = 16, sink = 1;
   std::vector<std::string> configs{"kivi2", "tq2", "comix-tq:2", "kivi3", "tq3", "comix-tq:3", "comix-kivi:3",
                                    "kivi4", "tq4", "comix-tq:4"};
@@ -37,7 +37,7 @@ int RunComixEval(const ComixArgs& a) {
     if (!cfg.ok()) return Fail(cfg.status().Context("--configs"));
     configs.push_back(*cfg);
   }
-  auto text = ReadFile(a.file);
+  auto text = ReadDefaultText(a.file, "-f");
   if (!text.ok()) return Fail(text.status());
   // Agent i reads `len_i` tokens (2/3, 1, 4/3 of --tokens in turn: they finish at different times)
   // starting at the i-th of N evenly spaced offsets of the file.

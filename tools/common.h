@@ -36,6 +36,12 @@ Result<std::unique_ptr<Model>> LoadModel(const std::string& path);
 
 // Reads a whole text file (error names the path).
 Result<std::string> ReadFile(const std::string& path);
+// WikiText-2's test split where docs/EVAL.md puts it (beside the checkout, not in it): the default
+// text of `bench --doc-file` and `comix -f`.
+inline constexpr const char* kWikiTextTest = "../shared/data/wikitext-2/test.txt";
+// ReadFile of a flag's default text: when it is kWikiTextTest and missing, the error says where to
+// put WikiText-2 and which file the repository ships instead (`flag FILE`).
+Result<std::string> ReadDefaultText(const std::string& path, const char* flag);
 // A document to share (`--doc`): ReadFile, and an error naming the flag and path if the file is
 // empty or only whitespace (agents would read the chat frame alone).
 Result<std::string> ReadDocument(const std::string& path, const char* flag = "--doc");

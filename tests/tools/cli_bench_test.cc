@@ -3,6 +3,8 @@
 // llama.cpp peer. The roofline fields are checked against what they must be: a decode step reads
 // every weight once (so its bytes are the file's weight bytes, within the embedding table's share),
 // and a deeper step reads more KV.
+#include <sys/stat.h>
+
 #include "cli_run.h"
 
 namespace {
@@ -34,6 +36,29 @@ TEST(CliBench, JsonModesPrintOnlyJson) {
   const nlohmann::json machine = Json(Chorus("bench --machine -t 1 --json"));
   ASSERT_EQ(machine["machine"].size(), 1u) << machine;
   EXPECT_GT(machine["machine"][0]["f32_flops_per_s"].get<double>(), 0.0) << machine;
+}
+
+// `--doc-file`'s default is WikiText-2 beside the checkout, which a user's clone lacks: run from a
+// directory with no ../shared, the error says where to put it and names a file the repository ships.
+TEST(CliBench, MissingDefaultDocumentSaysWhereToPutIt) {
+  const std::string dir = testing::TempDir() + "cli_bench_nodoc." + std::to_string(getpid());
+  ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
+  char cwd[4096];
+  ASSERT_NE(getcwd(cwd, sizeof cwd), nullptr);
+  if (std::ifstream(dir + "/../shared/data/wikitext-2/test.txt")) GTEST_SKIP() << "WikiText-2 is beside " << dir;
+  const std::string cmd = "cd " + dir + " && " + CHORUS_BIN + " bench -m " + cwd + "/" + kModel +
+                          " --agents 1 --no-peer -t 1 --reps 1 2>&1";
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  const int status = pclose(p);
+  rmdir(dir.c_str());
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << out;
+  EXPECT_NE(out.find("the default of --doc-file"), std::string::npos) << out;
+  EXPECT_NE(out.find("docs/EVAL.md"), std::string::npos) << out;
+  EXPECT_NE(out.find("--doc-file examples/du_fu.txt"), std::string::npos) << out;
 }
 
 }  // namespace
