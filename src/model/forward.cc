@@ -131,9 +131,10 @@ Status ForwardPass::RunBatch(std::span<const int32_t> tokens, SequenceKv& kv, Th
   for (size_t l = 0; l < c_.n_layer; ++l) {
     const LayerWeights& L = w.layers[l];
     norm_rows(L.attn_norm, x_.data(), xn_.data());
-    MatMul(L.wq, xn_.data(), n, q_.data(), pool);
-    MatMul(L.wk, xn_.data(), n, k_.data(), pool);
-    MatMul(L.wv, xn_.data(), n, v_.data(), pool);
+    // q, k, v (and below gate, up) in one MatMulMany: those of one type share a dispatch (one barrier).
+    const WeightView qkv[3] = {L.wq, L.wk, L.wv};
+    float* const qkv_out[3] = {q_.data(), k_.data(), v_.data()};
+    MatMulMany(qkv, xn_.data(), n, qkv_out, pool);
     add_bias(L.bq, q_.data(), c_.q_dim());
     add_bias(L.bk, k_.data(), c_.kv_dim());
     add_bias(L.bv, v_.data(), c_.kv_dim());
@@ -148,8 +149,9 @@ Status ForwardPass::RunBatch(std::span<const int32_t> tokens, SequenceKv& kv, Th
     if (L.attn_post_norm) norm_rows(L.attn_post_norm, proj_.data(), proj_.data());
     Add(proj_.data(), n * d, x_.data());
     norm_rows(L.ffn_norm, x_.data(), xn_.data());
-    MatMul(L.w_gate, xn_.data(), n, gate_.data(), pool);
-    MatMul(L.w_up, xn_.data(), n, up_.data(), pool);
+    const WeightView gu[2] = {L.w_gate, L.w_up};
+    float* const gu_out[2] = {gate_.data(), up_.data()};
+    MatMulMany(gu, xn_.data(), n, gu_out, pool);
     const bool gelu = c_.ffn_act == FfnActivation::kGeluTanh;
     pool.ParallelFor(n, 1, [&](size_t b, size_t e) {
       for (size_t t = b; t < e; ++t) {

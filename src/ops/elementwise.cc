@@ -7,6 +7,7 @@
 #define HWY_TARGET_INCLUDE "ops/elementwise.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
+#include <hwy/contrib/math/math-inl.h>  // Tanh (≤ 4 ULP)
 
 HWY_BEFORE_NAMESPACE();
 namespace chorus {
@@ -37,6 +38,26 @@ void AxpyImpl(float a, const float* x, size_t n, float* y) {
   for (; i < n; ++i) y[i] += a * x[i];
 }
 
+// gelu_tanh(gate) · up, the scalar GeGluTanh's expression with Highway's Tanh (≤ 4 ULP from std::tanh);
+// glibc's scalar tanhf was ~14 % of a Gemma 3 prefill's CPU time (2,048 per token and layer).
+void GeGluTanhImpl(const float* gate, const float* up, size_t n, float* out) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  const auto k = hn::Set(d, 0.7978845608028654f), coef = hn::Set(d, 0.044715f), one = hn::Set(d, 1.0f),
+             half = hn::Set(d, 0.5f);
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    const auto g = hn::LoadU(d, gate + i);
+    const auto inner = hn::Mul(hn::Mul(k, g), hn::Add(one, hn::Mul(hn::Mul(coef, g), g)));
+    const auto t = hn::Add(one, hn::Tanh(d, inner));
+    hn::StoreU(hn::Mul(hn::Mul(hn::Mul(half, g), t), hn::LoadU(d, up + i)), d, out + i);
+  }
+  for (; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = 0.5f * g * (1.0f + std::tanh(0.7978845608028654f * g * (1.0f + 0.044715f * g * g))) * up[i];
+  }
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace chorus
 HWY_AFTER_NAMESPACE();
@@ -45,6 +66,7 @@ HWY_AFTER_NAMESPACE();
 namespace chorus {
 HWY_EXPORT(DotImpl);
 HWY_EXPORT(AxpyImpl);
+HWY_EXPORT(GeGluTanhImpl);
 
 float Dot(const float* a, const float* b, size_t n) { return HWY_DYNAMIC_DISPATCH(DotImpl)(a, b, n); }
 void Axpy(float a, const float* x, size_t n, float* y) { HWY_DYNAMIC_DISPATCH(AxpyImpl)(a, x, n, y); }
@@ -162,11 +184,7 @@ void SwiGluRef(const float* gate, const float* up, size_t n, float* out) {
 }
 
 void GeGluTanh(const float* gate, const float* up, size_t n, float* out) {
-  constexpr float kSqrt2OverPi = 0.7978845608028654f, kCoef = 0.044715f;
-  for (size_t i = 0; i < n; ++i) {
-    const float g = gate[i];
-    out[i] = 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * g * (1.0f + kCoef * g * g))) * up[i];
-  }
+  HWY_DYNAMIC_DISPATCH(GeGluTanhImpl)(gate, up, n, out);
 }
 
 void GeGluTanhRef(const float* gate, const float* up, size_t n, float* out) {

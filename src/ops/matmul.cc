@@ -1,6 +1,7 @@
 // MatMul entry points: argument checks, the scalar reference, embedding rows, per-thread scratch.
 #include "ops/matmul.h"
 
+#include <array>
 #include <vector>
 
 #include "ops/int8_ref.h"         // MatMulInt8Scalar
@@ -38,16 +39,30 @@ void MatMulMany(std::span<const WeightView> ws, const float* x, size_t n_tok, st
                 ThreadPool& pool) {
   CHORUS_CHECK(ws.size() == ys.size());
   if (ws.empty() || n_tok == 0) return;
-  bool shared = ws.size() <= ops_internal::kMaxJobs;
-  for (const WeightView& w : ws) {
-    CheckView(w);
-    shared = shared && w.type == ws[0].type && w.cols == ws[0].cols && w.rows > 0;
-  }
-  if (!shared) {
-    for (size_t j = 0; j < ws.size(); ++j) MatMul(ws[j], x, n_tok, ys[j], pool);
+  for (const WeightView& w : ws) CheckView(w);
+  // Matrices of one type and cols (in list order, ≤ kMaxJobs a dispatch) share x's quantization
+  // and one pool dispatch; each row's result is the same as MatMul's (rows are independent).
+  constexpr size_t kMax = ops_internal::kMaxJobs;
+  std::array<bool, 64> done{};
+  const size_t n = ws.size();
+  if (n > done.size()) {
+    for (size_t j = 0; j < n; ++j) MatMul(ws[j], x, n_tok, ys[j], pool);
     return;
   }
-  ops_internal::MatMulDispatch(ws.data(), ys.data(), ws.size(), x, n_tok, pool);
+  for (size_t j = 0; j < n; ++j) {
+    if (done[j]) continue;
+    WeightView gw[kMax];
+    float* gy[kMax];
+    size_t g = 0;
+    for (size_t k = j; k < n && g < kMax; ++k) {
+      if (done[k] || ws[k].type != ws[j].type || ws[k].cols != ws[j].cols) continue;
+      done[k] = true;
+      if (ws[k].rows == 0) continue;
+      gw[g] = ws[k];
+      gy[g++] = ys[k];
+    }
+    if (g > 0) ops_internal::MatMulDispatch(gw, gy, g, x, n_tok, pool);
+  }
 }
 
 void MatMulRef(const WeightView& w, const float* x, size_t n_tok, float* y) {

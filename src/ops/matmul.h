@@ -27,8 +27,8 @@ struct WeightView {
 void MatMul(const WeightView& w, const float* x, size_t n_tok, float* y, ThreadPool& pool);
 
 // Several matrices applied to the same x (e.g. Q, K, V; or gate, up): ys[j] = x · ws[j]ᵀ,
-// ys[j]: (n_tok, ws[j].rows). With one type and cols for all (and ≤ 8 matrices) x is quantized
-// once and all rows are shared out in one pool dispatch; otherwise it is MatMul per matrix.
+// ys[j]: (n_tok, ws[j].rows). The matrices of one type and cols (≤ 8 at a time, in list order) share
+// one quantization of x and one pool dispatch (one barrier); the results are MatMul's, bit for bit.
 void MatMulMany(std::span<const WeightView> ws, const float* x, size_t n_tok, std::span<float* const> ys,
                 ThreadPool& pool);
 

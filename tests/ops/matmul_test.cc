@@ -133,7 +133,8 @@ TEST(MatMulTest, NeverReadsPastTheLastRow) {
 }
 
 TEST(MatMulTest, ManyEqualsOneByOne) {
-  // Q/K/V-like lists (odd row counts) and a mixed-type list (falls back to one call per matrix).
+  // Q/K/V-like lists (odd row counts) and mixed-type lists (one dispatch per type, the other type last or
+  // between two of the first: Gemma 3's q, k Q5_0 + v Q8_0).
   std::mt19937 rng(29);
   ThreadPool pools[2] = {ThreadPool(1), ThreadPool(3)};
   for (GgmlType type : {GgmlType::kQ4_1, GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kQ6_K, GgmlType::kF16}) {
@@ -141,9 +142,11 @@ TEST(MatMulTest, ManyEqualsOneByOne) {
     std::vector<Matrix> ms;
     for (size_t rows : {37, 5, 21}) ms.push_back(RandomMatrix(type, rows, cols, rng));
     ms.push_back(RandomMatrix(GgmlTraitsOf(type).block_elems == 256 ? GgmlType::kQ4_K : GgmlType::kQ8_0, 9, cols, rng));
-    for (size_t n_list : {3, 4}) {
+    const std::vector<std::vector<size_t>> orders = {{0, 1, 2}, {0, 1, 2, 3}, {0, 3, 1, 2}};
+    for (const std::vector<size_t>& order : orders) {
+      const size_t n_list = order.size();
       std::vector<WeightView> ws;
-      for (size_t j = 0; j < n_list; ++j) ws.push_back(ms[j].view);
+      for (size_t j : order) ws.push_back(ms[j].view);
       for (size_t n_tok : {1, 5, 13, 40}) {
         const std::vector<float> x = RandomActs(n_tok, cols, rng);
         for (ThreadPool& pool : pools) {
