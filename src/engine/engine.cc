@@ -355,8 +355,20 @@ Result<ContextId> Engine::Share(std::string_view text, const ShareOptions& optio
 
 Result<ContextId> Engine::ShareFor(std::string_view text, const std::vector<std::string>& queries,
                                    const Progress& progress) {
+  return ShareFor(text, queries, ShareOptions{.progress = progress});
+}
+
+Result<ContextId> Engine::ShareFor(std::string_view text, const std::vector<std::string>& queries,
+                                   const ShareOptions& options) {
   Impl& m = *impl_;
+  const Progress& progress = options.progress;
   CHORUS_ASSIGN_OR_RETURN(std::vector<int32_t> tokens, m.DocumentTokens(text));
+  if (options.readers > 0 && options.reader_tokens == 0)
+    return Status::Error("ShareOptions: {} readers planned but reader_tokens is 0 (prompt + max_tokens of each)",
+                         options.readers);
+  if (options.readers > 0 && tokens.size() + options.reader_tokens > m.n_ctx)
+    return Status::Error("ShareOptions: document ({}) + reader_tokens ({}) exceed the context of {}", tokens.size(),
+                         options.reader_tokens, m.n_ctx);
   if (m.options.policy == "cocktail" &&
       std::all_of(queries.begin(), queries.end(),
                   [](const std::string& q) { return q.find_first_not_of(" \t\r\n") == std::string::npos; }))
@@ -370,7 +382,7 @@ Result<ContextId> Engine::ShareFor(std::string_view text, const std::vector<std:
                            .chunk_tokens = m.options.cocktail_chunk_tokens};
   CHORUS_ASSIGN_OR_RETURN(CocktailPlan plan, PlanCocktail(m.model->tokenizer(), tokens, queries, *m.encoder, co));
   const size_t sink = m.shared_cfg.sink_blocks;
-  if (m.options.policy == "cocktail") return m.ShareRelevant(std::move(tokens), queries, plan, progress);
+  if (m.options.policy == "cocktail") return m.ShareRelevant(std::move(tokens), queries, plan, options);
   ChunkMapReport rep{.encoder = plan.encoder, .blocks = ChunkMapString(plan.blocks, sink),
                      .chunks = plan.similarity.size(), .chunk_tokens = co.chunk_tokens,
                      .s_min = float(plan.thresholds.s_min), .s_max = float(plan.thresholds.s_max),
@@ -401,14 +413,14 @@ Result<ContextId> Engine::ShareFor(std::string_view text, const std::vector<std:
 
 // chorus's Cocktail: the document is one allocator unit whose blocks are weighted by relevance.
 Result<ContextId> Engine::Impl::ShareRelevant(std::vector<int32_t> tokens, const std::vector<std::string>& queries,
-                                              const CocktailPlan& plan, const Progress& progress) {
+                                              const CocktailPlan& plan, const ShareOptions& share) {
   const size_t sink = shared_cfg.sink_blocks, chunk = options.cocktail_chunk_tokens;
   const std::vector<float> relevance = BlockRelevance(plan.similarity, chunk, tokens.size());
   ChunkMapReport rep{.encoder = plan.encoder, .blocks = RelevanceLevels(relevance, sink),
                      .chunks = plan.similarity.size(), .chunk_tokens = chunk,
                      .s_min = float(plan.thresholds.s_min), .s_max = float(plan.thresholds.s_max),
                      .search_seconds = plan.search_seconds, .policy = "cocktail"};
-  std::string key;  // the same text for the same questions is the same context
+  std::string key;  // the same text for the same questions is the same context (as Share: readers aside)
   for (const std::string& q : queries) key += q + '\n';
   const uint64_t hash = HashTokens(salt ^ 0xa110ca7e, tokens, key);
   if (auto it = by_hash.find(hash); it != by_hash.end()) {
@@ -416,8 +428,10 @@ Result<ContextId> Engine::Impl::ShareRelevant(std::vector<int32_t> tokens, const
     return it->second;
   }
   Timer t_prefill;
+  std::vector<uint64_t> planned;
   CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<KvSequence> seq,
-                          PrefillDocument(tokens, nullptr, progress, 0, 0, nullptr, relevance));
+                          PrefillDocument(tokens, nullptr, share.progress, share.readers, share.reader_tokens,
+                                          &planned, relevance));
   rep.prefill_seconds = t_prefill.Seconds();
   // What the allocator handed out and what the store's blocks hold, per layer, in token order.
   const BlockPool& bp = store->pool();
@@ -443,6 +457,8 @@ Result<ContextId> Engine::Impl::ShareRelevant(std::vector<int32_t> tokens, const
   // Not pinned in the prefix cache (its bits were chosen for these questions), nor reordered.
   const ContextId id = AddContext(std::move(tokens), *seq, hash, /*pin=*/false);
   contexts.at(id).comix_unit = unit;  // its blocks stay in the allocator's accounting
+  contexts.at(id).planned = std::move(planned);
+  contexts.at(id).planned_tokens = share.reader_tokens;
   chunk_maps[id] = std::move(rep);
   return id;
 }
@@ -557,6 +573,8 @@ EngineStats Engine::Stats() const {
   s.in_use_bytes = s.total_bytes - std::min(s.total_bytes, s.pinned_bytes + s.cached_bytes + overhead);
   s.budget_bytes = m.store->budget();
   s.high_water_bytes = m.store->high_water();
+  s.sealed_blocks = m.store->seal_stats().blocks;
+  s.seal_seconds = m.store->seal_stats().seconds;
   s.free_bytes = s.budget_bytes > s.total_bytes ? s.budget_bytes - s.total_bytes : 0;
   if (m.remote) {  // the engine's counters and the store thread's
     s.remote = m.remote_counters;
