@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <memory>
 
 #include "chorus/engine.h"
 #include "tools/bench_comix.h"  // ParseComixBenchConfig
@@ -62,42 +63,70 @@ int RunPolicyCostBench(const PolicyCostArgs& a) {
     return Fail(Status::Error("--question is empty (cocktail needs it: its relevance to each chunk weights the blocks)"));
   nlohmann::json report = {{"model", a.model}, {"threads", a.threads}, {"tg", a.tg}, {"reps", a.reps},
                            {"question", a.question}, {"load_average_before", LoadAverage()}};
-  nlohmann::json rows = nlohmann::json::array();
-  for (CostConfig& c : configs) {
-    std::fprintf(stderr, "%s ...\n", c.name.c_str());
+  // Every config's document first (all engines stay open), then the decode reps interleaved
+  // config by config, so that each config's reps meet the same load (the machine may be shared).
+  struct Run {
+    std::unique_ptr<Engine> engine;
+    ContextId ctx = 0;
+    std::string prompt;
+    double share_s = 0;
+    EngineStats doc_stats;
+    Engine::AllocationStats doc_alloc;
+    std::vector<double> rates;
+    size_t depth = 0;
+  };
+  std::vector<Run> runs(configs.size());
+  for (size_t i = 0; i < configs.size(); ++i) {
+    CostConfig& c = configs[i];
+    Run& run = runs[i];
+    std::fprintf(stderr, "%s: the document ...\n", c.name.c_str());
     c.eo.n_ctx = 8192;
     auto engine_r = Engine::Open(c.eo);
     if (!engine_r.ok()) return Fail(engine_r.status().Context("config " + c.name));
-    Engine& engine = *engine_r.value();
+    run.engine = std::move(engine_r).value();
+    Engine& engine = *run.engine;
     const std::string& head = a.frame.first;  // as `chorus agents` frames document and question
-    const std::string prompt = "\n\nQuestion: " + a.question + a.frame.second;
-    const size_t prompt_tokens = engine.Tokenize(prompt, false, true).size();
+    run.prompt = "\n\nQuestion: " + a.question + a.frame.second;
+    const size_t prompt_tokens = engine.Tokenize(run.prompt, false, true).size();
     const ShareOptions share{.readers = 1, .reader_tokens = prompt_tokens + size_t(a.tg)};
     Timer t_share;
     auto ctx = c.relevance ? engine.ShareFor(head + a.doc, {a.question}, share) : engine.Share(head + a.doc, share);
     if (!ctx.ok()) return Fail(ctx.status().Context(c.name));
-    const double share_s = t_share.Seconds();
-    const size_t doc_tokens = engine.ContextTokens(*ctx);
-    const double per_1k = 1000.0 / double(doc_tokens);
-    const EngineStats doc_stats = engine.Stats();
-    const Engine::AllocationStats doc_alloc = engine.AllocationTiming();
-    const ChunkMapReport* map = engine.chunk_map(*ctx);
-    const size_t doc_bytes = engine.ContextBytes(*ctx), fp16 = engine.Fp16Bytes(doc_tokens);
-    std::vector<double> rates;
-    size_t depth = 0;
-    for (int r = 0; r < a.reps; ++r) {
+    run.ctx = *ctx;
+    run.share_s = t_share.Seconds();
+    run.doc_stats = engine.Stats();
+    run.doc_alloc = engine.AllocationTiming();
+  }
+  for (int r = 0; r < a.reps; ++r)
+    for (size_t i = 0; i < configs.size(); ++i) {
+      Run& run = runs[i];
+      std::fprintf(stderr, "%s: decode rep %d ...\n", configs[i].name.c_str(), r + 1);
+      Engine& engine = *run.engine;
       AgentOptions ao{.temperature = 0.0f, .max_tokens = a.tg, .ignore_eog = true};
-      auto id = engine.Spawn(*ctx, prompt, ao);
-      if (!id.ok()) return Fail(id.status().Context(c.name + ": the agent"));
+      auto id = engine.Spawn(run.ctx, run.prompt, ao);
+      if (!id.ok()) return Fail(id.status().Context(configs[i].name + ": the agent"));
       const AgentState& st = *engine.agent(*id);
-      depth = st.prompt_tokens;
+      run.depth = st.prompt_tokens;
       Timer t;
       while (engine.running() > 0)
-        if (Status s = engine.Step(); !s.ok()) return Fail(s.Context(c.name));
+        if (Status s = engine.Step(); !s.ok()) return Fail(s.Context(configs[i].name));
       const double sec = t.Seconds();
-      if (st.tokens.size() > 1 && sec > 0) rates.push_back((st.tokens.size() - 1) / sec);  // the first came with Spawn
+      if (st.tokens.size() > 1 && sec > 0) run.rates.push_back((st.tokens.size() - 1) / sec);  // the first came with Spawn
       engine.Forget(*id);
     }
+  nlohmann::json rows = nlohmann::json::array();
+  for (size_t i = 0; i < configs.size(); ++i) {
+    const CostConfig& c = configs[i];
+    const Run& run = runs[i];
+    const Engine& engine = *run.engine;
+    const size_t doc_tokens = engine.ContextTokens(run.ctx);
+    const double per_1k = 1000.0 / double(doc_tokens), share_s = run.share_s;
+    const EngineStats& doc_stats = run.doc_stats;
+    const Engine::AllocationStats& doc_alloc = run.doc_alloc;
+    const ChunkMapReport* map = engine.chunk_map(run.ctx);
+    const size_t doc_bytes = engine.ContextBytes(run.ctx), fp16 = engine.Fp16Bytes(doc_tokens);
+    const std::vector<double>& rates = run.rates;
+    const size_t depth = run.depth;
     const EngineStats end_stats = engine.Stats();
     const Engine::AllocationStats end_alloc = engine.AllocationTiming();
     nlohmann::json row = {
@@ -126,7 +155,8 @@ int RunPolicyCostBench(const PolicyCostArgs& a) {
     PrintJson(report);
     return 0;
   }
-  std::printf("policy cost: %zu-token document + 1 question, %d thread(s), decode %d tokens x %d reps after it\n",
+  std::printf("policy cost: %zu-token document + 1 question, %d thread(s), decode %d tokens x %d reps after it "
+              "(reps interleaved across configs)\n",
               rows[0]["doc_tokens"].get<size_t>(), a.threads, a.tg, a.reps);
   std::printf("%-26s %8s %9s %10s %10s %13s %10s %9s %9s\n", "config", "bytes/f16", "search", "prefill",
               "seal", "alloc (doc)", "alloc all", "decode", "depth");

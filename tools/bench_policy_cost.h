@@ -2,7 +2,8 @@
 // --doc-tokens tokens and one question, per config: the relevance search (cocktail: the chunks' and
 // the question's embeddings and their cosines) per 1K document tokens, the allocator's
 // reallocations, the sealing of the document's blocks (formats chosen + encoded), the document's
-// prefill, and one agent decoding after it (depth = document + question) in tok/s.
+// prefill, and one agent decoding after it (depth = document + question) in tok/s. Every config's
+// engine stays open and the decode reps run interleaved across configs (A/B under the same load).
 #pragma once
 #include <string>
 #include <utility>
