@@ -136,7 +136,11 @@ Result<std::unique_ptr<KvSequence>> Engine::Impl::PrefillDocument(std::span<cons
     // own, taken over by the real agent when it attaches (as many as fit: the rest will queue).
     for (size_t r = 0; r < readers && planned; ++r) {
       const uint64_t u = kPlannedReaderBit | next_planned++;
-      if (!comix->AddUnit(u, reader_tokens, tokens.size(), 1.0, fmt::format("planned reader {}", r + 1)).ok()) break;
+      // A reader recomputes the document's tail (< 32 tokens) in its own KV: planned with it.
+      const size_t tail = tokens.size() % kBlockTokens;
+      if (!comix->AddUnit(u, reader_tokens + tail, tokens.size() - tail, 1.0, fmt::format("planned reader {}", r + 1))
+               .ok())
+        break;
       planned->push_back(u);
     }
     comix->SetWeight(sid, double(std::max<size_t>(1, planned ? planned->size() : 0)));
@@ -348,7 +352,7 @@ Result<ContextId> Engine::Share(std::string_view text, const ShareOptions& optio
   if (m.comix) {
     m.contexts.at(id).comix_unit = seq->id();  // its blocks stay in CoMix's accounting
     m.contexts.at(id).planned = std::move(planned);
-    m.contexts.at(id).planned_tokens = options.reader_tokens;
+    m.contexts.at(id).planned_tokens = options.reader_tokens + m.contexts.at(id).tokens.size() % kBlockTokens;
   }
   return id;
 }
@@ -458,7 +462,7 @@ Result<ContextId> Engine::Impl::ShareRelevant(std::vector<int32_t> tokens, const
   const ContextId id = AddContext(std::move(tokens), *seq, hash, /*pin=*/false);
   contexts.at(id).comix_unit = unit;  // its blocks stay in the allocator's accounting
   contexts.at(id).planned = std::move(planned);
-  contexts.at(id).planned_tokens = share.reader_tokens;
+  contexts.at(id).planned_tokens = share.reader_tokens + contexts.at(id).tokens.size() % kBlockTokens;
   chunk_maps[id] = std::move(rep);
   return id;
 }
