@@ -194,7 +194,8 @@ TEST(CliPolicy, GenerateCocktailMovesTheDocumentsBitsWithinTheTarget) {
                                            qfile + " -n 4 -t 2 --quiet --json --kv-shared-k kivi3 --kv-shared-v kivi3"));
   EXPECT_LE(c["kv_shared_bytes"].get<size_t>(), kivi3["shared_bytes"].get<size_t>());
   EXPECT_GT(c["kv_shared_bytes"].get<size_t>(), kivi3["shared_bytes"].get<size_t>() * 9 / 10);  // the target is spent
-  const CliRun text = Chorus(gen + "--policy cocktail");
+  const CliRun text = Chorus(std::string("generate -m ") + kModel + " --doc " + doc + " -p \"" + q +
+                             "\" -n 4 --temp 0 -t 2 --comix-family kivi --kv-avg-bits 3 --policy cocktail");
   EXPECT_EQ(text.code, 0) << text.err;
   EXPECT_NE(text.err.find("cocktail (the allocator, weighted by relevance)"), std::string::npos) << text.err;
   EXPECT_NE(text.err.find("KV cocktail-kivi (--kv-avg-bits 3"), std::string::npos) << text.err;
