@@ -9,6 +9,7 @@
 #include "model/sampler.h"  // ArgMax
 #include "tools/bench_agents.h"
 #include "tools/bench_depth.h"
+#include "tools/bench_policy_cost.h"
 #include "tools/bench_roofline.h"
 #include "ops/matmul.h"  // MatMulPath
 #include "tools/common.h"
@@ -30,6 +31,10 @@ struct BenchArgs {
   std::string doc_file = kWikiTextTest;
   std::vector<std::string> kv{"f16/f16"}, peer_kv{"f16", "q8_0", "q4_0"};
   std::string window;
+  bool policy_cost = false;  // --policy-cost mode
+  std::vector<std::string> policy_configs{"f16", "kivi4", "comix-kivi:4:t348:k4", "cocktail-kivi:4:t348:k4"};
+  std::string question = "Which roles did the actor play, and in which years?";
+  std::string encoder;
 };
 
 double Median(std::vector<double> v) {
@@ -103,12 +108,20 @@ int RunBench(const BenchArgs& a) {
   auto model_r = LoadModel(a.model);
   if (!model_r.ok()) return Fail(model_r.status());
   const Model& model = *model_r.value();
-  if (!a.agents.empty()) {
+  if (a.policy_cost || !a.agents.empty()) {
     auto text = ReadDefaultText(a.doc_file, "--doc-file");
     if (!text.ok()) return Fail(text.status());
     std::vector<int32_t> toks = model.tokenizer().Encode(text.value(), false, false);
     if (toks.size() < a.doc_tokens) return Fail(Status::Error("'{}' has fewer than {} tokens", a.doc_file, a.doc_tokens));
     toks.resize(a.doc_tokens);
+    if (a.policy_cost) {
+      auto frame = ChatFrame(model);
+      if (!frame.ok()) return Fail(frame.status());
+      PolicyCostArgs p{.model = a.model, .doc = model.tokenizer().Decode(toks), .question = a.question,
+                       .frame = *frame, .configs = a.policy_configs, .encoder = a.encoder,
+                       .threads = a.threads.back(), .tg = a.tg, .reps = a.reps, .json = a.json};
+      return RunPolicyCostBench(p);
+    }
     AgentsBenchArgs g{.model = a.model, .python = a.python, .agents = a.agents, .doc_tokens = a.doc_tokens,
                       .kv = a.kv.size() == 1 && a.kv[0] == "f16/f16" ? std::vector<std::string>{"q8/tq3", "f16/f16"} : a.kv,
                       .peer_kv = a.no_peer ? std::vector<std::string>{} : a.peer_kv, .threads = a.threads.back(),
@@ -252,14 +265,26 @@ RunFn AddBench(CLI::App& app) {
       ->delimiter(',');
   cmd->add_option("--agents", a->agents, "multi-agent mode: agent counts, e.g. 1,4,8,15 (one shared document)")
       ->delimiter(',')->check(CLI::Range(1, 512));
-  cmd->add_option("--doc-tokens", a->doc_tokens, "multi-agent mode: shared document tokens (from --doc-file)")
+  cmd->add_option("--doc-tokens", a->doc_tokens, "multi-agent and policy-cost modes: shared document tokens (from --doc-file)")
       ->capture_default_str();
-  cmd->add_option("--doc-file", a->doc_file, "multi-agent mode: text the document is cut from")->capture_default_str();
+  cmd->add_option("--doc-file", a->doc_file, "multi-agent and policy-cost modes: text the document is cut from")->capture_default_str();
   cmd->add_option("--kv-window", a->window, "multi-agent mode: rows of the newest <32 tokens, f16, q8 or auto (default: the engine's, auto)");
   cmd->add_option("--kv", a->kv, "depth mode: chorus K/V formats, e.g. f16/f16,q8/tq3,kivi4/kivi4")
       ->delimiter(',')->capture_default_str();
   cmd->add_option("--peer-kv", a->peer_kv, "depth mode: llama.cpp KV types (f16, q8_0, q4_0)")
       ->delimiter(',')->capture_default_str();
+  cmd->add_flag("--policy-cost", a->policy_cost,
+                "policy-cost mode: per --policy-configs, one --doc-tokens document (from --doc-file) shared under the "
+                "policy and one agent answering --question after it: relevance search, prefill, sealing and "
+                "allocation time per 1K tokens, then --tg decode tokens/s at that depth (median of --reps agents; "
+                "the last -t)");
+  cmd->add_option("--policy-configs", a->policy_configs,
+                  "policy-cost mode: f16, kivi4, K/V, comix-FAMILY:AVG[:tTIERS][:kB], cocktail-FAMILY:AVG[:tTIERS][:kB]")
+      ->delimiter(',')->capture_default_str();
+  cmd->add_option("--question", a->question, "policy-cost mode: the agent's question (cocktail's query)")
+      ->capture_default_str();
+  cmd->add_option("--encoder", a->encoder, "policy-cost mode: cocktail's sentence-embedding model directory (default: "
+                                           "all-MiniLM-L6-v2 next to the model if installed, else the LLM's hidden states)");
   cmd->add_flag("--machine", a->machine,
                 "measure this machine's limits for each -t (read bandwidth, f32 FMA and int8 dot-product peaks; "
                 "about a second each) and exit; every other mode measures them too and prints its roofline");

@@ -115,10 +115,16 @@ int RunGenerate(const GenerateArgs& a) {
 
 RunFn AddGenerate(CLI::App& app) {
   auto a = std::make_shared<GenerateArgs>();
-  CLI::App* cmd = app.add_subcommand("generate", "Continue a prompt, streaming tokens; prints tokens/s at the end. "
-                                                   "--policy cocktail-paper --doc FILE -p QUESTION: answer about a document "
-                                                   "stored under Cocktail's chunk map; --policy comix: under a CoMix "
-                                                   "budget.");
+  CLI::App* cmd = app.add_subcommand(
+      "generate",
+      "Continue a prompt, streaming tokens; prints tokens/s at the end. Under a KV policy (one agent of the Engine):\n"
+      "  --policy comix -p TEXT [--doc FILE]           bits per block run x layer x K/V under one budget\n"
+      "  --policy cocktail --doc FILE -p QUESTION      the same allocator and bytes, the document's blocks weighted\n"
+      "                                                by their chunk's relevance to the question\n"
+      "  --policy cocktail-paper --doc FILE -p QUESTION  the paper's f16/kivi4/kivi2 per chunk\n"
+      "Bytes for comix/cocktail: --kv-budget BYTES, or --kv-avg-bits B (default 3: sealed blocks cost at most uniform\n"
+      "3-bit ones). E.g. chorus generate -m M.gguf --policy cocktail --comix-family kivi --kv-avg-bits 4 --comix-tiers\n"
+      "3,4,8 --comix-min-k-bits 4 --doc article.txt -p 'When was it founded?' -n 32 --temp 0");
   cmd->add_option("-m,--model", a->model, "GGUF model file")->required();
   auto* p = cmd->add_option("-p,--prompt", a->prompt, "prompt text");
   cmd->add_option("-f,--file", a->prompt_file, "read the prompt from a file")->excludes(p);
@@ -135,18 +141,19 @@ RunFn AddGenerate(CLI::App& app) {
   AddKvFlags(cmd, a->kv);
   cmd->add_flag("--json", a->json, "print one JSON object (text and numbers) instead of streaming");
   cmd->add_option("--doc", a->doc, "with --policy: a context document; the prompt (-p/-f) is the question about it, "
-                                   "both framed as one chat user turn (as `chorus agents` does); cocktail: the "
-                                   "question is the query that picks each chunk's precision");
+                                   "both framed as one chat user turn (as `chorus agents` does); cocktail(-paper): the "
+                                   "question is the query whose relevance to each chunk sets its precision");
   AddPolicyFlags(cmd, a->pol, /*with_query=*/false,
-                 "runs one agent of the Engine; cocktail: --doc's blocks follow its chunk map (the question, -p/-f, is "
-                 "the query), the question and answer use --kv-k/--kv-v; comix: every block (also --doc's) is chosen "
-                 "by CoMix");
+                 "runs one agent of the Engine; comix and cocktail choose every block's format (--doc's, the "
+                 "question's, the answer's), cocktail with --doc's blocks weighted by relevance; cocktail-paper: --doc's "
+                 "blocks follow its chunk map, the question and answer use --kv-k/--kv-v");
   return [a, cmd] {
     if (Status s = CheckPolicyFlags(cmd, a->pol, /*need_query=*/false); !s.ok()) return Fail(s);
     if (cmd->count("--doc") && a->pol.policy.empty())
-      return Fail(Status::Error("--doc needs --policy cocktail-paper or --policy comix"));
-    if (a->pol.policy == "comix" && (cmd->count("--kv-k") || cmd->count("--kv-v")))
-      return Fail(Status::Error("--kv-k/--kv-v do not apply with --policy comix (it chooses every block's format)"));
+      return Fail(Status::Error("--doc needs --policy cocktail, cocktail-paper or comix"));
+    if ((a->pol.policy == "comix" || a->pol.policy == "cocktail") && (cmd->count("--kv-k") || cmd->count("--kv-v")))
+      return Fail(Status::Error("--kv-k/--kv-v do not apply with --policy {} (it chooses every block's format)",
+                                a->pol.policy));
     return RunGenerate(*a);
   };
 }

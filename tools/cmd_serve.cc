@@ -55,8 +55,8 @@ int RunServe(const ServeArgs& a) {
   else if (a.policy == "comix") eo.policy = "comix";
   else if (a.policy == "cocktail" || a.policy == "cocktail-paper")
     return Fail(Status::Error("--policy {} is not served yet: its chunk precision needs the questions when a "
-                              "document is sealed (use `chorus agents --policy cocktail-paper` or `chorus eval "
-                              "ppl|kld --policy cocktail`)", a.policy));
+                              "document is sealed (use `chorus agents --policy {}` or `chorus generate --policy "
+                              "{} --doc FILE -p QUESTION`)", a.policy, a.policy, a.policy));
   else return Fail(Status::Error("unknown --policy '{}' (valid: chorus, polykv, polykv-paper, comix)", a.policy));
   if (!a.shared_k.empty()) eo.shared_k = a.shared_k;
   if (!a.shared_v.empty()) eo.shared_v = a.shared_v;

@@ -1,4 +1,4 @@
-// `chorus generate --policy cocktail-paper|comix`: one agent of the Engine, streamed (see generate_args.h).
+// `chorus generate --policy comix|cocktail|cocktail-paper`: one agent of the Engine, streamed (see generate_args.h).
 #include <fmt/format.h>
 
 #include <random>
@@ -11,10 +11,8 @@
 namespace chorus::cli {
 
 int RunGenerateWithPolicy(const GenerateArgs& a) {
-  if (a.pol.policy == "cocktail")
-    return Fail(Status::Error("--policy cocktail (CoMix's allocator weighted by relevance to the question) runs in "
-                              "`chorus eval ppl|kld` so far; `generate` has --policy cocktail-paper (the paper's scheme)"));
-  const bool cocktail = a.pol.policy == "cocktail-paper";
+  const bool paper = a.pol.policy == "cocktail-paper";
+  const bool relevance = a.pol.policy == "cocktail";  // the allocator, weighted by relevance to the question
   SamplingOptions so = a.sampling;
   so.seed = a.seed >= 0 ? static_cast<uint64_t>(a.seed) : std::random_device{}();
   if (Status s = ValidateSampling(so); !s.ok()) return Fail(s);
@@ -25,11 +23,16 @@ int RunGenerateWithPolicy(const GenerateArgs& a) {
     question = text.value();
   }
   if (question.find_first_not_of(" \t\r\n") == std::string::npos)
-    return Fail(cocktail ? Status::Error("--policy cocktail-paper needs a question (-p TEXT or -f FILE): it is the query "
-                                         "that picks each chunk's precision")
-                         : Status::Error("the prompt is empty (give -p TEXT or -f FILE)"));
-  if (cocktail && a.doc.empty())
+    return Fail(paper ? Status::Error("--policy cocktail-paper needs a question (-p TEXT or -f FILE): it is the query "
+                                      "that picks each chunk's precision")
+                : relevance ? Status::Error("--policy cocktail needs a question (-p TEXT or -f FILE): its relevance to "
+                                            "each chunk of --doc weights that chunk's blocks in the allocator")
+                            : Status::Error("the prompt is empty (give -p TEXT or -f FILE)"));
+  if (paper && a.doc.empty())
     return Fail(Status::Error("--policy cocktail-paper needs --doc FILE: the context document whose chunks get precisions"));
+  if (relevance && a.doc.empty())
+    return Fail(Status::Error("--policy cocktail needs --doc FILE: the context document whose blocks' bits follow their "
+                              "relevance to the question (without a document, use --policy comix)"));
   if (!a.doc.empty() && (a.chat || !a.system.empty()))
     return Fail(Status::Error("--chat/--system do not combine with --doc (document and question are already one chat "
                               "user turn)"));
@@ -42,9 +45,12 @@ int RunGenerateWithPolicy(const GenerateArgs& a) {
   EngineOptions eo{.model_path = a.model, .threads = a.threads, .n_ctx = static_cast<size_t>(std::max(0, a.ctx)),
                    .private_k = a.kv.k, .private_v = a.kv.v, .sink_blocks = a.kv.sink_blocks,
                    .kv_budget_bytes = a.pol.budget_bytes, .kv_avg_bits = a.pol.avg_bits,
-                   .comix_family = a.pol.family, .cocktail_alpha = a.pol.alpha, .cocktail_beta = a.pol.beta,
+                   .comix_family = a.pol.family, .comix_min_k_bits = a.pol.min_k_bits,
+                   .relevance_gain = a.pol.relevance_gain, .relevance_values_only = a.pol.relevance_values_only,
+                   .cocktail_alpha = a.pol.alpha, .cocktail_beta = a.pol.beta,
                    .cocktail_chunk_tokens = a.pol.chunk, .encoder_path = a.pol.encoder};
-  eo.policy = cocktail ? "cocktail-paper" : "comix";
+  if (!a.pol.tier_bits.empty()) eo.comix_tiers = a.pol.tier_bits;
+  eo.policy = a.pol.policy;  // comix | cocktail | cocktail-paper (CheckPolicyFlags)
   auto engine_r = Engine::Open(eo);
   if (!engine_r.ok()) return Fail(engine_r.status());
   Engine& engine = *engine_r.value();
@@ -57,10 +63,16 @@ int RunGenerateWithPolicy(const GenerateArgs& a) {
   if (!doc.empty()) {
     auto frame = ChatFrame(*model_r.value());
     if (!frame.ok()) return Fail(frame.status());
-    auto c = cocktail ? engine.ShareFor(frame->first + doc, {question}) : engine.Share(frame->first + doc);
+    prompt = "\n\nQuestion: " + question + frame->second;
+    // The allocator plans the one reader (the question and its answer) before the document is
+    // sealed, so the document does not take the bytes the answer needs (as `chorus agents`).
+    const ShareOptions share{.readers = 1,
+                             .reader_tokens = engine.Tokenize(prompt, false, true).size() + size_t(a.n_predict)};
+    auto c = paper ? engine.ShareFor(frame->first + doc, {question})
+             : relevance ? engine.ShareFor(frame->first + doc, {question}, share)
+                         : engine.Share(frame->first + doc, share);
     if (!c.ok()) return Fail(c.status().Context("--doc"));
     ctx = *c;
-    prompt = "\n\nQuestion: " + question + frame->second;
   } else if (a.chat) {
     auto tmpl = model_r.value()->chat_template();
     if (!tmpl) return Fail(Status::Error("--chat: the model has no tokenizer.chat_template"));
@@ -103,12 +115,13 @@ int RunGenerateWithPolicy(const GenerateArgs& a) {
   const double decode_tps = gen > 1 && decode_s > 0 ? (gen - 1) / decode_s : 0.0;
   const size_t tokens = doc_tokens + st.prompt_tokens + gen;
   const double bits = 16.0 * peak / double(engine.Fp16Bytes(tokens));
-  const std::string policy = cocktail ? fmt::format("cocktail-paper (alpha {}, beta {}, chunk {})", a.pol.alpha, a.pol.beta,
-                                                    a.pol.chunk)
-                             : a.pol.budget_bytes ? fmt::format("comix-{} (--kv-budget {} bytes)", a.pol.family,
-                                                                a.pol.budget_bytes)
-                                                  : fmt::format("comix-{} (--kv-avg-bits {})", a.pol.family,
-                                                                a.pol.avg_bits);
+  const std::string target = a.pol.budget_bytes ? fmt::format("--kv-budget {} bytes", a.pol.budget_bytes)
+                                                : fmt::format("--kv-avg-bits {}", a.pol.avg_bits);
+  const std::string policy =
+      paper ? fmt::format("cocktail-paper (alpha {}, beta {}, chunk {})", a.pol.alpha, a.pol.beta, a.pol.chunk)
+      : relevance ? fmt::format("cocktail-{} ({}, tiers {}, relevance gain {}{})", a.pol.family, target, a.pol.tiers,
+                                a.pol.relevance_gain, a.pol.relevance_values_only ? ", values only" : "")
+                  : fmt::format("comix-{} ({})", a.pol.family, target);
   if (a.json) {
     PrintJson({{"text", st.text}, {"policy", a.pol.policy}, {"policy_desc", policy}, {"doc_tokens", doc_tokens},
                {"prompt_tokens", st.prompt_tokens}, {"generated_tokens", gen}, {"stop", st.stop},

@@ -9,28 +9,31 @@
 namespace chorus::cli {
 
 void AddPolicyFlags(CLI::App* cmd, PolicyFlags& f, bool with_query, const std::string& where) {
-  cmd->add_option("--policy", f.policy, std::string("KV precision policy: comix (bits per layer x K/V under one budget: "
-                                        "--kv-budget or --kv-avg-bits, --comix-family)") +
-                                        (with_query ? ", cocktail (the same allocator, each 32-token block's error "
-                                                      "weighted by its chunk's relevance to --query)" : "") +
-                                        " or cocktail-paper (the paper's f16/kivi4/kivi2 per 32-token block by its "
-                                        "chunk's relevance: --alpha, --beta, --chunk, --encoder); " + where);
-  cmd->add_option("--kv-budget", f.budget, "comix/cocktail: KV byte budget (e.g. 4000000, 64K, 1.5M)");
-  cmd->add_option("--kv-avg-bits", f.avg_bits, "comix/cocktail without --kv-budget: average bits target (2..8)")
+  const std::string question = with_query ? "--query" : "the question (-p/-f) about --doc";
+  cmd->add_option("--policy", f.policy, "KV precision policy: comix (bits per block run x layer x K/V under one budget: "
+                                        "--kv-budget or --kv-avg-bits, --comix-family, --comix-tiers), cocktail (the "
+                                        "same allocator and bytes, each 32-token block's error weighted by its chunk's "
+                                        "relevance to " + question + ": --relevance-gain, --encoder) or cocktail-paper "
+                                        "(the paper's f16/kivi4/kivi2 per 32-token block by its chunk's relevance: "
+                                        "--alpha, --beta, --chunk, --encoder); " + where);
+  cmd->add_option("--kv-budget", f.budget, "comix/cocktail: KV byte budget (e.g. 4000000, 64K, 1.5M); below the "
+                                           "cheapest tiers' cost is an error that names the minimum");
+  cmd->add_option("--kv-avg-bits", f.avg_bits, "comix/cocktail without --kv-budget: sealed blocks cost at most uniform "
+                                               "blocks of this many bits (2..8; at least the cheapest tier)")
       ->capture_default_str();
   cmd->add_option("--comix-family", f.family, "comix/cocktail formats: tq (tq2/3/4) or kivi (kivi2/3/4)")
       ->capture_default_str();
-  if (with_query) {
-    cmd->add_option("--comix-tiers", f.tiers, "comix/cocktail: bit widths to choose from, ascending, of 2,3,4,8 (8 = q8)")
-        ->capture_default_str();
-    cmd->add_option("--comix-min-k-bits", f.min_k_bits, "comix/cocktail: keys never below this many bits (0 = no floor)")
-        ->capture_default_str();
+  cmd->add_option("--comix-tiers", f.tiers, "comix/cocktail: bit widths to choose from, ascending, of 2,3,4,8 (8 = q8)")
+      ->capture_default_str();
+  cmd->add_option("--comix-min-k-bits", f.min_k_bits, "comix/cocktail: keys never below this many bits (0 = no floor)")
+      ->capture_default_str();
+  if (with_query)
     cmd->add_option("--comix-rank", f.rank, "comix/cocktail sensitivity: expected, calibrated (x the measured/expected "
                                             "ratio per side and width) or bound")->capture_default_str();
-    cmd->add_option("--relevance-gain", f.relevance_gain, "cocktail: a block's error weight = 1 + gain x its chunk's "
-                                                          "relevance (min-max scaled to [0, 1])")->capture_default_str();
-    cmd->add_flag("--relevance-values-only", f.relevance_values_only, "cocktail: relevance weights values only");
-  }
+  cmd->add_option("--relevance-gain", f.relevance_gain, "cocktail: a block's error weight = 1 + gain x its chunk's "
+                                                        "relevance (min-max scaled to [0, 1]); 0 = comix exactly")
+      ->capture_default_str();
+  cmd->add_flag("--relevance-values-only", f.relevance_values_only, "cocktail: relevance weights values only");
   cmd->add_option("--alpha", f.alpha, "cocktail-paper: T_low = s_min + alpha (s_max - s_min); larger = more INT2")
       ->capture_default_str();
   cmd->add_option("--beta", f.beta, "cocktail-paper: T_high = s_max - beta (s_max - s_min); larger = more FP16")
@@ -41,6 +44,18 @@ void AddPolicyFlags(CLI::App* cmd, PolicyFlags& f, bool with_query, const std::s
                                           "hidden states; 'hidden-states' forces those)");
   if (with_query)
     cmd->add_option("--query", f.query, "cocktail(-paper): the question whose similarity to each chunk picks its precision");
+}
+
+Result<std::vector<int>> ParseTiers(const std::string& list) {
+  std::vector<int> bits;
+  std::stringstream ss(list);
+  for (std::string item; std::getline(ss, item, ',');) {
+    char* end = nullptr;
+    const long b = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != 0) return Status::Error("--comix-tiers '{}': '{}' is not a bit width", list, item);
+    bits.push_back(int(b));
+  }
+  return bits;  // which widths are tiers: ComixPolicy::Validate
 }
 
 Status CheckPolicyFlags(const CLI::App* cmd, PolicyFlags& f, bool need_query) {
@@ -66,14 +81,7 @@ Status CheckPolicyFlags(const CLI::App* cmd, PolicyFlags& f, bool need_query) {
       return Status::Error("unknown --comix-family '{}' (valid: tq, kivi)", f.family);
     if (f.rank != "expected" && f.rank != "calibrated" && f.rank != "bound")
       return Status::Error("unknown --comix-rank '{}' (valid: expected, calibrated, bound)", f.rank);
-    f.tier_bits.clear();
-    std::stringstream ss(f.tiers);
-    for (std::string item; std::getline(ss, item, ',');) {
-      char* end = nullptr;
-      const long b = std::strtol(item.c_str(), &end, 10);
-      if (item.empty() || *end != 0) return Status::Error("--comix-tiers '{}': '{}' is not a bit width", f.tiers, item);
-      f.tier_bits.push_back(int(b));
-    }
+    CHORUS_ASSIGN_OR_RETURN(f.tier_bits, ParseTiers(f.tiers));
     if (!f.budget.empty()) {
       auto b = ParseBytes(f.budget);
       if (!b.ok()) return b.status().Context("--kv-budget");

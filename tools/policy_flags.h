@@ -1,7 +1,8 @@
 // The --policy flags of `chorus eval ppl|kld` and `chorus generate` (comix and cocktail — one
-// allocator, cocktail weighted by relevance: --kv-budget, --kv-avg-bits, --comix-family, and on eval
-// --comix-tiers, --comix-min-k-bits, --comix-rank, --relevance-gain, --relevance-values-only;
-// cocktail-paper: --alpha, --beta; both cocktails: --chunk, --encoder, and --query on eval),
+// allocator, cocktail weighted by relevance: --kv-budget, --kv-avg-bits, --comix-family,
+// --comix-tiers, --comix-min-k-bits, --relevance-gain, --relevance-values-only, and on eval
+// --comix-rank; cocktail-paper: --alpha, --beta; both cocktails: --chunk, --encoder, and --query on
+// eval — generate's question is its prompt),
 // checked before anything is loaded: every error names the flag and the limit.
 // Invariant: PolicyFlags::policy is "" (no policy: the command behaves exactly as without these
 // flags), "comix", "cocktail" or "cocktail-paper" once CheckPolicyFlags has passed.
@@ -27,8 +28,8 @@ struct PolicyFlags {
   size_t chunk = 32;             // cocktail chunk tokens (16, 32, 64)
   std::string encoder;           // cocktail: "" = installed all-MiniLM-L6-v2 else fallback; "hidden-states"
   std::string query;             // cocktail on eval: --query TEXT
-  std::string tiers = "2,3,4";   // comix/cocktail (eval): --comix-tiers
-  int min_k_bits = 0;            // comix/cocktail (eval): --comix-min-k-bits
+  std::string tiers = "2,3,4";   // comix/cocktail: --comix-tiers
+  int min_k_bits = 0;            // comix/cocktail: --comix-min-k-bits
   std::string rank = "expected"; // comix/cocktail (eval): expected | calibrated | bound
   double relevance_gain = 4;     // cocktail: error weight 1 + gain × relevance
   bool relevance_values_only = false;
@@ -36,14 +37,18 @@ struct PolicyFlags {
   std::vector<int> tier_bits;    // parsed --comix-tiers (set by CheckPolicyFlags)
 };
 
-// Registers --policy and its options on `cmd`; `with_query` adds --query (eval); `where` ends the
-// --policy help (what the policy applies to in this command).
+// Registers --policy and its options on `cmd`; `with_query` adds --query and --comix-rank (eval:
+// the engine has no rank option); `where` ends the --policy help (what the policy applies to here).
 void AddPolicyFlags(CLI::App* cmd, PolicyFlags& flags, bool with_query, const std::string& where);
 
 // Validates the flags as given on `cmd` (options of one policy given with another or without
 // --policy, unknown policy, α/β/chunk, family, tiers, rank, avg bits, byte size, cocktail(-paper)
 // without --query when `need_query`). Parses --kv-budget into budget_bytes.
 Status CheckPolicyFlags(const CLI::App* cmd, PolicyFlags& flags, bool need_query);
+
+// "2,3,4" → {2, 3, 4}; an item that is not a number is an error naming it (the widths themselves
+// are checked by ComixPolicy::Validate).
+Result<std::vector<int>> ParseTiers(const std::string& list);
 
 // CoMix options for a model (budget or avg-bits, family, sink blocks), checked against the model's
 // minimum budget (ComixPolicy::Validate: the error names the minimum).

@@ -188,6 +188,10 @@ struct EngineStats {
   // read by a running request is in use).
   size_t shared_bytes = 0;
   size_t last_step_rows = 0, last_step_prefill_tokens = 0;
+  // Blocks sealed (one per layer and 32-token block) and the wall time spent sealing them: the
+  // policy choosing their formats (a CoMix / cocktail reallocation included) and the encoding.
+  uint64_t sealed_blocks = 0;
+  double seal_seconds = 0;
   // The remote block store (EngineOptions::kv_store_url); all zero without one.
   struct Remote {
     bool enabled = false, up = false;
@@ -284,6 +288,11 @@ class Engine {
   // kv_avg_bits; not reordered: ChunkMapReport::stored_k/v are in token order).
   Result<ContextId> ShareFor(std::string_view text, const std::vector<std::string>& queries,
                              const Progress& progress = {});
+  // The same, saying how many readers the context will have (ShareOptions): under policy
+  // "cocktail" they are planned before the document is sealed, as Share plans them under "comix"
+  // (the document's bits leave room for them); the other policies ignore them.
+  Result<ContextId> ShareFor(std::string_view text, const std::vector<std::string>& queries,
+                             const ShareOptions& options);
   // The chunk map of a context made by ShareFor (nullptr for other or unknown contexts).
   const ChunkMapReport* chunk_map(ContextId context) const;
   // The caller's reference to a context is dropped; it is freed when no running agent reads it.

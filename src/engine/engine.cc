@@ -136,7 +136,11 @@ Result<std::unique_ptr<KvSequence>> Engine::Impl::PrefillDocument(std::span<cons
     // own, taken over by the real agent when it attaches (as many as fit: the rest will queue).
     for (size_t r = 0; r < readers && planned; ++r) {
       const uint64_t u = kPlannedReaderBit | next_planned++;
-      if (!comix->AddUnit(u, reader_tokens, tokens.size(), 1.0, fmt::format("planned reader {}", r + 1)).ok()) break;
+      // A reader recomputes the document's tail (< 32 tokens) in its own KV: planned with it.
+      const size_t tail = tokens.size() % kBlockTokens;
+      if (!comix->AddUnit(u, reader_tokens + tail, tokens.size() - tail, 1.0, fmt::format("planned reader {}", r + 1))
+               .ok())
+        break;
       planned->push_back(u);
     }
     comix->SetWeight(sid, double(std::max<size_t>(1, planned ? planned->size() : 0)));
@@ -348,15 +352,27 @@ Result<ContextId> Engine::Share(std::string_view text, const ShareOptions& optio
   if (m.comix) {
     m.contexts.at(id).comix_unit = seq->id();  // its blocks stay in CoMix's accounting
     m.contexts.at(id).planned = std::move(planned);
-    m.contexts.at(id).planned_tokens = options.reader_tokens;
+    m.contexts.at(id).planned_tokens = options.reader_tokens + m.contexts.at(id).tokens.size() % kBlockTokens;
   }
   return id;
 }
 
 Result<ContextId> Engine::ShareFor(std::string_view text, const std::vector<std::string>& queries,
                                    const Progress& progress) {
+  return ShareFor(text, queries, ShareOptions{.progress = progress});
+}
+
+Result<ContextId> Engine::ShareFor(std::string_view text, const std::vector<std::string>& queries,
+                                   const ShareOptions& options) {
   Impl& m = *impl_;
+  const Progress& progress = options.progress;
   CHORUS_ASSIGN_OR_RETURN(std::vector<int32_t> tokens, m.DocumentTokens(text));
+  if (options.readers > 0 && options.reader_tokens == 0)
+    return Status::Error("ShareOptions: {} readers planned but reader_tokens is 0 (prompt + max_tokens of each)",
+                         options.readers);
+  if (options.readers > 0 && tokens.size() + options.reader_tokens > m.n_ctx)
+    return Status::Error("ShareOptions: document ({}) + reader_tokens ({}) exceed the context of {}", tokens.size(),
+                         options.reader_tokens, m.n_ctx);
   if (m.options.policy == "cocktail" &&
       std::all_of(queries.begin(), queries.end(),
                   [](const std::string& q) { return q.find_first_not_of(" \t\r\n") == std::string::npos; }))
@@ -370,7 +386,7 @@ Result<ContextId> Engine::ShareFor(std::string_view text, const std::vector<std:
                            .chunk_tokens = m.options.cocktail_chunk_tokens};
   CHORUS_ASSIGN_OR_RETURN(CocktailPlan plan, PlanCocktail(m.model->tokenizer(), tokens, queries, *m.encoder, co));
   const size_t sink = m.shared_cfg.sink_blocks;
-  if (m.options.policy == "cocktail") return m.ShareRelevant(std::move(tokens), queries, plan, progress);
+  if (m.options.policy == "cocktail") return m.ShareRelevant(std::move(tokens), queries, plan, options);
   ChunkMapReport rep{.encoder = plan.encoder, .blocks = ChunkMapString(plan.blocks, sink),
                      .chunks = plan.similarity.size(), .chunk_tokens = co.chunk_tokens,
                      .s_min = float(plan.thresholds.s_min), .s_max = float(plan.thresholds.s_max),
@@ -401,14 +417,14 @@ Result<ContextId> Engine::ShareFor(std::string_view text, const std::vector<std:
 
 // chorus's Cocktail: the document is one allocator unit whose blocks are weighted by relevance.
 Result<ContextId> Engine::Impl::ShareRelevant(std::vector<int32_t> tokens, const std::vector<std::string>& queries,
-                                              const CocktailPlan& plan, const Progress& progress) {
+                                              const CocktailPlan& plan, const ShareOptions& share) {
   const size_t sink = shared_cfg.sink_blocks, chunk = options.cocktail_chunk_tokens;
   const std::vector<float> relevance = BlockRelevance(plan.similarity, chunk, tokens.size());
   ChunkMapReport rep{.encoder = plan.encoder, .blocks = RelevanceLevels(relevance, sink),
                      .chunks = plan.similarity.size(), .chunk_tokens = chunk,
                      .s_min = float(plan.thresholds.s_min), .s_max = float(plan.thresholds.s_max),
                      .search_seconds = plan.search_seconds, .policy = "cocktail"};
-  std::string key;  // the same text for the same questions is the same context
+  std::string key;  // the same text for the same questions is the same context (as Share: readers aside)
   for (const std::string& q : queries) key += q + '\n';
   const uint64_t hash = HashTokens(salt ^ 0xa110ca7e, tokens, key);
   if (auto it = by_hash.find(hash); it != by_hash.end()) {
@@ -416,8 +432,10 @@ Result<ContextId> Engine::Impl::ShareRelevant(std::vector<int32_t> tokens, const
     return it->second;
   }
   Timer t_prefill;
+  std::vector<uint64_t> planned;
   CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<KvSequence> seq,
-                          PrefillDocument(tokens, nullptr, progress, 0, 0, nullptr, relevance));
+                          PrefillDocument(tokens, nullptr, share.progress, share.readers, share.reader_tokens,
+                                          &planned, relevance));
   rep.prefill_seconds = t_prefill.Seconds();
   // What the allocator handed out and what the store's blocks hold, per layer, in token order.
   const BlockPool& bp = store->pool();
@@ -443,6 +461,8 @@ Result<ContextId> Engine::Impl::ShareRelevant(std::vector<int32_t> tokens, const
   // Not pinned in the prefix cache (its bits were chosen for these questions), nor reordered.
   const ContextId id = AddContext(std::move(tokens), *seq, hash, /*pin=*/false);
   contexts.at(id).comix_unit = unit;  // its blocks stay in the allocator's accounting
+  contexts.at(id).planned = std::move(planned);
+  contexts.at(id).planned_tokens = share.reader_tokens + contexts.at(id).tokens.size() % kBlockTokens;
   chunk_maps[id] = std::move(rep);
   return id;
 }
@@ -557,6 +577,8 @@ EngineStats Engine::Stats() const {
   s.in_use_bytes = s.total_bytes - std::min(s.total_bytes, s.pinned_bytes + s.cached_bytes + overhead);
   s.budget_bytes = m.store->budget();
   s.high_water_bytes = m.store->high_water();
+  s.sealed_blocks = m.store->seal_stats().blocks;
+  s.seal_seconds = m.store->seal_stats().seconds;
   s.free_bytes = s.budget_bytes > s.total_bytes ? s.budget_bytes - s.total_bytes : 0;
   if (m.remote) {  // the engine's counters and the store thread's
     s.remote = m.remote_counters;

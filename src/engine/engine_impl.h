@@ -115,8 +115,9 @@ struct Engine::Impl {
                                                       std::span<const float> relevance = {});
   // ShareFor under policy "cocktail": the document as one allocator unit weighted by the plan's
   // relevance per block (not pinned, not reordered), with its ChunkMapReport.
+  // share.readers are planned as Share plans them under comix.
   Result<ContextId> ShareRelevant(std::vector<int32_t> tokens, const std::vector<std::string>& queries,
-                                  const CocktailPlan& plan, const Progress& progress);
+                                  const CocktailPlan& plan, const ShareOptions& share);
   ContextId AddContext(std::vector<int32_t> tokens, const KvSequence& seq, uint64_t hash, bool pin);
   void CollectContexts();
   size_t SequenceOwnBytes(const KvSequence& s) const;

@@ -9,6 +9,7 @@
 #include "kv/kv_batch.h"  // AttendRows
 #include "util/check.h"
 #include "util/fp16.h"  // F32ToF16, F16ToF32
+#include "util/timer.h"
 
 namespace chorus {
 
@@ -284,6 +285,14 @@ Status KvSequence::Seal(size_t layer, size_t n_full, const uint16_t* nat_k, cons
   const KvGeometry g = store_.geometry();
   const size_t kv_dim = store_.options_.shape.kv_dim();
   BlockPool& pool = store_.pool_;
+  if (n_full == 0) return Status::Ok();
+  const Timer timer;
+  struct Count {  // every return below counts the blocks sealed and the time
+    KvStore::SealStats& stats;
+    const Timer& timer;
+    uint64_t blocks = 0;
+    ~Count() { stats.blocks += blocks, stats.seconds += timer.Seconds(); }
+  } count{store_.seal_stats_, timer};
   for (size_t b = 0; b < n_full; ++b) {
     const uint16_t* sk = nat_k + b * kBlockTokens * kv_dim;
     const uint16_t* sv = nat_v + b * kBlockTokens * kv_dim;
@@ -322,6 +331,7 @@ Status KvSequence::Seal(size_t layer, size_t n_full, const uint16_t* nat_k, cons
       }
       return st;  // blocks sealed before this one stay until Rollback (the undo has the layer)
     }
+    ++count.blocks;
   }
   return Status::Ok();
 }

@@ -116,6 +116,13 @@ class KvStore {
   size_t high_water() const { return high_water_; }
   void ResetHighWater() { high_water_ = held(); }
   size_t budget() const { return options_.budget_bytes; }
+  // Blocks sealed here so far (one per layer and block) and the wall time spent sealing them: the
+  // policy choosing their formats (an allocator's reallocation included) and the encoding.
+  struct SealStats {
+    uint64_t blocks = 0;
+    double seconds = 0;
+  };
+  SealStats seal_stats() const { return seal_stats_; }
   // The attention scratch of pool thread ti (grown, and counted, for pools larger than the options
   // said). Shared by every sequence and batch: one batch attends at a time.
   Status PrepareScratch(size_t threads);
@@ -154,6 +161,7 @@ class KvStore {
   size_t counted_ = 0;            // everything but the pool: sequences' buffers and bookkeeping, scratch
   size_t block_allocations_ = 0;  // attempted so far (KvStoreOptions::fail_block_allocation)
   size_t high_water_ = 0;
+  SealStats seal_stats_;
   // Scratch shared by every sequence (one call appends or attends at a time): a block being
   // encoded, and per pool thread an attention state and a stack of queries sized for
   // kStackTokens tokens × the GQA group. Held once per store, not once per agent.

@@ -239,6 +239,8 @@ TEST(KvStore, AccountingIsExact) {
         ++blocks;
       }
   EXPECT_EQ(blocks, 2u * 3 * (150 / 32));
+  EXPECT_EQ(store.seal_stats().blocks, blocks);  // every sealed block counted once, with its time
+  EXPECT_GT(store.seal_stats().seconds, 0.0);
   EXPECT_EQ(store.pool().payload_bytes(), expect);
   const KvUsage u = store.Usage();
   EXPECT_EQ(u.block_bytes, expect + store.pool().table_bytes());

@@ -1,8 +1,10 @@
-// `chorus eval ppl|kld --policy comix|cocktail|cocktail-paper` and `chorus generate --policy ...`, run as the real
-// binary on the real model: exact equivalences where the rules allow one (Cocktail with alpha = 1,
-// beta = 0 seals every non-sink block INT2 = uniform kivi2; CoMix at an average of 2 bits can only
-// seal 2-bit blocks = uniform kivi2/tq2), the CoMix budget holds, generate streams an answer with its
-// chunk map or allocation, and bad input is an error (exit 1) that names the problem.
+// `chorus eval ppl|kld --policy comix|cocktail|cocktail-paper`, `chorus generate --policy ...` and
+// `chorus agents --policy cocktail`, run as the real binary on the real model: exact equivalences
+// where the rules allow one (Cocktail with alpha = 1, beta = 0 seals every non-sink block INT2 =
+// uniform kivi2; CoMix at an average of 2 bits can only seal 2-bit blocks = uniform kivi2/tq2;
+// cocktail with relevance gain 0 = comix), the CoMix budget holds, generate streams an answer with
+// its chunk map or allocation, cocktail's questions move the document's bits within the same bytes,
+// and bad input is an error (exit 1) that names the problem.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
@@ -38,6 +40,23 @@ std::string WriteDoc() {
                          "giant with a mass more than two and a half times that of all the other planets combined. "
                          "Football is played between two teams of eleven players with a spherical ball.\n";
   return path;
+}
+
+// The first ~2,400 characters of the Du Fu article (about 600 tokens: 18 full blocks), as a file.
+std::string WriteLongDoc() {
+  std::ifstream in(kText);
+  std::string text(2400, '\0');
+  in.read(text.data(), std::streamsize(text.size()));
+  text.resize(size_t(in.gcount()));
+  const std::string path = testing::TempDir() + "cli_policy_long." + std::to_string(getpid()) + ".txt";
+  std::ofstream(path) << text;
+  return path;
+}
+
+std::string Joined(const nlohmann::json& maps) {
+  std::string all;
+  for (const auto& m : maps) all += m.get<std::string>() + "|";
+  return all;
 }
 
 TEST(CliPolicy, EvalPplCocktailPaperAllInt2EqualsUniformKivi2) {
@@ -141,10 +160,82 @@ TEST(CliPolicy, GenerateComixStaysWithinBudget) {
   EXPECT_NE(j["allocation"].get<std::string>().find("agent 1"), std::string::npos) << j["allocation"];
 }
 
+// generate --policy cocktail goes through Engine::ShareFor with the question: the chunk map is the
+// allocator's (relevance levels, bits per layer). With gain 0 it is comix exactly (same answer,
+// same document bytes); with the default gain the question moves the document's bits (different
+// stored maps: fails if the question were not applied) within the same average-bits target
+// (at most the bytes of the document in uniform kivi3, measured by `agents`).
+TEST(CliPolicy, GenerateCocktailMovesTheDocumentsBitsWithinTheTarget) {
+  const std::string doc = WriteLongDoc();
+  const std::string q = "Which poet was Du Fu's friend?";
+  const std::string gen = std::string("generate -m ") + kModel + " --doc " + doc + " -p \"" + q +
+                          "\" -n 4 --temp 0 -t 2 --json --comix-family kivi --kv-avg-bits 3 ";
+  const nlohmann::json c = Json(Chorus(gen + "--policy cocktail"));
+  const nlohmann::json zero = Json(Chorus(gen + "--policy cocktail --relevance-gain 0"));
+  const nlohmann::json comix = Json(Chorus(gen + "--policy comix"));
+  ASSERT_TRUE(c["chunk_map"].is_object()) << c.dump();
+  const nlohmann::json& m = c["chunk_map"];
+  EXPECT_EQ(m["policy"], "cocktail");
+  const std::string rel = m["blocks"];
+  EXPECT_GE(rel.size(), 16u) << rel;
+  EXPECT_EQ(rel[0], 'S');
+  EXPECT_NE(rel.find('8'), std::string::npos) << rel;
+  EXPECT_NE(rel.find('0'), std::string::npos) << rel;
+  ASSERT_EQ(m["stored_v"].size(), 30u);  // SmolLM2: 30 layers
+  EXPECT_NE(m["encoder"].get<std::string>().find("all-MiniLM-L6-v2"), std::string::npos);
+  EXPECT_EQ(zero["text"], comix["text"]);
+  EXPECT_EQ(zero["kv_shared_bytes"], comix["kv_shared_bytes"]);
+  EXPECT_NE(Joined(m["stored_k"]) + Joined(m["stored_v"]),
+            Joined(zero["chunk_map"]["stored_k"]) + Joined(zero["chunk_map"]["stored_v"]))
+      << "the question's relevance did not change any block's bits";
+  const std::string qfile = testing::TempDir() + "cli_policy_q1." + std::to_string(getpid()) + ".txt";
+  std::ofstream(qfile) << q << "\n";
+  const nlohmann::json kivi3 = Json(Chorus(std::string("agents -m ") + kModel + " --doc " + doc + " --questions " +
+                                           qfile + " -n 4 -t 2 --quiet --json --kv-shared-k kivi3 --kv-shared-v kivi3"));
+  EXPECT_LE(c["kv_shared_bytes"].get<size_t>(), kivi3["shared_bytes"].get<size_t>());
+  EXPECT_GT(c["kv_shared_bytes"].get<size_t>(), kivi3["shared_bytes"].get<size_t>() * 9 / 10);  // the target is spent
+  const CliRun text = Chorus(std::string("generate -m ") + kModel + " --doc " + doc + " -p \"" + q +
+                             "\" -n 4 --temp 0 -t 2 --comix-family kivi --kv-avg-bits 3 --policy cocktail");
+  EXPECT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.err.find("cocktail (the allocator, weighted by relevance)"), std::string::npos) << text.err;
+  EXPECT_NE(text.err.find("KV cocktail-kivi (--kv-avg-bits 3"), std::string::npos) << text.err;
+}
+
+// agents --policy cocktail: every agent's question weighs in on the one document (the highest
+// relevance over the questions), and a budget in which uniform kivi3 runs every agent at once lets
+// cocktail run them all at once too (the readers are planned before the document is sealed).
+TEST(CliPolicy, AgentsCocktailRunsEveryAgentInAUniformConfigsBudget) {
+  const std::string doc = WriteLongDoc();
+  const std::string qfile = testing::TempDir() + "cli_policy_q3." + std::to_string(getpid()) + ".txt";
+  std::ofstream(qfile) << "Which poet was Du Fu's friend?\nWhat rebellion devastated the country?\n"
+                          "How many poems have been preserved?\n";
+  const std::string agents = std::string("agents -m ") + kModel + " --doc " + doc + " --questions " + qfile +
+                             " -n 8 -t 2 --quiet --json ";
+  const nlohmann::json u = Json(Chorus(agents + "--kv-shared-k kivi3 --kv-shared-v kivi3"));
+  const size_t budget = u["peak_total_bytes"];
+  ASSERT_EQ(u["agents"].size(), 3u);
+  const nlohmann::json c =
+      Json(Chorus(agents + "--policy cocktail --comix-family kivi --kv-budget " + std::to_string(budget)));
+  EXPECT_EQ(c["agents"].size(), 3u) << c.dump();
+  EXPECT_TRUE(c["refused"].empty()) << c["refused"];
+  EXPECT_LE(c["peak_total_bytes"].get<size_t>(), budget);
+  EXPECT_EQ(c["chunk_map"]["policy"], "cocktail");
+  EXPECT_EQ(c["shared_k"], "cocktail");
+  // One question alone gives a different relevance map than the three together.
+  const std::string q1 = testing::TempDir() + "cli_policy_q1b." + std::to_string(getpid()) + ".txt";
+  std::ofstream(q1) << "Which poet was Du Fu's friend?\n";
+  const nlohmann::json one = Json(Chorus(std::string("agents -m ") + kModel + " --doc " + doc + " --questions " + q1 +
+                                         " -n 8 -t 2 --quiet --json --policy cocktail --comix-family kivi --kv-budget " +
+                                         std::to_string(budget)));
+  EXPECT_NE(one["chunk_map"]["blocks"], c["chunk_map"]["blocks"]);
+}
+
 TEST(CliPolicy, BadInputIsAnErrorThatNamesTheProblem) {
   const std::string doc = WriteDoc();
   const std::string ppl = std::string("eval ppl -m ") + kModel + " -f " + kText + " -c 128 --chunks 1 ";
   const std::string gen = std::string("generate -m ") + kModel + " -n 2 ";
+  const std::string empty = testing::TempDir() + "cli_policy_empty." + std::to_string(getpid()) + ".txt";
+  std::ofstream(empty) << "\n  \n";
   const std::pair<std::string, std::string> cases[] = {
       {ppl + "--policy cocktail", "--policy cocktail needs --query"},
       {ppl + "--policy cocktail-paper", "--policy cocktail-paper needs --query"},
@@ -171,14 +262,29 @@ TEST(CliPolicy, BadInputIsAnErrorThatNamesTheProblem) {
       {ppl + "--policy comix --relevance-gain 2", "--relevance-gain needs --policy cocktail"},
       {ppl + "--policy cocktail-paper --query q --kv-budget 1M", "--kv-budget needs --policy comix or cocktail"},
       {ppl + "--policy comix --kv-k q8", "--kv-k/--kv-v choose uniform formats"},
-      {gen + "--policy cocktail -p q --doc " + doc, "runs in `chorus eval ppl|kld` so far"},
+      {gen + "--policy cocktail -p q", "--policy cocktail needs --doc FILE"},
+      {gen + "--policy cocktail --doc " + doc, "--policy cocktail needs a question (-p TEXT or -f FILE)"},
+      {gen + "--policy cocktail --doc " + doc + " -p q --kv-budget 100K", "below this model's minimum of"},
+      {gen + "--policy cocktail --doc " + doc + " -p q --comix-tiers 4,8 --kv-avg-bits 3",
+       "the minimum for tiers 4,8 (key floor 0) is --kv-avg-bits 4.000"},
+      {gen + "--policy cocktail --doc " + doc + " -p q --kv-k q8", "--kv-k/--kv-v do not apply with --policy cocktail"},
+      {gen + "--policy cocktail --doc " + doc + " -p q --alpha 0.5", "--alpha needs --policy cocktail-paper"},
+      {gen + "--policy comix -p q --relevance-gain 1", "--relevance-gain needs --policy cocktail"},
       {gen + "--policy cocktail-paper -p q", "--policy cocktail-paper needs --doc FILE"},
       {gen + "--policy cocktail-paper --doc " + doc, "--policy cocktail-paper needs a question"},
       {gen + "--policy cocktail-paper --doc /no/such/doc -p q", "cannot read file '/no/such/doc'"},
       {gen + "--policy cocktail-paper --doc " + doc + " -p q --alpha 0.9 --beta 0.2", "alpha + beta must be <= 1"},
       {gen + "--policy cocktail-paper --doc " + doc + " -p q --encoder /no/such/encoder", "does not exist"},
-      {std::string("agents -m ") + kModel + " --doc " + doc + " --questions " + doc + " --policy cocktail",
-       "runs in `chorus eval ppl|kld` so far"},
+      {std::string("agents -m ") + kModel + " --doc " + doc + " --questions " + empty + " --policy cocktail",
+       "has no questions (one per line): --policy cocktail needs them"},
+      {std::string("agents -m ") + kModel + " --doc " + doc + " --questions " + doc + " --policy cocktail --kv-budget 100K",
+       "below this model's minimum of"},
+      {std::string("agents -m ") + kModel + " --doc " + doc + " --questions " + doc + " --policy comix --relevance-gain 2",
+       "--relevance-gain needs --policy cocktail"},
+      {std::string("agents -m ") + kModel + " --doc " + doc + " --questions " + doc + " --policy cocktail --alpha 0.5",
+       "--alpha needs --policy cocktail-paper"},
+      {std::string("agents -m ") + kModel + " --doc " + doc + " --questions " + doc + " --policy cocktail --comix-tiers 3,x",
+       "'x' is not a bit width"},
       {gen + "--policy comix --kv-budget 100K -p q", "below this model's minimum of"},
       {gen + "--doc " + doc + " -p q", "--doc needs --policy"},
       {gen + "--policy comix --kv-k q8 -p q", "--kv-k/--kv-v do not apply with --policy comix"},

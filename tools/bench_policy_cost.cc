@@ -1,0 +1,191 @@
+// `chorus bench --policy-cost` (see bench_policy_cost.h).
+#include "tools/bench_policy_cost.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+
+#include "chorus/engine.h"
+#include "tools/bench_comix.h"  // ParseComixBenchConfig
+#include "util/timer.h"
+
+namespace chorus::cli {
+namespace {
+
+struct CostConfig {
+  std::string name;
+  EngineOptions eo;
+  bool relevance = false;  // cocktail: ShareFor with the question
+};
+
+Result<CostConfig> ParseCostConfig(const std::string& spec, const PolicyCostArgs& a) {
+  const bool cocktail = spec.rfind("cocktail-", 0) == 0;
+  if (spec.rfind("cocktail-paper", 0) == 0)
+    return Status::Error("config '{}': the paper's scheme is measured by `chorus eval needle` (its search and "
+                         "prefill columns); here: f16, kivi4, K/V, comix-FAMILY:AVG[...], cocktail-FAMILY:AVG[...]", spec);
+  CHORUS_ASSIGN_OR_RETURN(ComixBenchConfig c, ParseComixBenchConfig(cocktail ? "comix-" + spec.substr(9) : spec));
+  if (c.worst_case || c.calibrated || c.joint || c.fixed_budget)
+    return Status::Error("config '{}': :bound, :cal, :joint and :budget are `chorus eval comix` options; the engine "
+                         "takes the family, the average bits, :tTIERS and :kB", spec);
+  CostConfig out{.name = spec, .relevance = cocktail};
+  EngineOptions& eo = out.eo;
+  eo.model_path = a.model, eo.threads = a.threads;
+  eo.n_ctx = 0;  // set by the caller from the document
+  eo.encoder_path = a.encoder;
+  eo.comix_join_reserve = 0;  // the one reader is announced (ShareOptions), as `chorus agents` does
+  if (c.comix) {
+    eo.policy = cocktail ? "cocktail" : "comix";
+    eo.comix_family = c.family, eo.kv_avg_bits = c.avg_bits, eo.comix_tiers = c.tiers;
+    eo.comix_min_k_bits = c.min_k_bits;
+  } else {
+    eo.shared_k = c.k, eo.shared_v = c.v;
+    eo.private_k = c.k, eo.private_v = c.v;  // the agent's own blocks as the document's: one format per row
+  }
+  return out;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+}  // namespace
+
+int RunPolicyCostBench(const PolicyCostArgs& a) {
+  std::vector<CostConfig> configs;
+  for (const std::string& s : a.configs) {
+    auto c = ParseCostConfig(s, a);
+    if (!c.ok()) return Fail(c.status());
+    configs.push_back(std::move(c).value());
+  }
+  if (configs.empty()) return Fail(Status::Error("--policy-configs is empty"));
+  if (a.question.find_first_not_of(" \t\r\n") == std::string::npos)
+    return Fail(Status::Error("--question is empty (cocktail needs it: its relevance to each chunk weights the blocks)"));
+  nlohmann::json report = {{"model", a.model}, {"threads", a.threads}, {"tg", a.tg}, {"reps", a.reps},
+                           {"question", a.question}, {"load_average_before", LoadAverage()}};
+  // Every config's document first (all engines stay open), then the decode reps interleaved
+  // config by config, so that each config's reps meet the same load (the machine may be shared).
+  struct Run {
+    std::unique_ptr<Engine> engine;
+    ContextId ctx = 0;
+    std::string prompt;
+    double share_s = 0;
+    EngineStats doc_stats;
+    Engine::AllocationStats doc_alloc;
+    std::vector<double> rates;
+    size_t depth = 0;
+  };
+  std::vector<Run> runs(configs.size());
+  for (size_t i = 0; i < configs.size(); ++i) {
+    CostConfig& c = configs[i];
+    Run& run = runs[i];
+    std::fprintf(stderr, "%s: the document ...\n", c.name.c_str());
+    c.eo.n_ctx = 8192;
+    auto engine_r = Engine::Open(c.eo);
+    if (!engine_r.ok()) return Fail(engine_r.status().Context("config " + c.name));
+    run.engine = std::move(engine_r).value();
+    Engine& engine = *run.engine;
+    const std::string& head = a.frame.first;  // as `chorus agents` frames document and question
+    run.prompt = "\n\nQuestion: " + a.question + a.frame.second;
+    const size_t prompt_tokens = engine.Tokenize(run.prompt, false, true).size();
+    const ShareOptions share{.readers = 1, .reader_tokens = prompt_tokens + size_t(a.tg)};
+    Timer t_share;
+    auto ctx = c.relevance ? engine.ShareFor(head + a.doc, {a.question}, share) : engine.Share(head + a.doc, share);
+    if (!ctx.ok()) return Fail(ctx.status().Context(c.name));
+    run.ctx = *ctx;
+    run.share_s = t_share.Seconds();
+    run.doc_stats = engine.Stats();
+    run.doc_alloc = engine.AllocationTiming();
+  }
+  for (int r = 0; r < a.reps; ++r)
+    for (size_t i = 0; i < configs.size(); ++i) {
+      Run& run = runs[i];
+      std::fprintf(stderr, "%s: decode rep %d ...\n", configs[i].name.c_str(), r + 1);
+      Engine& engine = *run.engine;
+      AgentOptions ao{.temperature = 0.0f, .max_tokens = a.tg, .ignore_eog = true};
+      auto id = engine.Spawn(run.ctx, run.prompt, ao);
+      if (!id.ok()) return Fail(id.status().Context(configs[i].name + ": the agent"));
+      const AgentState& st = *engine.agent(*id);
+      run.depth = st.prompt_tokens;
+      Timer t;
+      while (engine.running() > 0)
+        if (Status s = engine.Step(); !s.ok()) return Fail(s.Context(configs[i].name));
+      const double sec = t.Seconds();
+      if (st.tokens.size() > 1 && sec > 0) run.rates.push_back((st.tokens.size() - 1) / sec);  // the first came with Spawn
+      engine.Forget(*id);
+    }
+  nlohmann::json rows = nlohmann::json::array();
+  for (size_t i = 0; i < configs.size(); ++i) {
+    const CostConfig& c = configs[i];
+    const Run& run = runs[i];
+    const Engine& engine = *run.engine;
+    const size_t doc_tokens = engine.ContextTokens(run.ctx);
+    const double per_1k = 1000.0 / double(doc_tokens), share_s = run.share_s;
+    const EngineStats& doc_stats = run.doc_stats;
+    const Engine::AllocationStats& doc_alloc = run.doc_alloc;
+    const ChunkMapReport* map = engine.chunk_map(run.ctx);
+    const size_t doc_bytes = engine.ContextBytes(run.ctx), fp16 = engine.Fp16Bytes(doc_tokens);
+    const std::vector<double>& rates = run.rates;
+    const size_t depth = run.depth;
+    const EngineStats end_stats = engine.Stats();
+    const Engine::AllocationStats end_alloc = engine.AllocationTiming();
+    nlohmann::json row = {
+        {"config", c.name}, {"policy", c.eo.policy}, {"doc_tokens", doc_tokens}, {"decode_depth", depth},
+        {"doc_bytes", doc_bytes}, {"doc_bytes_over_f16", double(doc_bytes) / fp16},
+        {"share_seconds", share_s},
+        {"search_seconds", map ? map->search_seconds : 0.0},
+        {"search_seconds_per_1k", map ? map->search_seconds * per_1k : 0.0},
+        {"encoder", map ? map->encoder : ""},
+        {"prefill_seconds", map ? map->prefill_seconds : share_s},
+        {"prefill_seconds_per_1k", (map ? map->prefill_seconds : share_s) * per_1k},
+        {"doc_sealed_blocks", doc_stats.sealed_blocks}, {"doc_seal_seconds", doc_stats.seal_seconds},
+        {"doc_seal_seconds_per_1k", doc_stats.seal_seconds * per_1k},
+        {"doc_reallocations", doc_alloc.count}, {"doc_alloc_seconds", doc_alloc.count * doc_alloc.mean_us * 1e-6},
+        {"doc_alloc_max_us", doc_alloc.max_us},
+        {"reallocations", end_alloc.count}, {"alloc_seconds", end_alloc.count * end_alloc.mean_us * 1e-6},
+        {"alloc_mean_us", end_alloc.mean_us}, {"alloc_max_us", end_alloc.max_us},
+        {"decode_sealed_blocks", end_stats.sealed_blocks - doc_stats.sealed_blocks},
+        {"decode_seal_seconds", end_stats.seal_seconds - doc_stats.seal_seconds},
+        {"decode_tokens_per_s", Median(rates)}, {"decode_tokens_per_s_reps", rates}};
+    rows.push_back(row);
+  }
+  report["configs"] = rows;
+  report["load_average_after"] = LoadAverage();
+  if (a.json) {
+    PrintJson(report);
+    return 0;
+  }
+  std::printf("policy cost: %zu-token document + 1 question, %d thread(s), decode %d tokens x %d reps after it "
+              "(reps interleaved across configs)\n",
+              rows[0]["doc_tokens"].get<size_t>(), a.threads, a.tg, a.reps);
+  std::printf("%-26s %8s %9s %10s %10s %13s %10s %9s %9s\n", "config", "bytes/f16", "search", "prefill",
+              "seal", "alloc (doc)", "alloc all", "decode", "depth");
+  std::printf("%-26s %8s %9s %10s %10s %13s %10s %9s %9s\n", "", "", "s/1K tok", "s/1K tok", "s/1K tok", "n / ms",
+              "n / ms", "tok/s", "tokens");
+  for (const nlohmann::json& r : rows) {
+    std::printf("%-26s %7.1f%% %9.3f %10.3f %10.4f %6zu/%6.1f %4zu/%5.1f %9.1f %9zu\n",
+                r["config"].get<std::string>().c_str(), 100 * r["doc_bytes_over_f16"].get<double>(),
+                r["search_seconds_per_1k"].get<double>(), r["prefill_seconds_per_1k"].get<double>(),
+                r["doc_seal_seconds_per_1k"].get<double>(), r["doc_reallocations"].get<size_t>(),
+                1e3 * r["doc_alloc_seconds"].get<double>(), r["reallocations"].get<size_t>(),
+                1e3 * r["alloc_seconds"].get<double>(), r["decode_tokens_per_s"].get<double>(),
+                r["decode_depth"].get<size_t>());
+  }
+  for (const nlohmann::json& r : rows) {
+    const auto& v = r["decode_tokens_per_s_reps"];
+    std::printf("%s: decode reps", r["config"].get<std::string>().c_str());
+    for (const auto& x : v) std::printf(" %.1f", x.get<double>());
+    std::printf("; %zu document blocks x layers sealed in %.3f s, %zu while decoding in %.4f s; share %.2f s%s%s\n",
+                r["doc_sealed_blocks"].get<size_t>(), r["doc_seal_seconds"].get<double>(),
+                r["decode_sealed_blocks"].get<size_t>(), r["decode_seal_seconds"].get<double>(),
+                r["share_seconds"].get<double>(), r["encoder"].get<std::string>().empty() ? "" : "; encoder: ",
+                r["encoder"].get<std::string>().c_str());
+  }
+  std::printf("search = relevance ranking (chunk + question embeddings, cosine); prefill includes sealing; seal = "
+              "formats chosen (reallocations included) + encoding; alloc = the allocator's reallocations "
+              "(document's / whole run)\nload average %.2f -> %.2f\n",
+              report["load_average_before"].get<double>(), report["load_average_after"].get<double>());
+  return 0;
+}
+
+}  // namespace chorus::cli
