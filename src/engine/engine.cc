@@ -323,6 +323,19 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options) {
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 
+namespace {
+// Share / ShareFor: planned readers need their token count, and must fit the context beside the document.
+Status CheckShareOptions(const ShareOptions& options, size_t doc_tokens, size_t n_ctx) {
+  if (options.readers > 0 && options.reader_tokens == 0)
+    return Status::Error("ShareOptions: {} readers planned but reader_tokens is 0 (prompt + max_tokens of each)",
+                         options.readers);
+  if (options.readers > 0 && doc_tokens + options.reader_tokens > n_ctx)
+    return Status::Error("ShareOptions: document ({}) + reader_tokens ({}) exceed the context of {}", doc_tokens,
+                         options.reader_tokens, n_ctx);
+  return Status::Ok();
+}
+}  // namespace
+
 Result<ContextId> Engine::Share(std::string_view text, const Progress& progress) {
   return Share(text, ShareOptions{.progress = progress});
 }
@@ -330,12 +343,7 @@ Result<ContextId> Engine::Share(std::string_view text, const Progress& progress)
 Result<ContextId> Engine::Share(std::string_view text, const ShareOptions& options) {
   Impl& m = *impl_;
   CHORUS_ASSIGN_OR_RETURN(std::vector<int32_t> tokens, m.DocumentTokens(text));
-  if (options.readers > 0 && options.reader_tokens == 0)
-    return Status::Error("ShareOptions: {} readers planned but reader_tokens is 0 (prompt + max_tokens of each)",
-                         options.readers);
-  if (options.readers > 0 && tokens.size() + options.reader_tokens > m.n_ctx)
-    return Status::Error("ShareOptions: document ({}) + reader_tokens ({}) exceed the context of {}", tokens.size(),
-                         options.reader_tokens, m.n_ctx);
+  if (Status s = CheckShareOptions(options, tokens.size(), m.n_ctx); !s.ok()) return s;
   const uint64_t hash = HashTokens(m.salt, tokens);
   if (auto it = m.by_hash.find(hash); it != m.by_hash.end()) {
     m.contexts[it->second].user_refs++;
@@ -367,12 +375,7 @@ Result<ContextId> Engine::ShareFor(std::string_view text, const std::vector<std:
   Impl& m = *impl_;
   const Progress& progress = options.progress;
   CHORUS_ASSIGN_OR_RETURN(std::vector<int32_t> tokens, m.DocumentTokens(text));
-  if (options.readers > 0 && options.reader_tokens == 0)
-    return Status::Error("ShareOptions: {} readers planned but reader_tokens is 0 (prompt + max_tokens of each)",
-                         options.readers);
-  if (options.readers > 0 && tokens.size() + options.reader_tokens > m.n_ctx)
-    return Status::Error("ShareOptions: document ({}) + reader_tokens ({}) exceed the context of {}", tokens.size(),
-                         options.reader_tokens, m.n_ctx);
+  if (Status s = CheckShareOptions(options, tokens.size(), m.n_ctx); !s.ok()) return s;
   if (m.options.policy == "cocktail" &&
       std::all_of(queries.begin(), queries.end(),
                   [](const std::string& q) { return q.find_first_not_of(" \t\r\n") == std::string::npos; }))
