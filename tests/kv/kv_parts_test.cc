@@ -1,10 +1,10 @@
 // Long runs of blocks attended in parts (kPartBlocks = 32 blocks each, merged in order; kv_batch.cc):
 // at 4K tokens of depth every output is bit-identical at 1, 2 and 3 threads (1 and 3 under ASan /
-// TSan; the parts of a KV head are spread over threads only at 2 and 3), prefill (parts attended one after the other by a
-// thread) equals token-by-token decode (parts spread over threads), a batched step of agents on a
-// shared 4K document equals each agent alone — also when the pack is too large for the store's
-// part states and is attended whole —, and the merged result matches the scalar reference, on a
-// global layer and on a sliding-window layer (Gemma 3: window 512) whose window spans two parts.
+// TSan; the parts of a KV head are spread over threads only at 2 and 3), prefill (parts attended one
+// after the other by a thread) equals token-by-token decode (parts spread over threads), a batched
+// step of agents on a shared 4K document equals each agent alone — also when the pack is too large for
+// the store's part states and is attended whole —, and the merged result matches the scalar reference,
+// on a global layer and on a sliding-window layer (Gemma 3: window 512) whose window spans two parts.
 #include <gtest/gtest.h>
 
 #include <cmath>
