@@ -1,6 +1,7 @@
 // Elementwise math (Highway-vectorized where it matters) and scalar reference twins.
 #include "ops/elementwise.h"
 
+#include <algorithm>  // std::copy
 #include <cmath>
 
 #undef HWY_TARGET_INCLUDE
@@ -45,17 +46,22 @@ void GeGluTanhImpl(const float* gate, const float* up, size_t n, float* out) {
   const size_t N = hn::Lanes(d);
   const auto k = hn::Set(d, 0.7978845608028654f), coef = hn::Set(d, 0.044715f), one = hn::Set(d, 1.0f),
              half = hn::Set(d, 0.5f);
-  size_t i = 0;
-  for (; i + N <= n; i += N) {
-    const auto g = hn::LoadU(d, gate + i);
+  auto lanes = [&](const float* gp, const float* up_p, float* op) {
+    const auto g = hn::LoadU(d, gp);
     const auto inner = hn::Mul(hn::Mul(k, g), hn::Add(one, hn::Mul(hn::Mul(coef, g), g)));
     const auto t = hn::Add(one, hn::Tanh(d, inner));
-    hn::StoreU(hn::Mul(hn::Mul(hn::Mul(half, g), t), hn::LoadU(d, up + i)), d, out + i);
-  }
-  for (; i < n; ++i) {
-    const float g = gate[i];
-    out[i] = 0.5f * g * (1.0f + std::tanh(0.7978845608028654f * g * (1.0f + 0.044715f * g * g))) * up[i];
-  }
+    hn::StoreU(hn::Mul(hn::Mul(hn::Mul(half, g), t), hn::LoadU(d, up_p)), d, op);
+  };
+  size_t i = 0;
+  for (; i + N <= n; i += N) lanes(gate + i, up + i, out + i);
+  if (i == n) return;
+  // The last n - i < N elements through the same lanes (zero-padded copies): one formula for all.
+  HWY_ALIGN float g[HWY_MAX_BYTES / sizeof(float)] = {}, u[HWY_MAX_BYTES / sizeof(float)] = {},
+                  o[HWY_MAX_BYTES / sizeof(float)];
+  std::copy(gate + i, gate + n, g);
+  std::copy(up + i, up + n, u);
+  lanes(g, u, o);
+  std::copy(o, o + (n - i), out + i);
 }
 
 }  // namespace HWY_NAMESPACE
