@@ -90,6 +90,11 @@ size_t Engine::Impl::SequenceOwnBytes(const KvSequence& s) const {
   return b;
 }
 
+Status Engine::Impl::AddPlannedReader(uint64_t unit, size_t reader_tokens, size_t doc_tokens, std::string label) {
+  const size_t tail = doc_tokens % kBlockTokens;
+  return comix->AddUnit(unit, reader_tokens + tail, doc_tokens - tail, 1.0, std::move(label));
+}
+
 Result<std::unique_ptr<KvSequence>> Engine::Impl::PrefillDocument(std::span<const int32_t> tokens,
                                                                   std::shared_ptr<CocktailPolicy> cocktail,
                                                                   const Progress& progress, size_t readers,
@@ -136,11 +141,7 @@ Result<std::unique_ptr<KvSequence>> Engine::Impl::PrefillDocument(std::span<cons
     // own, taken over by the real agent when it attaches (as many as fit: the rest will queue).
     for (size_t r = 0; r < readers && planned; ++r) {
       const uint64_t u = kPlannedReaderBit | next_planned++;
-      // A reader recomputes the document's tail (< 32 tokens) in its own KV: planned with it.
-      const size_t tail = tokens.size() % kBlockTokens;
-      if (!comix->AddUnit(u, reader_tokens + tail, tokens.size() - tail, 1.0, fmt::format("planned reader {}", r + 1))
-               .ok())
-        break;
+      if (!AddPlannedReader(u, reader_tokens, tokens.size(), fmt::format("planned reader {}", r + 1)).ok()) break;
       planned->push_back(u);
     }
     comix->SetWeight(sid, double(std::max<size_t>(1, planned ? planned->size() : 0)));
@@ -360,7 +361,7 @@ Result<ContextId> Engine::Share(std::string_view text, const ShareOptions& optio
   if (m.comix) {
     m.contexts.at(id).comix_unit = seq->id();  // its blocks stay in CoMix's accounting
     m.contexts.at(id).planned = std::move(planned);
-    m.contexts.at(id).planned_tokens = options.reader_tokens + m.contexts.at(id).tokens.size() % kBlockTokens;
+    m.contexts.at(id).reader_tokens = options.reader_tokens;
   }
   return id;
 }
@@ -465,7 +466,7 @@ Result<ContextId> Engine::Impl::ShareRelevant(std::vector<int32_t> tokens, const
   const ContextId id = AddContext(std::move(tokens), *seq, hash, /*pin=*/false);
   contexts.at(id).comix_unit = unit;  // its blocks stay in the allocator's accounting
   contexts.at(id).planned = std::move(planned);
-  contexts.at(id).planned_tokens = share.reader_tokens + contexts.at(id).tokens.size() % kBlockTokens;
+  contexts.at(id).reader_tokens = share.reader_tokens;
   chunk_maps[id] = std::move(rep);
   return id;
 }

@@ -53,7 +53,7 @@ struct Engine::Impl {
     size_t bytes = 0;                          // measured: the blocks' cost
     uint64_t comix_unit = 0;                   // comix: the unit its blocks were sealed under
     std::vector<uint64_t> planned;             // comix: units of readers planned by Share, not yet attached
-    size_t planned_tokens = 0;                 // own tokens of each planned reader
+    size_t reader_tokens = 0;                  // comix: prompt + max_tokens of each planned reader
     std::shared_ptr<CocktailPolicy> cocktail;  // a Cocktail context's map (its readers' tail block follows it)
     uint64_t hits = 0;                         // agents admitted reading it (Spawn / Submit with a context)
   };
@@ -107,6 +107,9 @@ struct Engine::Impl {
   // comix: `readers` units of reader_tokens each are planned first (their ids in *planned).
   // cocktail (the allocator): `relevance` (one per 32-token block) weights the unit's blocks; such a
   // document borrows nothing from the prefix cache (its bits were chosen for its questions).
+  // A reader of a document of doc_tokens planned as a CoMix unit: its own reader_tokens and the
+  // document's tail (< 32 tokens), which it recomputes in its own KV, from the tail's first position.
+  Status AddPlannedReader(uint64_t unit, size_t reader_tokens, size_t doc_tokens, std::string label);
   Result<std::unique_ptr<KvSequence>> PrefillDocument(std::span<const int32_t> tokens,
                                                       std::shared_ptr<CocktailPolicy> cocktail,
                                                       const Progress& progress, size_t readers = 0,

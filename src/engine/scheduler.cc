@@ -176,8 +176,7 @@ Result<Engine::Impl::Admit> Engine::Impl::TryAdmit(AgentId id, Agent& a) {
     }
     if (!s.ok()) {
       const Context& c = contexts.at(a.context);
-      if (took && comix->AddUnit(took, c.planned_tokens, c.tokens.size() / kBlockTokens * kBlockTokens, 1.0,
-                                 "planned reader").ok())
+      if (took && AddPlannedReader(took, c.reader_tokens, c.tokens.size(), "planned reader").ok())
         planned->push_back(took);  // the reservation stays for a reader that fits
       last_refusal = s.message();
       return Admit::kNotNow;
