@@ -44,11 +44,6 @@ Result<CostConfig> ParseCostConfig(const std::string& spec, const PolicyCostArgs
   return out;
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
 }  // namespace
 
 int RunPolicyCostBench(const PolicyCostArgs& a) {

@@ -37,11 +37,6 @@ struct BenchArgs {
   std::string encoder;
 };
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 struct Speeds {
   double pp = 0, tg = 0;
   double kv_bytes_per_token = 0;  // the live cache's bytes / its token capacity

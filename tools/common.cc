@@ -5,6 +5,7 @@
 #include "ops/cpu_target.h"       // SetCpuTargetByName, kCpuTargetNames
 #include "ops/matmul.h"           // MatMulPath
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>  // getloadavg
 #include <fstream>
@@ -21,6 +22,12 @@ int Fail(const Status& s) {
 Result<std::unique_ptr<Model>> LoadModel(const std::string& path) {
   if (path.empty()) return Status::Error("no model given (use -m MODEL.gguf; scripts/fetch_model.sh fetches one)");
   return Model::Load(path);
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
 }
 
 Result<std::string> ReadFile(const std::string& path) {

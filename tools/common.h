@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "chorus/engine.h"     // Engine, ChunkMapReport
 #include "engine/kv_config.h"  // KvConfig
@@ -33,6 +34,9 @@ int Fail(const Status& s);
 
 // Loads a model or returns an error naming the path and problem.
 Result<std::unique_ptr<Model>> LoadModel(const std::string& path);
+
+// The median of repeated measurements (the upper middle for an even count; 0 for none).
+double Median(std::vector<double> v);
 
 // Reads a whole text file (error names the path).
 Result<std::string> ReadFile(const std::string& path);
