@@ -57,15 +57,22 @@ TEST(KvExactness, F16BlocksGiveTheFoundationsGreedyTokens) {
   const auto want = Greedy(m, dense, prompt, 48, &dense_logits, &margins);
   KvRuntime rt = MakeKvRuntime(m.config(), KvConfig{});
   auto seq = rt.store->NewSequence(512);
-  const auto got = Greedy(m, *seq, prompt, 48, &block_logits);
-  // The two caches sum attention in different orders (~1e-7), which may flip a near-tie: tokens
-  // must agree up to the first step whose top-2 margin is below 0.02 logits (this prompt has one
-  // of 0.002 at step 31, and none below 0.07 before it).
-  size_t n_same = 0;
-  while (n_same < want.size() && margins[n_same] >= 0.02f) ++n_same;
-  EXPECT_GE(n_same, 24u) << "the prompt should give a long stretch without near-ties";
+  std::vector<float> block_margins;
+  const auto got = Greedy(m, *seq, prompt, 48, &block_logits, &block_margins);
+  // The two caches' logits differ at the measured floor (mean KL 3.2e-3, as llama.cpp's flash
+  // attention on/off): their top-2 margins differ by up to ~0.2 logits at steps where they agree
+  // (step 34 of this prompt: 1.93 vs 1.74). So the greedy tokens must agree for a long stretch, and
+  // where they first part, both runs must be at a near-tie (top-2 margin < 0.25 in each). With the
+  // SIMD SwiGLU (Highway Exp) they part at step 35 (margins 0.12 dense, 0.06 blocks); with glibc's
+  // expf the old rule stopped at step 31's 0.002 tie (now 0.05).
   ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < n_same; ++i) EXPECT_EQ(got[i], want[i]) << "step " << i;
+  size_t n_same = 0;
+  while (n_same < want.size() && got[n_same] == want[n_same]) ++n_same;
+  EXPECT_GE(n_same, 24u) << "the caches part early: step " << n_same;
+  if (n_same < want.size()) {
+    EXPECT_LT(margins[n_same], 0.25f) << "step " << n_same << ": not a near-tie in the dense run";
+    EXPECT_LT(block_margins[n_same], 0.25f) << "step " << n_same << ": not a near-tie in the blocks";
+  }
 
   // q8/q8 stays close: same first greedy token at least, and the store holds fewer bytes.
   KvRuntime rt8 = MakeKvRuntime(m.config(), KvConfig{.k = KvFormat::kQ8, .v = KvFormat::kQ8});

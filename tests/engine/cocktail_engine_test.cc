@@ -62,7 +62,9 @@ TEST(CocktailEngine, ChunkMapCoversContextAndIsMeasuredSmaller) {
   // An agent reads the reordered context and answers with the planted fact (greedy): catches a map
   // that puts the fact's chunk at INT2, or a reorder that breaks what the agent reads.
   auto a = engine->Spawn(*ctx, "\n\nQuestion: What is the access code for the north gate?\nAnswer:",
-                         {.max_tokens = 8, .ignore_eog = true});  // always 8 tokens: the fact must be in them
+                         {.max_tokens = 16, .ignore_eog = true});  // always 16 tokens: the fact must be in them
+  // (16, not 8: the first token is a near-tie between <|im_end|> and " ", 0.11 logits with glibc's
+  // expf in SwiGLU, -0.05 with Highway's Exp; after <|im_end|> the model restarts and says 4817 later.)
   ASSERT_TRUE(a.ok()) << a.status().message();
   while (engine->running() > 0) ASSERT_TRUE(engine->Step().ok());
   EXPECT_NE(engine->agent(*a)->text.find("4817"), std::string::npos) << "answer: " << engine->agent(*a)->text;
