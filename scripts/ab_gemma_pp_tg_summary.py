@@ -5,11 +5,25 @@ import statistics as st
 import sys
 
 rows = [json.loads(line) for line in open(sys.argv[1])]
+# Several llama.cpp builds (LLAMA_BENCH a:b): each as L:<build dir>, and L = the best build per rep and test.
+peers = sorted({r["peer"] for r in rows if r["who"] == "L" and "peer" in r})
+if len(peers) > 1:
+    best = {}
+    for r in rows:
+        if r["who"] != "L":
+            continue
+        for k in ("pp", "tg"):
+            if k in r:
+                key = (r["t"], r["rep"], k)
+                best[key] = max(best.get(key, 0), r[k])
+        r["who"] = "L:" + r["peer"].split("/")[-3]
+    rows += [{"who": "L", "t": t, "rep": rep, k: v, "load": 0} for (t, rep, k), v in best.items()]
+whos = ["A", "B"] + ["L:" + p.split("/")[-3] for p in peers if len(peers) > 1] + ["L"]
 for t in sorted({r["t"] for r in rows}):
     for k in ("pp", "tg"):
         med, out = {}, []
-        for who in ("A", "B", "L"):
-            v = [r[k] for r in rows if r["t"] == t and r["who"] == who]
+        for who in whos:
+            v = [r[k] for r in rows if r["t"] == t and r["who"] == who and k in r]
             if v:
                 med[who] = st.median(v)
                 out.append(f"{who} {med[who]:.1f} ({min(v):.1f}-{max(v):.1f})")
@@ -17,7 +31,7 @@ for t in sorted({r["t"] for r in rows}):
         if "L" in med:
             ratio += "".join(f"  {w}/L {med[w] / med['L']:.3f}" for w in ("A", "B") if w in med)
         print(f"t={t} {k}: " + " | ".join(out) + ratio)
-loads = [r["load"] for r in rows]
+loads = [r["load"] for r in rows if r["load"]]
 print(f"load average {min(loads):.1f}-{max(loads):.1f}")
 for t in sorted({r["t"] for r in rows}):
     p = [r["int8"] / 1e9 for r in rows if r["t"] == t and "int8" in r]
