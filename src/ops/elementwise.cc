@@ -39,6 +39,21 @@ void AxpyImpl(float a, const float* x, size_t n, float* y) {
   for (; i < n; ++i) y[i] += a * x[i];
 }
 
+// out[i] = f(gate[i], up[i]) through `lanes` (N elements per call); the last n mod N elements through the
+// same lanes too (zero-padded copies): one formula for every element, whatever n.
+template <class Lanes>
+HWY_INLINE void GatedLanes(const float* gate, const float* up, size_t n, float* out, size_t N, const Lanes& lanes) {
+  size_t i = 0;
+  for (; i + N <= n; i += N) lanes(gate + i, up + i, out + i);
+  if (i == n) return;
+  HWY_ALIGN float g[HWY_MAX_BYTES / sizeof(float)] = {}, u[HWY_MAX_BYTES / sizeof(float)] = {},
+                  o[HWY_MAX_BYTES / sizeof(float)];
+  std::copy(gate + i, gate + n, g);
+  std::copy(up + i, up + n, u);
+  lanes(g, u, o);
+  std::copy(o, o + (n - i), out + i);
+}
+
 // silu(gate) · up = gate / (1 + exp(-gate)) · up with Highway's Exp (≤ 1 ULP from std::exp); glibc's
 // scalar expf per element was the SwiGLU of every llama-family MLP. exp's argument is capped at 104 (the
 // top of Highway's valid range; exp overflows to +inf from 88.7 as std::exp does, so gate < -88.7 gives -0).
@@ -51,16 +66,7 @@ void SwiGluImpl(const float* gate, const float* up, size_t n, float* out) {
     const auto e = hn::Exp(d, hn::Min(hn::Neg(g), cap));
     hn::StoreU(hn::Mul(hn::Div(g, hn::Add(one, e)), hn::LoadU(d, up_p)), d, op);
   };
-  size_t i = 0;
-  for (; i + N <= n; i += N) lanes(gate + i, up + i, out + i);
-  if (i == n) return;
-  // The last n - i < N elements through the same lanes (zero-padded copies), as in GeGluTanhImpl.
-  HWY_ALIGN float g[HWY_MAX_BYTES / sizeof(float)] = {}, u[HWY_MAX_BYTES / sizeof(float)] = {},
-                  o[HWY_MAX_BYTES / sizeof(float)];
-  std::copy(gate + i, gate + n, g);
-  std::copy(up + i, up + n, u);
-  lanes(g, u, o);
-  std::copy(o, o + (n - i), out + i);
+  GatedLanes(gate, up, n, out, N, lanes);
 }
 
 // gelu_tanh(gate) · up, the scalar GeGluTanh's expression with Highway's Tanh (≤ 4 ULP from std::tanh);
@@ -76,16 +82,7 @@ void GeGluTanhImpl(const float* gate, const float* up, size_t n, float* out) {
     const auto t = hn::Add(one, hn::Tanh(d, inner));
     hn::StoreU(hn::Mul(hn::Mul(hn::Mul(half, g), t), hn::LoadU(d, up_p)), d, op);
   };
-  size_t i = 0;
-  for (; i + N <= n; i += N) lanes(gate + i, up + i, out + i);
-  if (i == n) return;
-  // The last n - i < N elements through the same lanes (zero-padded copies): one formula for all.
-  HWY_ALIGN float g[HWY_MAX_BYTES / sizeof(float)] = {}, u[HWY_MAX_BYTES / sizeof(float)] = {},
-                  o[HWY_MAX_BYTES / sizeof(float)];
-  std::copy(gate + i, gate + n, g);
-  std::copy(up + i, up + n, u);
-  lanes(g, u, o);
-  std::copy(o, o + (n - i), out + i);
+  GatedLanes(gate, up, n, out, N, lanes);
 }
 
 }  // namespace HWY_NAMESPACE
