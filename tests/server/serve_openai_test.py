@@ -244,8 +244,16 @@ class ServeSharing(unittest.TestCase):
             t_warm = sorted(t for t, _ in wave2)[len(wave2) // 2]
             print(f"  TTFT cold (slowest of wave 1) {t_cold:.2f} s, warm (median of wave 2) {t_warm:.3f} s "
                   f"= {100 * t_warm / t_cold:.1f} %")
-            m = srv.metrics()
-            self.assertEqual(m['chorus_kv_bytes{kind="in_use"}'], 0.0)  # nothing running: no blocks in use
+            # nothing running: no blocks in use. Seen once under load: 22 MB still in use right after the clients
+            # returned, 0 on rerun (the release can trail the last chunk sent):
+            # poll for up to 10 s; a leak stays above 0.
+            deadline = time.time() + 10
+            while True:
+                m = srv.metrics()
+                if m['chorus_kv_bytes{kind="in_use"}'] == 0.0 or time.time() > deadline:
+                    break
+                time.sleep(0.1)
+            self.assertEqual(m['chorus_kv_bytes{kind="in_use"}'], 0.0)
 
 
 if __name__ == "__main__":
