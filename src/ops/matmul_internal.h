@@ -110,5 +110,8 @@ void ForPanelTokens(const JobList& jobs, size_t n_tok, size_t chunk, size_t g0, 
 void MatMulDispatch(const WeightView* ws, float* const* ys, size_t n, const float* x, size_t n_tok,
                     ThreadPool& pool);
 const char* MatMulTargetName();
+// Highway's targets matmul_kernels.cc compiled (HWY_TARGETS there: it adds AVX3_DL, and the
+// sanitizer builds drop the AVX-512 ones).
+int64_t MatMulCompiledTargets();
 
 }  // namespace chorus::ops_internal

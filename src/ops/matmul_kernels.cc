@@ -78,6 +78,7 @@ void MatMulDispatch(const WeightView* ws, float* const* ys, size_t n, const floa
   HWY_DYNAMIC_DISPATCH(MatMulImpl)(ws, ys, n, x, n_tok, pool);
 }
 const char* MatMulTargetName() { return HWY_DYNAMIC_DISPATCH(TargetNameImpl)(); }
+int64_t MatMulCompiledTargets() { return HWY_TARGETS; }
 }  // namespace ops_internal
 }  // namespace chorus
 #endif  // HWY_ONCE
