@@ -35,6 +35,8 @@ constexpr Shape kShapes[] = {
     // Gemma 3 270M Q4_K_M (models/gemma-3-270m-q4_k_m.gguf): the tied output and one of each other type
     {"gemma3_output_262144x640_Q8_0", GgmlType::kQ8_0, 262144, 640},
     {"gemma3_ffn_up_2048x640_Q5_0", GgmlType::kQ5_0, 2048, 640},
+    {"gemma3_attn_q_1024x640_Q5_0", GgmlType::kQ5_0, 1024, 640},
+    {"gemma3_attn_k_256x640_Q5_0", GgmlType::kQ5_0, 256, 640},
     {"gemma3_attn_output_640x1024_Q4_K", GgmlType::kQ4_K, 640, 1024},
     {"gemma3_ffn_down_640x2048_Q6_K", GgmlType::kQ6_K, 640, 2048},
     // the same shapes in Q4_0 (llama-quantize's Q4_0 conversion of that file): the per-weight speed
@@ -186,19 +188,24 @@ void BM_ModelMatMuls(benchmark::State& state) {
 // Gemma 3 270M's weight matmuls as ForwardPass runs them (one MatMul per matrix): 18 layers of
 // q 1024×640, k, v 256×640, o 640×1024, gate, up 2048×640, down 640×2048, in the Q4_K_M file's types
 // (q, k, gate, up Q5_0; v Q5_0 / Q8_0 and down Q4_K / Q6_K on alternate layers, 9 each as in the
-// file; o Q4_K) or all Q4_0 (q40 = 1: llama-quantize's Q4_0 conversion), + the Q8_0 tied output
+// file; o Q4_K; types = 0) or all Q4_0 (types = 1: llama-quantize's Q4_0 conversion), all Q5_0 (2), the
+// file's with Q5_0 for its K-quants (3) or for its Q8_0 v (4): which type slows the mix; + the Q8_0 tied output
 // 262,144×640 when n_tok = 1 (a decode step reads it; a prefill computes logits for its last row only).
 void BM_GemmaMatMuls(benchmark::State& state) {
   const size_t n_tok = state.range(0);
   const int threads = static_cast<int>(state.range(1));
-  const bool q40 = state.range(2) != 0;
-  static ModelMats mats[2];
-  ModelMats& m = mats[q40];
+  const int64_t types = state.range(2);
+  static ModelMats mats[5];
+  ModelMats& m = mats[types];
   if (m.views.empty()) {
     std::vector<Shape> all;
     for (int l = 0; l < 18; ++l) {
       const bool odd = l % 2 == 1;
-      auto t = [&](GgmlType k) { return q40 ? GgmlType::kQ4_0 : k; };
+      auto t = [&](GgmlType k) {
+        if (types == 3 && (k == GgmlType::kQ4_K || k == GgmlType::kQ6_K)) return GgmlType::kQ5_0;
+        if (types == 4 && k == GgmlType::kQ8_0) return GgmlType::kQ5_0;
+        return types == 1 ? GgmlType::kQ4_0 : types == 2 ? GgmlType::kQ5_0 : k;
+      };
       const Shape layer[] = {{"q", t(GgmlType::kQ5_0), 1024, 640},
                              {"k", t(GgmlType::kQ5_0), 256, 640},
                              {"v", t(odd ? GgmlType::kQ8_0 : GgmlType::kQ5_0), 256, 640},
@@ -245,9 +252,9 @@ void RegisterAll() {
       ->Args({8, 1, 1})->Args({12, 1, 1})->Args({13, 1, 1})->Args({15, 1, 1})->Args({16, 1, 1})->Args({24, 1, 1})
       ->Unit(benchmark::kMillisecond)->UseRealTime();
   benchmark::RegisterBenchmark("GemmaMatMuls", BM_GemmaMatMuls)
-      ->ArgNames({"n_tok", "threads", "q40"})
+      ->ArgNames({"n_tok", "threads", "types"})
       ->Args({512, 1, 0})->Args({512, 1, 1})->Args({512, 2, 0})->Args({512, 2, 1})
-      ->Args({1, 1, 0})->Args({1, 1, 1})->Args({1, 2, 0})->Args({1, 2, 1})
+      ->Args({1, 1, 0})->Args({1, 1, 1})->Args({1, 2, 0})->Args({1, 2, 1})->Args({1, 1, 2})->Args({1, 1, 3})->Args({1, 1, 4})
       ->Unit(benchmark::kMillisecond)->UseRealTime();
 }
 
