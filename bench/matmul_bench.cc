@@ -5,7 +5,10 @@
 // that every iteration reads them from L3/DRAM as decode does, not from L2.
 #include <benchmark/benchmark.h>
 
+#include <chrono>
 #include <cstring>
+#include <map>
+#include <string>
 #include <memory>
 #include <random>
 #include <vector>
@@ -224,10 +227,26 @@ void BM_GemmaMatMuls(benchmark::State& state) {
   std::mt19937 rng(6);
   std::normal_distribution<float> nd;
   for (auto& v : x) v = nd(rng);
+  // Each type's time and bytes within the sequence (its GB/s there, not alone): GB/s_<type> counters;
+  // the tied output (the last matrix) counted apart as "out".
+  std::map<std::string, std::pair<double, double>> by_type;  // name → (seconds, bytes per iteration)
+  std::vector<std::pair<double, double>*> slot(n_mats);
+  for (size_t i = 0; i < n_mats; ++i) {
+    const WeightView& w = m.views[i];
+    auto& e = by_type[i + 1 == m.views.size() ? std::string("out") : std::string(GgmlTraitsOf(w.type).name)];
+    e.second += static_cast<double>(w.rows) * w.row_bytes;
+    slot[i] = &e;
+  }
   for (auto _ : state) {
-    for (size_t i = 0; i < n_mats; ++i) MatMul(m.views[i], x.data(), n_tok, y.data(), pool);
+    for (size_t i = 0; i < n_mats; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      MatMul(m.views[i], x.data(), n_tok, y.data(), pool);
+      slot[i]->first += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
     benchmark::DoNotOptimize(y.data());
   }
+  for (const auto& [name, e] : by_type)
+    if (e.first > 0) state.counters["GB/s_" + name] = e.second * static_cast<double>(state.iterations()) / e.first / 1e9;
   double flops = m.flops_per_tok, bytes = m.weight_bytes;  // of the matrices run
   if (n_tok != 1) {
     flops -= 2.0 * m.views.back().rows * m.views.back().cols;
