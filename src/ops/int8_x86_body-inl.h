@@ -41,6 +41,7 @@ HWY_INLINE void PanelTokens(const Panel8& pn, size_t cols, const uint8_t* act, s
 // no division per step (two 64-bit divisions per block were ~9 % of the Q8_0 decode kernel's samples).
 class PrefetchSpread {
  public:
+  PrefetchSpread() = default;
   PrefetchSpread(const uint8_t* next, size_t bytes, size_t n)
       : next_(next), q_(next ? bytes / n : 0), r_(next ? bytes % n : 0), n_(n) {}
   HWY_INLINE void Step() {
@@ -56,8 +57,8 @@ class PrefetchSpread {
   }
 
  private:
-  const uint8_t* next_;
-  size_t q_, r_, n_, rem_ = 0, e_ = 0;
+  const uint8_t* next_ = nullptr;
+  size_t q_ = 0, r_ = 0, n_ = 1, rem_ = 0, e_ = 0;
 };
 
 // Q4_0 / Q4_1 / Q5_0 / Q8_0 / Q4_K / Q6_K rows (8, clamped like PackPanel8) × one token straight
@@ -67,27 +68,45 @@ class PrefetchSpread {
 // packing computes (K-quant scales for 8 rows at once: KQuantScales8, Q6KScales8): the same bits as
 // the panel path, without the stage and the transpose (decode: the unpack / per-call panel packing
 // dominated the profiles of Gemma 3's tensors and of SmolLM2's Q4_1 ones).
-template <GgmlType kType>
-HWY_INLINE void DirectRowsToken(const uint8_t* const* rp, size_t cols, const uint8_t* act, const Int8ActLayout& l,
-                                float* y, size_t n_rows, const uint8_t* next = nullptr, size_t next_bytes = 0) {
+// kP panels at once (rps[8 p + i]: row i of panel p; ys[p], n_rows[p]; nexts[p], next_bytes[p]: what
+// panel p prefetches), in lock step block by block: each panel's operations are those of the panel
+// alone, only interleaved — kP streams through memory at once (as Q8Rows' lock-step rows).
+template <GgmlType kType, int kP>
+HWY_INLINE void DirectPanelsToken(const uint8_t* const* rps, size_t cols, const uint8_t* act, const Int8ActLayout& l,
+                                  float* const* ys, const size_t* n_rows, const uint8_t* const* nexts,
+                                  const size_t* next_bytes) {
   static_assert(kType == GgmlType::kQ4_0 || kType == GgmlType::kQ4_1 || kType == GgmlType::kQ5_0 ||
                 kType == GgmlType::kQ8_0 || kType == GgmlType::kQ4_K || kType == GgmlType::kQ6_K);
   const float* dx = reinterpret_cast<const float*>(act + l.dx_off);
   const float* s = reinterpret_cast<const float*>(act + l.s_off);
-  __m256 acc = _mm256_setzero_ps();
-  PrefetchSpread pf(next_bytes ? next : nullptr, next_bytes, kType == GgmlType::kQ4_K || kType == GgmlType::kQ6_K ? cols / 256 : cols / 32);
+  __m256 accs[kP];
+  PrefetchSpread pfs[kP];
+#pragma GCC unroll 4
+  for (int p = 0; p < kP; ++p) {
+    accs[p] = _mm256_setzero_ps();
+    pfs[p] = PrefetchSpread(next_bytes[p] ? nexts[p] : nullptr, next_bytes[p],
+                            kType == GgmlType::kQ4_K || kType == GgmlType::kQ6_K ? cols / 256 : cols / 32);
+  }
   // sub-block j (global; its activations' scale dx[jx]) with integer sums isum
-  auto add = [&](__m256i isum, __m256 dwv, __m256 mv, size_t j, size_t jx) {
+  auto add = [&](__m256& acc, __m256i isum, __m256 dwv, __m256 mv, size_t j, size_t jx) {
     const __m256 sc = _mm256_mul_ps(dwv, _mm256_set1_ps(dx[jx]));
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), sc, acc);
     acc = _mm256_fmadd_ps(mv, _mm256_set1_ps(s[j]), acc);
   };
-  auto step = [&](const __m256i* v, __m256 dwv, __m256 mv, size_t j) { add(TransposeSum8(v), dwv, mv, j, j); };
+  auto step = [&](__m256& acc, const __m256i* v, __m256 dwv, __m256 mv, size_t j) {
+    add(acc, TransposeSum8(v), dwv, mv, j, j);
+  };
+#define CHORUS_EACH_PANEL                             \
+  _Pragma("GCC unroll 4") for (int p = 0; p < kP; ++p) { \
+    const uint8_t* const* rp = rps + 8 * p;           \
+    __m256& acc = accs[p];                            \
+    PrefetchSpread& pf = pfs[p];
   if constexpr (kType == GgmlType::kQ8_0) {  // signed codes: |w| · sign(x, w), no m term
     for (size_t b = 0; b < cols / 32; ++b) {
-      pf.Step();
       const size_t off = b * sizeof(BlockQ8_0);
       const __m256i xv = _mm256_load_si256(reinterpret_cast<const __m256i*>(act + 32 * b));
+      CHORUS_EACH_PANEL
+      pf.Step();
       __m256i v[8];
 #pragma GCC unroll 8
       for (int i = 0; i < 8; ++i) {
@@ -96,12 +115,14 @@ HWY_INLINE void DirectRowsToken(const uint8_t* const* rp, size_t cols, const uin
       }
       const __m256 sc = _mm256_mul_ps(Halves8(rp, off), _mm256_set1_ps(dx[b]));
       acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(TransposeSum8(v)), sc, acc);
+      }
     }
   } else if constexpr (kType == GgmlType::kQ4_0 || kType == GgmlType::kQ4_1 || kType == GgmlType::kQ5_0) {
     for (size_t b = 0; b < cols / 32; ++b) {  // 32-element blocks: one sub-block each
-      pf.Step();
       const size_t off = b * kBlock32Bytes<kType>;
       const __m256i xv = _mm256_load_si256(reinterpret_cast<const __m256i*>(act + 32 * b));
+      CHORUS_EACH_PANEL
+      pf.Step();
       __m256i v[8];
 #pragma GCC unroll 8
       for (int i = 0; i < 8; ++i) v[i] = Dot::Partial(Block32Codes<kType>(rp[i] + off), xv);
@@ -109,16 +130,18 @@ HWY_INLINE void DirectRowsToken(const uint8_t* const* rp, size_t cols, const uin
         static_assert(offsetof(BlockQ4_1, m) == 2);
         __m256 dwv, mv;
         HalfPairs8(rp, off, &dwv, &mv);
-        step(v, dwv, mv, b);
+        step(acc, v, dwv, mv, b);
       } else {
         const __m256 dwv = Halves8(rp, off);
-        step(v, dwv, _mm256_mul_ps(dwv, _mm256_set1_ps(kType == GgmlType::kQ5_0 ? -16.0f : -8.0f)), b);
+        step(acc, v, dwv, _mm256_mul_ps(dwv, _mm256_set1_ps(kType == GgmlType::kQ5_0 ? -16.0f : -8.0f)), b);
+      }
       }
     }
   } else if constexpr (kType == GgmlType::kQ6_K) {  // 16-element sub-blocks: two per 32 codes
     __m256 dw[16];
     for (size_t b = 0; b < cols / 256; ++b) {
       const size_t off = b * sizeof(BlockQ6_K);
+      CHORUS_EACH_PANEL
       pf.Step();
       Q6KScales8(rp, off, dw);
 #pragma GCC unroll 2
@@ -133,15 +156,17 @@ HWY_INLINE void DirectRowsToken(const uint8_t* const* rp, size_t cols, const uin
           TransposeSum8Halves(v, &lo, &hi);
           const int j = 8 * h + 2 * k;  // sub-block in the super-block
           const __m256 m32 = _mm256_set1_ps(-32.0f);
-          add(lo, dw[j], _mm256_mul_ps(m32, dw[j]), 16 * b + j, c32);
-          add(hi, dw[j + 1], _mm256_mul_ps(m32, dw[j + 1]), 16 * b + j + 1, c32);
+          add(acc, lo, dw[j], _mm256_mul_ps(m32, dw[j]), 16 * b + j, c32);
+          add(acc, hi, dw[j + 1], _mm256_mul_ps(m32, dw[j + 1]), 16 * b + j + 1, c32);
         }
+      }
       }
     }
   } else {
     __m256 dw[8], mn[8];  // [sub-block], lane = row
     for (size_t b = 0; b < cols / 256; ++b) {
       const size_t off = b * sizeof(BlockQ4_K);
+      CHORUS_EACH_PANEL
       pf.Step();
       KQuantScales8(rp, off, dw, mn);
       for (int c = 0; c < 4; ++c) {
@@ -155,12 +180,14 @@ HWY_INLINE void DirectRowsToken(const uint8_t* const* rp, size_t cols, const uin
           __m256i v[8];
 #pragma GCC unroll 8
           for (int i = 0; i < 8; ++i) v[i] = Dot::Partial(half ? Hi4(q[i]) : Lo4(q[i]), xv);
-          step(v, dw[j], mn[j], 8 * b + j);
+          step(acc, v, dw[j], mn[j], 8 * b + j);
         }
+      }
       }
     }
   }
-  StoreRows(y, acc, n_rows);
+#undef CHORUS_EACH_PANEL
+  for (int p = 0; p < kP; ++p) StoreRows(ys[p], accs[p], n_rows[p]);
 }
 
 // Panels (global 8-row groups) [g0, g1) × all tokens: each panel packed once per chunk of
@@ -168,6 +195,8 @@ HWY_INLINE void DirectRowsToken(const uint8_t* const* rp, size_t cols, const uin
 // Up to this many tokens Q4_0 / Q4_1 / Q5_0 / Q8_0 / Q4_K / Q6_K take DirectRowsToken (its work grows with the
 // tokens, the panel's does not).
 inline constexpr size_t kDirectMaxTok = 2;
+// Panels a decode thread reads in lock step (DirectPanelsToken).
+inline constexpr size_t kDirectStreams = 4;
 
 template <int kSub, int kBatch, bool kSigned>
 void Int8Groups(const ops_internal::JobList& jobs, const uint8_t* act, size_t n_tok, size_t g0, size_t g1) {
@@ -182,37 +211,50 @@ void Int8Groups(const ops_internal::JobList& jobs, const uint8_t* act, size_t n_
       (kSigned || (kSub == 32 ? type == GgmlType::kQ4_0 || type == GgmlType::kQ4_1 || type == GgmlType::kQ5_0 ||
                                     type == GgmlType::kQ4_K
                               : type == GgmlType::kQ6_K))) {
-    const uint8_t* rp[8];
-    const uint8_t* next = nullptr;
-    size_t next_bytes = 0;
-    ops_internal::ForPanelTokens(
-        jobs, n_tok, ops_internal::kPanelTokChunk, g0, g1,
-        [&](const WeightView& w, size_t r0) {
-          for (size_t i = 0; i < 8; ++i) rp[i] = w.data + std::min(r0 + i, w.rows - 1) * w.row_bytes;
+    // A thread's panels of a matrix as kDirectStreams equal parts read in lock step (the rest, fewer
+    // than kDirectStreams panels, one at a time): each panel's operations are its own, so the bits
+    // are those of one panel after the other.
+    jobs.ForRange(g0, g1, [&](size_t j, size_t p0, size_t p1) {
+      const WeightView& w = jobs.ws[j];
+      auto run = [&]<int kP>(const size_t* panels) {
+        const uint8_t* rp[8 * kP];
+        const uint8_t* next[kP];
+        size_t next_bytes[kP], n_rows[kP], none[kP] = {};
+        for (int q = 0; q < kP; ++q) {
+          const size_t r0 = panels[q] * 8;
+          for (size_t i = 0; i < 8; ++i) rp[8 * q + i] = w.data + std::min(r0 + i, w.rows - 1) * w.row_bytes;
           // the next panel's rows (contiguous), requested while this one is computed
-          next = rp[0] + 8 * w.row_bytes;
-          next_bytes = r0 + 8 < w.rows ? std::min<size_t>(8, w.rows - r0 - 8) * w.row_bytes : 0;
-        },
-        [&](size_t j, size_t r0, size_t n_rows, size_t t0, size_t nt) {
-          const size_t ldy = jobs.ws[j].rows;
-          for (size_t t = t0; t < t0 + nt; ++t) {
-            float* y = jobs.ys[j] + t * ldy + r0;
-            const uint8_t* a = act + t * l.stride;
-            const uint8_t* pf = t == t0 && next_bytes ? next : nullptr;  // once per panel
-            if constexpr (kSigned) {
-              DirectRowsToken<GgmlType::kQ8_0>(rp, cols, a, l, y, n_rows, pf, next_bytes);
-            } else if constexpr (kSub == 16) {
-              DirectRowsToken<GgmlType::kQ6_K>(rp, cols, a, l, y, n_rows, pf, next_bytes);
-            } else {
-              switch (type) {
-                case GgmlType::kQ4_0: DirectRowsToken<GgmlType::kQ4_0>(rp, cols, a, l, y, n_rows, pf, next_bytes); break;
-                case GgmlType::kQ4_1: DirectRowsToken<GgmlType::kQ4_1>(rp, cols, a, l, y, n_rows, pf, next_bytes); break;
-                case GgmlType::kQ5_0: DirectRowsToken<GgmlType::kQ5_0>(rp, cols, a, l, y, n_rows, pf, next_bytes); break;
-                default: DirectRowsToken<GgmlType::kQ4_K>(rp, cols, a, l, y, n_rows, pf, next_bytes); break;
-              }
+          next[q] = rp[8 * q] + 8 * w.row_bytes;
+          next_bytes[q] = r0 + 8 < w.rows ? std::min<size_t>(8, w.rows - r0 - 8) * w.row_bytes : 0;
+          n_rows[q] = std::min<size_t>(8, w.rows - r0);
+        }
+        for (size_t t = 0; t < n_tok; ++t) {
+          float* y[kP];
+          for (int q = 0; q < kP; ++q) y[q] = jobs.ys[j] + t * w.rows + panels[q] * 8;
+          const uint8_t* a = act + t * l.stride;
+          const size_t* nb = t == 0 ? next_bytes : none;  // once per panel
+          if constexpr (kSigned) {
+            DirectPanelsToken<GgmlType::kQ8_0, kP>(rp, cols, a, l, y, n_rows, next, nb);
+          } else if constexpr (kSub == 16) {
+            DirectPanelsToken<GgmlType::kQ6_K, kP>(rp, cols, a, l, y, n_rows, next, nb);
+          } else {
+            switch (type) {
+              case GgmlType::kQ4_0: DirectPanelsToken<GgmlType::kQ4_0, kP>(rp, cols, a, l, y, n_rows, next, nb); break;
+              case GgmlType::kQ4_1: DirectPanelsToken<GgmlType::kQ4_1, kP>(rp, cols, a, l, y, n_rows, next, nb); break;
+              case GgmlType::kQ5_0: DirectPanelsToken<GgmlType::kQ5_0, kP>(rp, cols, a, l, y, n_rows, next, nb); break;
+              default: DirectPanelsToken<GgmlType::kQ4_K, kP>(rp, cols, a, l, y, n_rows, next, nb); break;
             }
           }
-        });
+        }
+      };
+      const size_t part = (p1 - p0) / kDirectStreams;
+      for (size_t k = 0; k < part; ++k) {
+        size_t panels[kDirectStreams];
+        for (size_t q = 0; q < kDirectStreams; ++q) panels[q] = p0 + q * part + k;
+        run.template operator()<static_cast<int>(kDirectStreams)>(panels);
+      }
+      for (size_t p = p0 + kDirectStreams * part; p < p1; ++p) run.template operator()<1>(&p);
+    });
     return;
   }
   ops_internal::ForPanelTokens(
