@@ -84,8 +84,7 @@ HWY_INLINE void DirectPanelsToken(const uint8_t* const* rps, size_t cols, const 
 #pragma GCC unroll 4
   for (int p = 0; p < kP; ++p) {
     accs[p] = _mm256_setzero_ps();
-    pfs[p] = PrefetchSpread(next_bytes[p] ? nexts[p] : nullptr, next_bytes[p],
-                            kType == GgmlType::kQ4_K || kType == GgmlType::kQ6_K ? cols / 256 : cols / 32);
+    pfs[p] = PrefetchSpread(next_bytes[p] ? nexts[p] : nullptr, next_bytes[p], cols / 32);  // a step per 32 columns
   }
   // sub-block j (global; its activations' scale dx[jx]) with integer sums isum
   auto add = [&](__m256& acc, __m256i isum, __m256 dwv, __m256 mv, size_t j, size_t jx) {
@@ -142,13 +141,13 @@ HWY_INLINE void DirectPanelsToken(const uint8_t* const* rps, size_t cols, const 
     for (size_t b = 0; b < cols / 256; ++b) {
       const size_t off = b * sizeof(BlockQ6_K);
       CHORUS_EACH_PANEL
-      pf.Step();
       Q6KScales8(rp, off, dw);
 #pragma GCC unroll 2
       for (int h = 0; h < 2; ++h) {
 #pragma GCC unroll 4
         for (int k = 0; k < 4; ++k) {
           const size_t c32 = 8 * b + 4 * h + k;  // the 32 columns' index in the row
+          pf.Step();
           const __m256i xv = _mm256_load_si256(reinterpret_cast<const __m256i*>(act + 32 * c32));
           __m256i v[8], lo, hi;
 #pragma GCC unroll 8
@@ -167,7 +166,6 @@ HWY_INLINE void DirectPanelsToken(const uint8_t* const* rps, size_t cols, const 
     for (size_t b = 0; b < cols / 256; ++b) {
       const size_t off = b * sizeof(BlockQ4_K);
       CHORUS_EACH_PANEL
-      pf.Step();
       KQuantScales8(rp, off, dw, mn);
       for (int c = 0; c < 4; ++c) {
         __m256i q[8];
@@ -176,6 +174,7 @@ HWY_INLINE void DirectPanelsToken(const uint8_t* const* rps, size_t cols, const 
           q[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rp[i] + off + offsetof(BlockQ4_K, qs) + 32 * c));
         for (int half = 0; half < 2; ++half) {
           const size_t j = 2 * c + half;
+          pf.Step();
           const __m256i xv = _mm256_load_si256(reinterpret_cast<const __m256i*>(act + 256 * b + 32 * j));
           __m256i v[8];
 #pragma GCC unroll 8
