@@ -191,7 +191,7 @@ HWY_INLINE void DirectPanelsToken(const uint8_t* const* rps, size_t cols, const 
 
 // Panels (global 8-row groups) [g0, g1) × all tokens: each panel packed once per chunk of
 // kPanelTokChunk tokens and met by the chunk's tokens ≤ 4 at a time.
-// Up to this many tokens Q4_0 / Q4_1 / Q5_0 / Q8_0 / Q4_K / Q6_K take DirectRowsToken (its work grows with the
+// Up to this many tokens Q4_0 / Q4_1 / Q5_0 / Q8_0 / Q4_K / Q6_K take DirectPanelsToken (its work grows with the
 // tokens, the panel's does not).
 inline constexpr size_t kDirectMaxTok = 2;
 // Panels a decode thread reads in lock step (DirectPanelsToken).
