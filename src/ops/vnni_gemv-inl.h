@@ -207,69 +207,99 @@ HWY_INLINE __m512 SumFloats(const float* p, size_t n) {
   return acc;
 }
 
+// Super-group sg (16 blocks) of the flat stream of `blocks` blocks at base (16 rows of nb blocks,
+// taken against the periodic split4 x): its 16 per-block results per token at contrib + t·cstride + 16 sg.
+template <int kBS, bool kHasMin, int kT>
+HWY_INLINE void Q4SuperGroup(const Q4Consts<kBS, kHasMin>& c, const Split4Layout& l, const uint8_t* base, size_t sg,
+                             size_t blocks, const uint8_t* act, size_t ld_act, float* contrib, size_t cstride) {
+  constexpr size_t kGroup = 4 * kBS;
+  const uint8_t* p = base + sg * 16 * kBS;
+  for (size_t off = 0; off < 16 * kBS; off += 64) _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes + off), _MM_HINT_T0);
+  const size_t valid = (blocks - sg * 16 < 16 ? blocks - sg * 16 : 16) * kBS;
+  __m512i a[4], lo[4], hi[4];
+#pragma GCC unroll 4
+  for (int g = 0; g < 4; ++g) {
+    __m512i b;
+    if (valid == 16 * kBS) {
+      a[g] = _mm512_loadu_si512(p + g * kGroup);
+      b = _mm512_maskz_loadu_epi8(c.b_full, p + g * kGroup + 64);
+    } else {
+      const size_t vg = valid > g * kGroup ? valid - g * kGroup : 0;
+      a[g] = _mm512_maskz_loadu_epi8(FirstBytes(vg), p + g * kGroup);
+      b = _mm512_maskz_loadu_epi8(FirstBytes(vg > 64 ? vg - 64 : 0) & c.b_full, p + g * kGroup + 64);
+    }
+    const __m512i q = _mm512_permutex2var_epi8(a[g], c.idx_q, b);
+    lo[g] = _mm512_and_si512(q, c.low4);
+    hi[g] = _mm512_and_si512(_mm512_srli_epi16(q, 4), c.low4);
+  }
+  const __m512i dm = _mm512_permutex2var_epi16(_mm512_permutex2var_epi16(a[0], c.idx_pair, a[1]), c.idx_merge,
+                                               _mm512_permutex2var_epi16(a[2], c.idx_pair, a[3]));
+  const __m512 d16 = _mm512_cvtph_ps(_mm512_castsi512_si256(dm));
+  const __m512 m16 = kHasMin ? _mm512_cvtph_ps(_mm512_extracti64x4_epi64(dm, 1))
+                             : _mm512_mul_ps(d16, _mm512_set1_ps(-8.0f));
+  const size_t xb = (sg * 16) % l.period;
+#pragma GCC unroll 4
+  for (int t = 0; t < kT; ++t) {
+    const uint8_t* xa = act + t * ld_act;
+    const uint8_t* xq = xa + xb * 32;
+    __m512i acc[4];
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; ++g) {
+      acc[g] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[g], _mm512_load_si512(xq + g * 128));
+      acc[g] = _mm512_dpbusd_epi32(acc[g], hi[g], _mm512_load_si512(xq + g * 128 + 64));
+    }
+    const __m512 dx16 = _mm512_load_ps(reinterpret_cast<const float*>(xa + l.dx_off) + xb);
+    const __m512 s16 = _mm512_load_ps(reinterpret_cast<const float*>(xa + l.s_off) + xb);
+    const __m512 v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(BlockSums16(acc)), _mm512_mul_ps(d16, dx16),
+                                     _mm512_mul_ps(m16, s16));
+    _mm512_storeu_ps(contrib + t * cstride + sg * 16, v);
+  }
+}
+
+// The n (≤ 16) row sums of a row group's per-block results (contrib, nb per row) stored to y[t·ldy + i].
+template <int kT>
+HWY_INLINE void Q4GroupSums(const float* contrib, size_t cstride, size_t nb, size_t n, float* y, size_t ldy) {
+  const __mmask16 mask = static_cast<__mmask16>((1u << n) - 1);
+  for (int t = 0; t < kT; ++t) {
+    __m512 v[16];
+    for (size_t i = 0; i < 16; ++i) v[i] = i < n ? SumFloats(contrib + t * cstride + i * nb, nb) : _mm512_setzero_ps();
+    _mm512_mask_storeu_ps(y + t * ldy, mask, ReduceRows16(v));
+  }
+}
+
 // Q4_0 / Q4_1 for dense rows (row_bytes = nb * kBS): 16 rows are one flat stream of 16 nb blocks,
 // taken 16 blocks (a super-group) at a time against the periodic split4 x; each super-group
 // yields 16 per-block results (BlockSums16), which are then summed per row. No row tails.
+// One decode token (kT = 1): rows [r0, r1) as kQ4Streams equal parts of whole 16-row groups whose
+// super-groups are taken in lock step (kQ4Streams streams through memory, as Q8Rows), the rest one
+// group after the other; each group's operations are those it does alone (the same bits).
+inline constexpr int kQ4Streams = 4;
+
 template <int kBS, bool kHasMin, int kT>
 void Q4Stream(const uint8_t* w, size_t nb, size_t r0, size_t r1, const uint8_t* act, size_t ld_act,
               size_t cols, float* y, size_t ldy) {
-  constexpr size_t kGroup = 4 * kBS;
   static const Q4Consts<kBS, kHasMin> c;
   const Split4Layout l = Split4LayoutOf(cols);
   const size_t cstride = 16 * nb + 16;
-  float* contrib = reinterpret_cast<float*>(ops_internal::TileScratch().Get(kT * cstride * sizeof(float)));
+  constexpr int kS = kT == 1 ? kQ4Streams : 1;
+  float* contrib = reinterpret_cast<float*>(ops_internal::TileScratch().Get(kS * kT * cstride * sizeof(float)));
+  if constexpr (kS > 1) {
+    const size_t part = (r1 - r0) / (16 * kS) * 16;  // rows per stream
+    for (size_t g = 0; g < part; g += 16) {
+      for (size_t sg = 0; sg < nb; ++sg)  // a full group: 16 nb blocks = nb super-groups
+#pragma GCC unroll 4
+        for (int s = 0; s < kS; ++s)
+          Q4SuperGroup<kBS, kHasMin, 1>(c, l, w + (r0 + s * part + g) * nb * kBS, sg, 16 * nb, act, ld_act,
+                                        contrib + s * cstride, cstride);
+      for (int s = 0; s < kS; ++s) Q4GroupSums<1>(contrib + s * cstride, cstride, nb, 16, y + r0 + s * part + g, ldy);
+    }
+    r0 += kS * part;
+  }
   for (size_t rb = r0; rb < r1; rb += 16) {
     const size_t n = r1 - rb < 16 ? r1 - rb : 16, blocks = n * nb, n_sg = (blocks + 15) / 16;
     const uint8_t* base = w + rb * nb * kBS;
-    for (size_t sg = 0; sg < n_sg; ++sg) {
-      const uint8_t* p = base + sg * 16 * kBS;
-      for (size_t off = 0; off < 16 * kBS; off += 64) _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes + off), _MM_HINT_T0);
-      const size_t valid = (blocks - sg * 16 < 16 ? blocks - sg * 16 : 16) * kBS;
-      __m512i a[4], lo[4], hi[4];
-#pragma GCC unroll 4
-      for (int g = 0; g < 4; ++g) {
-        __m512i b;
-        if (valid == 16 * kBS) {
-          a[g] = _mm512_loadu_si512(p + g * kGroup);
-          b = _mm512_maskz_loadu_epi8(c.b_full, p + g * kGroup + 64);
-        } else {
-          const size_t vg = valid > g * kGroup ? valid - g * kGroup : 0;
-          a[g] = _mm512_maskz_loadu_epi8(FirstBytes(vg), p + g * kGroup);
-          b = _mm512_maskz_loadu_epi8(FirstBytes(vg > 64 ? vg - 64 : 0) & c.b_full, p + g * kGroup + 64);
-        }
-        const __m512i q = _mm512_permutex2var_epi8(a[g], c.idx_q, b);
-        lo[g] = _mm512_and_si512(q, c.low4);
-        hi[g] = _mm512_and_si512(_mm512_srli_epi16(q, 4), c.low4);
-      }
-      const __m512i dm = _mm512_permutex2var_epi16(_mm512_permutex2var_epi16(a[0], c.idx_pair, a[1]), c.idx_merge,
-                                                   _mm512_permutex2var_epi16(a[2], c.idx_pair, a[3]));
-      const __m512 d16 = _mm512_cvtph_ps(_mm512_castsi512_si256(dm));
-      const __m512 m16 = kHasMin ? _mm512_cvtph_ps(_mm512_extracti64x4_epi64(dm, 1))
-                                 : _mm512_mul_ps(d16, _mm512_set1_ps(-8.0f));
-      const size_t xb = (sg * 16) % l.period;
-#pragma GCC unroll 4
-      for (int t = 0; t < kT; ++t) {
-        const uint8_t* xa = act + t * ld_act;
-        const uint8_t* xq = xa + xb * 32;
-        __m512i acc[4];
-#pragma GCC unroll 4
-        for (int g = 0; g < 4; ++g) {
-          acc[g] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[g], _mm512_load_si512(xq + g * 128));
-          acc[g] = _mm512_dpbusd_epi32(acc[g], hi[g], _mm512_load_si512(xq + g * 128 + 64));
-        }
-        const __m512 dx16 = _mm512_load_ps(reinterpret_cast<const float*>(xa + l.dx_off) + xb);
-        const __m512 s16 = _mm512_load_ps(reinterpret_cast<const float*>(xa + l.s_off) + xb);
-        const __m512 v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(BlockSums16(acc)), _mm512_mul_ps(d16, dx16),
-                                         _mm512_mul_ps(m16, s16));
-        _mm512_storeu_ps(contrib + t * cstride + sg * 16, v);
-      }
-    }
-    const __mmask16 mask = static_cast<__mmask16>((1u << n) - 1);
-    for (int t = 0; t < kT; ++t) {
-      __m512 v[16];
-      for (size_t i = 0; i < 16; ++i) v[i] = i < n ? SumFloats(contrib + t * cstride + i * nb, nb) : _mm512_setzero_ps();
-      _mm512_mask_storeu_ps(y + t * ldy + rb, mask, ReduceRows16(v));
-    }
+    for (size_t sg = 0; sg < n_sg; ++sg) Q4SuperGroup<kBS, kHasMin, kT>(c, l, base, sg, blocks, act, ld_act, contrib, cstride);
+    Q4GroupSums<kT>(contrib, cstride, nb, n, y + rb, ldy);
   }
 }
 
