@@ -30,11 +30,14 @@ void MatMulImpl(const WeightView* ws, float* const* ys, size_t n, const float* x
   }
 #if HWY_TARGET == HWY_AVX3_DL
   if (HaveVnniVbmi()) {
-    // Q5_0 / Q4_K / Q6_K: the 8-row kernels of int8_x86-inl.h (vpdpbusd on 256-bit vectors, the
-    // scalar twin's bits); the 512-bit path unpacks these types one row at a time per 4-token pass
-    // (matmul_bench, Gemma 3 shapes, 1 thread: Q5_0 7.6x slower at n_tok 1, 9x at 512; Q4_K / Q6_K ~2x).
+    // Q4_0 / Q4_1 / Q5_0 / Q4_K / Q6_K: the 8-row kernels of int8_x86-inl.h (vpdpbusd on 256-bit
+    // vectors, the scalar twin's bits). The 512-bit path unpacks Q5_0 / K-quants one row at a time per
+    // 4-token pass (matmul_bench, Gemma 3 shapes, 1 thread: Q5_0 7.6x slower at n_tok 1, 9x at 512;
+    // Q4_K / Q6_K ~2x); its Q4_0 / Q4_1 stream kernels, gone, decoded 8–13 % faster (SmolLM2 tg128 on
+    // the Xeon, 1 / 2 threads, both with 4 streams in lock step) but prefilled 1.65–1.75x slower (pp512).
     const GgmlType t = ws[0].type;
-    if (t == GgmlType::kQ5_0 || t == GgmlType::kQ4_K || t == GgmlType::kQ6_K)
+    if (t == GgmlType::kQ5_0 || t == GgmlType::kQ4_K || t == GgmlType::kQ6_K || t == GgmlType::kQ4_0 ||
+        t == GgmlType::kQ4_1)
       return avxvnni::Int8Path(ws, ys, n, x, n_tok, pool);
     return MatMulVnniPath(ws, ys, n, x, n_tok, pool);
   }

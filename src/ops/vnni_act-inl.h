@@ -38,61 +38,6 @@ HWY_INLINE float Quant32(const float* x, int8_t* q, int* sum0, int* sum1) {
   return mx / 127.0f;
 }
 
-// ---- Decode layout for Q4_0 / Q4_1 ("split4"), per token. Blocks repeat with period
-// P = lcm(nb, 16) (x, x, x, ...) so that a flat stream of 16 rows × nb blocks reads 16 consecutive
-// blocks of x at any multiple of 16.
-//   q   per group of 4 blocks: [first 16 of blocks 0..3 | last 16 of blocks 0..3] (128 int8)
-//   dx  [P] f32 per block, s [P] f32 = dx * sum(q) per block
-//   dxe [P * 4] f32: dx of block b repeated 4 times (one per dpbusd lane of that block)
-//   s4  [P * 4] f32: s / 4 repeated 4 times (the 4 lanes sum to the block's s)
-struct Split4Layout {
-  size_t period, dx_off, s_off, dxe_off, s4_off, stride;
-};
-inline Split4Layout Split4LayoutOf(size_t cols) {
-  const size_t nb = cols / 32;
-  size_t p = nb;
-  while (p % 16) p += nb;  // lcm(nb, 16)
-  Split4Layout l;
-  l.period = p;
-  l.dx_off = Align64(p * 32);
-  l.s_off = l.dx_off + p * sizeof(float);
-  l.dxe_off = l.s_off + p * sizeof(float);
-  l.s4_off = l.dxe_off + p * 4 * sizeof(float);
-  l.stride = l.s4_off + p * 4 * sizeof(float);
-  return l;
-}
-
-inline void QuantizeSplit4(const float* x, size_t cols, size_t n_tok, uint8_t* out) {
-  const Split4Layout l = Split4LayoutOf(cols);
-  const size_t nb = cols / 32;
-  for (size_t t = 0; t < n_tok; ++t) {
-    uint8_t* base = out + t * l.stride;
-    auto* q = reinterpret_cast<int8_t*>(base);
-    auto* dx = reinterpret_cast<float*>(base + l.dx_off);
-    auto* sb = reinterpret_cast<float*>(base + l.s_off);
-    auto* dxe = reinterpret_cast<float*>(base + l.dxe_off);
-    auto* s4 = reinterpret_cast<float*>(base + l.s4_off);
-    alignas(64) int8_t blk[32];
-    for (size_t b = 0; b < nb; ++b) {
-      int s0, s1;
-      const float d = Quant32(x + t * cols + 32 * b, blk, &s0, &s1);
-      const float sum = d * static_cast<float>(s0 + s1);
-      for (size_t rep = b; rep < l.period; rep += nb) {
-        int8_t* grp = q + (rep / 4) * 128 + (rep % 4) * 16;
-        std::memcpy(grp, blk, 16);
-        std::memcpy(grp + 64, blk + 16, 16);
-        dx[rep] = d;
-        sb[rep] = sum;
-        if (rep >= nb + 4) continue;  // the expanded forms serve only the per-row kernel (< nb + 4)
-        for (int i = 0; i < 4; ++i) {
-          dxe[4 * rep + i] = d;
-          s4[4 * rep + i] = sum * 0.25f;
-        }
-      }
-    }
-  }
-}
-
 // ---- Decode layout for Q8_0 ("biased2"), per token, blocks padded to a multiple of 2:
 //   q   [nb2 * 32] u8 = int8 code + 128 (dpbusd's unsigned operand)
 //   dxe [nb2 * 8] f32: dx of block b repeated 8 times

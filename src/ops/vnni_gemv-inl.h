@@ -1,4 +1,5 @@
-// AVX3_DL decode kernels (few tokens): Q4_0 / Q4_1 / Q8_0 rows read straight from GGML blocks.
+// AVX3_DL decode kernels (few tokens): Q8_0 rows read straight from GGML blocks (Q4_0 / Q4_1 take the
+// 8-row kernels of int8_x86-inl.h: matmul_kernels.cc).
 // Invariant: loads never touch bytes past the row's last block (tails use fault-free masked loads).
 // Each row leaves one 16-lane partial sum per token; 16 rows are reduced together (ReduceRows16).
 #if defined(CHORUS_OPS_VNNI_GEMV_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -10,7 +11,7 @@
 
 #include "hwy/highway.h"
 #include "ops/matmul_internal.h"  // Scratch
-#include "ops/vnni_act-inl.h"     // Split4Layout, Biased2Layout
+#include "ops/vnni_act-inl.h"     // Biased2Layout
 
 HWY_BEFORE_NAMESPACE();
 #if HWY_TARGET == HWY_AVX3_DL
@@ -66,128 +67,6 @@ HWY_INLINE void ForRows16(size_t r0, size_t r1, float* y, size_t ldy, const RowF
   }
 }
 
-// Q4_0 (kBS 18) / Q4_1 (kBS 20), x in the split4 layout: a group of 4 blocks is one vpermt2b of
-// the group's bytes; its low nibbles meet the first 16 codes of each block, the high nibbles the
-// last 16. Super-groups of 16 blocks convert their 16 (d, m) halves at once; the 1..3 groups of a
-// row's tail convert per group.
-template <int kBS, bool kHasMin>
-struct Q4Consts {
-  static constexpr int kQsOff = kHasMin ? 4 : 2;
-  static constexpr size_t kGroup = 4 * kBS;
-  __m512i idx_q, idx_dm, idx_pair, idx_merge, low4;
-  __m512i expand[4];  // lane L → lane 4 g + L / 4
-  __mmask64 b_full;
-
-  Q4Consts() {
-    alignas(64) uint8_t q[64];
-    alignas(64) uint16_t dm[32], pair[32], merge[32];
-    for (int i = 0; i < 64; ++i) q[i] = static_cast<uint8_t>((i / 16) * kBS + kQsOff + i % 16);
-    // Per group: [d0×4 d1×4 d2×4 d3×4 | m0×4 ... m3×4] from the group's first 64 bytes.
-    for (int i = 0; i < 32; ++i)
-      dm[i] = static_cast<uint16_t>((i < 16 ? (i / 4) * kBS : ((i - 16) / 4) * kBS + 2) / 2);
-    // Two groups (a, b) → words 0..7 = d of their 8 blocks, 8..15 = m of them.
-    for (int i = 0; i < 32; ++i) {
-      const int j = i % 8, from_b = j >= 4 ? 32 : 0, word = ((j % 4) * kBS + (i >= 8 ? 2 : 0)) / 2;
-      pair[i] = static_cast<uint16_t>(i < 16 ? from_b + word : 0);
-    }
-    // Two pairs → words 0..15 = d of 16 blocks, 16..31 = m of 16 blocks.
-    for (int i = 0; i < 32; ++i) {
-      const int half = i / 16, k = i % 16;  // half 0: d, 1: m
-      merge[i] = static_cast<uint16_t>((k < 8 ? 0 : 32) + 8 * half + k % 8);
-    }
-    idx_q = _mm512_load_si512(q);
-    idx_dm = _mm512_load_si512(dm);
-    idx_pair = _mm512_load_si512(pair);
-    idx_merge = _mm512_load_si512(merge);
-    low4 = _mm512_set1_epi8(0x0F);
-    for (int g = 0; g < 4; ++g) {
-      alignas(64) int32_t e[16];
-      for (int i = 0; i < 16; ++i) e[i] = 4 * g + i / 4;
-      expand[g] = _mm512_load_si512(e);
-    }
-    b_full = FirstBytes(kGroup - 64);
-  }
-};
-
-template <int kBS, bool kHasMin, int kT>
-HWY_INLINE void Q4Row(const uint8_t* row, size_t nb, const Q4Consts<kBS, kHasMin>& c,
-                      const uint8_t* act, size_t ld_act, const Split4Layout& l, __mmask64 tail_a,
-                      __mmask64 tail_b, __m512* out) {
-  constexpr size_t kGroup = 4 * kBS;
-  __m512 facc[kT];
-#pragma GCC unroll 4
-  for (int t = 0; t < kT; ++t) facc[t] = _mm512_setzero_ps();
-  size_t b = 0;
-  for (; b + 16 <= nb; b += 16) {
-    const uint8_t* p = row + b * kBS;
-    __m512i a[4], lo[4], hi[4];
-#pragma GCC unroll 4
-    for (int g = 0; g < 4; ++g) {
-      a[g] = _mm512_loadu_si512(p + g * kGroup);
-      const __m512i q = _mm512_permutex2var_epi8(
-          a[g], c.idx_q, _mm512_maskz_loadu_epi8(c.b_full, p + g * kGroup + 64));
-      lo[g] = _mm512_and_si512(q, c.low4);
-      hi[g] = _mm512_and_si512(_mm512_srli_epi16(q, 4), c.low4);
-    }
-    const __m512i dm = _mm512_permutex2var_epi16(_mm512_permutex2var_epi16(a[0], c.idx_pair, a[1]), c.idx_merge,
-                                                 _mm512_permutex2var_epi16(a[2], c.idx_pair, a[3]));
-    const __m512 d16 = _mm512_cvtph_ps(_mm512_castsi512_si256(dm));
-    const __m512 m16 = kHasMin ? _mm512_cvtph_ps(_mm512_extracti64x4_epi64(dm, 1))
-                               : _mm512_mul_ps(d16, _mm512_set1_ps(-8.0f));
-#pragma GCC unroll 4
-    for (int t = 0; t < kT; ++t) {
-      const uint8_t* xa = act + t * ld_act;
-      const __m512 sc16 = _mm512_mul_ps(d16, _mm512_loadu_ps(reinterpret_cast<const float*>(xa + l.dx_off) + b));
-      facc[t] = _mm512_fmadd_ps(m16, _mm512_loadu_ps(reinterpret_cast<const float*>(xa + l.s_off) + b), facc[t]);
-      const uint8_t* xq = xa + b * 32;
-#pragma GCC unroll 4
-      for (int g = 0; g < 4; ++g) {
-        __m512i acc = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[g], _mm512_load_si512(xq + g * 128));
-        acc = _mm512_dpbusd_epi32(acc, hi[g], _mm512_load_si512(xq + g * 128 + 64));
-        facc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), _mm512_permutexvar_ps(c.expand[g], sc16), facc[t]);
-      }
-    }
-  }
-  for (; b < nb; b += 4) {  // tail: groups of 4 blocks, the last one masked
-    const uint8_t* p = row + b * kBS;
-    const bool last = b + 4 >= nb;
-    const __m512i a = last ? _mm512_maskz_loadu_epi8(tail_a, p) : _mm512_loadu_si512(p);
-    const __m512i bb = _mm512_maskz_loadu_epi8(last ? tail_b : c.b_full, p + 64);
-    const __m512i q = _mm512_permutex2var_epi8(a, c.idx_q, bb);
-    const __m512i lo = _mm512_and_si512(q, c.low4);
-    const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), c.low4);
-    const __m512i dm = _mm512_permutexvar_epi16(c.idx_dm, a);
-    const __m512 dw = _mm512_cvtph_ps(_mm512_castsi512_si256(dm));
-    const __m512 mv = kHasMin ? _mm512_cvtph_ps(_mm512_extracti64x4_epi64(dm, 1))
-                              : _mm512_mul_ps(dw, _mm512_set1_ps(-8.0f));
-#pragma GCC unroll 4
-    for (int t = 0; t < kT; ++t) {
-      const uint8_t* xa = act + t * ld_act;
-      const uint8_t* xq = xa + b * 32;
-      __m512i acc = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, _mm512_load_si512(xq));
-      acc = _mm512_dpbusd_epi32(acc, hi, _mm512_load_si512(xq + 64));
-      const __m512 sc = _mm512_mul_ps(dw, _mm512_load_ps(reinterpret_cast<const float*>(xa + l.dxe_off) + 4 * b));
-      facc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), sc, facc[t]);
-      facc[t] = _mm512_fmadd_ps(mv, _mm512_load_ps(reinterpret_cast<const float*>(xa + l.s4_off) + 4 * b), facc[t]);
-    }
-  }
-#pragma GCC unroll 4
-  for (int t = 0; t < kT; ++t) out[t] = facc[t];
-}
-
-template <int kBS, bool kHasMin, int kT>
-void Q4Rows(const uint8_t* w, size_t row_bytes, size_t nb, size_t r0, size_t r1,
-            const uint8_t* act, size_t ld_act, size_t cols, float* y, size_t ldy) {
-  static const Q4Consts<kBS, kHasMin> c;
-  const Split4Layout l = Split4LayoutOf(cols);
-  // The last group of every row holds nb % 4 blocks (or 4): its valid bytes are row-invariant.
-  const size_t tail_bytes = (nb % 4 ? nb % 4 : 4) * kBS;
-  const __mmask64 tail_a = FirstBytes(tail_bytes), tail_b = FirstBytes(tail_bytes > 64 ? tail_bytes - 64 : 0);
-  ForRows16<kT>(r0, r1, y, ldy, [&](size_t r, __m512* out) {
-    Q4Row<kBS, kHasMin, kT>(w + r * row_bytes, nb, c, act, ld_act, l, tail_a, tail_b, out);
-  });
-}
-
 // Lane j = sum of the 4 lanes of block j, for acc[g] holding blocks 4g..4g+3 in 4 lanes each.
 HWY_INLINE __m512i BlockSums16(const __m512i* acc) {
   const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
@@ -196,111 +75,6 @@ HWY_INLINE __m512i BlockSums16(const __m512i* acc) {
     return _mm512_add_epi32(_mm512_permutex2var_epi32(a, even, b), _mm512_permutex2var_epi32(a, odd, b));
   };
   return pair(pair(acc[0], acc[1]), pair(acc[2], acc[3]));
-}
-
-// 16-lane partial of the sum of n floats at p.
-HWY_INLINE __m512 SumFloats(const float* p, size_t n) {
-  __m512 acc = _mm512_setzero_ps();
-  size_t k = 0;
-  for (; k + 16 <= n; k += 16) acc = _mm512_add_ps(acc, _mm512_loadu_ps(p + k));
-  if (k < n) acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << (n - k)) - 1), p + k));
-  return acc;
-}
-
-// Super-group sg (16 blocks) of the flat stream of `blocks` blocks at base (16 rows of nb blocks,
-// taken against the periodic split4 x): its 16 per-block results per token at contrib + t·cstride + 16 sg.
-template <int kBS, bool kHasMin, int kT>
-HWY_INLINE void Q4SuperGroup(const Q4Consts<kBS, kHasMin>& c, const Split4Layout& l, const uint8_t* base, size_t sg,
-                             size_t blocks, const uint8_t* act, size_t ld_act, float* contrib, size_t cstride) {
-  constexpr size_t kGroup = 4 * kBS;
-  const uint8_t* p = base + sg * 16 * kBS;
-  for (size_t off = 0; off < 16 * kBS; off += 64) _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes + off), _MM_HINT_T0);
-  const size_t valid = (blocks - sg * 16 < 16 ? blocks - sg * 16 : 16) * kBS;
-  __m512i a[4], lo[4], hi[4];
-#pragma GCC unroll 4
-  for (int g = 0; g < 4; ++g) {
-    __m512i b;
-    if (valid == 16 * kBS) {
-      a[g] = _mm512_loadu_si512(p + g * kGroup);
-      b = _mm512_maskz_loadu_epi8(c.b_full, p + g * kGroup + 64);
-    } else {
-      const size_t vg = valid > g * kGroup ? valid - g * kGroup : 0;
-      a[g] = _mm512_maskz_loadu_epi8(FirstBytes(vg), p + g * kGroup);
-      b = _mm512_maskz_loadu_epi8(FirstBytes(vg > 64 ? vg - 64 : 0) & c.b_full, p + g * kGroup + 64);
-    }
-    const __m512i q = _mm512_permutex2var_epi8(a[g], c.idx_q, b);
-    lo[g] = _mm512_and_si512(q, c.low4);
-    hi[g] = _mm512_and_si512(_mm512_srli_epi16(q, 4), c.low4);
-  }
-  const __m512i dm = _mm512_permutex2var_epi16(_mm512_permutex2var_epi16(a[0], c.idx_pair, a[1]), c.idx_merge,
-                                               _mm512_permutex2var_epi16(a[2], c.idx_pair, a[3]));
-  const __m512 d16 = _mm512_cvtph_ps(_mm512_castsi512_si256(dm));
-  const __m512 m16 = kHasMin ? _mm512_cvtph_ps(_mm512_extracti64x4_epi64(dm, 1))
-                             : _mm512_mul_ps(d16, _mm512_set1_ps(-8.0f));
-  const size_t xb = (sg * 16) % l.period;
-#pragma GCC unroll 4
-  for (int t = 0; t < kT; ++t) {
-    const uint8_t* xa = act + t * ld_act;
-    const uint8_t* xq = xa + xb * 32;
-    __m512i acc[4];
-#pragma GCC unroll 4
-    for (int g = 0; g < 4; ++g) {
-      acc[g] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[g], _mm512_load_si512(xq + g * 128));
-      acc[g] = _mm512_dpbusd_epi32(acc[g], hi[g], _mm512_load_si512(xq + g * 128 + 64));
-    }
-    const __m512 dx16 = _mm512_load_ps(reinterpret_cast<const float*>(xa + l.dx_off) + xb);
-    const __m512 s16 = _mm512_load_ps(reinterpret_cast<const float*>(xa + l.s_off) + xb);
-    const __m512 v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(BlockSums16(acc)), _mm512_mul_ps(d16, dx16),
-                                     _mm512_mul_ps(m16, s16));
-    _mm512_storeu_ps(contrib + t * cstride + sg * 16, v);
-  }
-}
-
-// The n (≤ 16) row sums of a row group's per-block results (contrib, nb per row) stored to y[t·ldy + i].
-template <int kT>
-HWY_INLINE void Q4GroupSums(const float* contrib, size_t cstride, size_t nb, size_t n, float* y, size_t ldy) {
-  const __mmask16 mask = static_cast<__mmask16>((1u << n) - 1);
-  for (int t = 0; t < kT; ++t) {
-    __m512 v[16];
-    for (size_t i = 0; i < 16; ++i) v[i] = i < n ? SumFloats(contrib + t * cstride + i * nb, nb) : _mm512_setzero_ps();
-    _mm512_mask_storeu_ps(y + t * ldy, mask, ReduceRows16(v));
-  }
-}
-
-// Q4_0 / Q4_1 for dense rows (row_bytes = nb * kBS): 16 rows are one flat stream of 16 nb blocks,
-// taken 16 blocks (a super-group) at a time against the periodic split4 x; each super-group
-// yields 16 per-block results (BlockSums16), which are then summed per row. No row tails.
-// One decode token (kT = 1): rows [r0, r1) as kQ4Streams equal parts of whole 16-row groups whose
-// super-groups are taken in lock step (kQ4Streams streams through memory, as Q8Rows), the rest one
-// group after the other; each group's operations are those it does alone (the same bits).
-inline constexpr int kQ4Streams = 4;
-
-template <int kBS, bool kHasMin, int kT>
-void Q4Stream(const uint8_t* w, size_t nb, size_t r0, size_t r1, const uint8_t* act, size_t ld_act,
-              size_t cols, float* y, size_t ldy) {
-  static const Q4Consts<kBS, kHasMin> c;
-  const Split4Layout l = Split4LayoutOf(cols);
-  const size_t cstride = 16 * nb + 16;
-  constexpr int kS = kT == 1 ? kQ4Streams : 1;
-  float* contrib = reinterpret_cast<float*>(ops_internal::TileScratch().Get(kS * kT * cstride * sizeof(float)));
-  if constexpr (kS > 1) {
-    const size_t part = (r1 - r0) / (16 * kS) * 16;  // rows per stream
-    for (size_t g = 0; g < part; g += 16) {
-      for (size_t sg = 0; sg < nb; ++sg)  // a full group: 16 nb blocks = nb super-groups
-#pragma GCC unroll 4
-        for (int s = 0; s < kS; ++s)
-          Q4SuperGroup<kBS, kHasMin, 1>(c, l, w + (r0 + s * part + g) * nb * kBS, sg, 16 * nb, act, ld_act,
-                                        contrib + s * cstride, cstride);
-      for (int s = 0; s < kS; ++s) Q4GroupSums<1>(contrib + s * cstride, cstride, nb, 16, y + r0 + s * part + g, ldy);
-    }
-    r0 += kS * part;
-  }
-  for (size_t rb = r0; rb < r1; rb += 16) {
-    const size_t n = r1 - rb < 16 ? r1 - rb : 16, blocks = n * nb, n_sg = (blocks + 15) / 16;
-    const uint8_t* base = w + rb * nb * kBS;
-    for (size_t sg = 0; sg < n_sg; ++sg) Q4SuperGroup<kBS, kHasMin, kT>(c, l, base, sg, blocks, act, ld_act, contrib, cstride);
-    Q4GroupSums<kT>(contrib, cstride, nb, n, y + rb, ldy);
-  }
 }
 
 // Q8_0: 2 blocks per step; x biased by +128 (unsigned operand), the bias removed per block with

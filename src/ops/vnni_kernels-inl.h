@@ -1,5 +1,6 @@
-// AVX3_DL path for quantized weights: quantize x once, then the row kernels (Q4_0/Q4_1/Q8_0 stream
-// kernels, UnpackedRows for the other types) for every n_tok, ≤ 4 tokens per pass over slabs of
+// AVX3_DL path for Q8_0, Q5_1 and Q5_K weights (the others take int8_x86-inl.h's 8-row kernels:
+// matmul_kernels.cc): quantize x once, then the row kernels (the Q8_0 stream kernel, UnpackedRows for
+// the other types) for every n_tok, ≤ 4 tokens per pass over slabs of
 // rows. Invariant: a token's result never depends on the other tokens of the batch (the same
 // kernel and lane order whatever n_tok; the 16-row panel GEMM that rounded differently is gone).
 #if defined(CHORUS_OPS_VNNI_KERNELS_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -36,16 +37,7 @@ inline bool HaveVnniVbmi() { return Avx512VnniVbmi(); }
 template <int kT>
 void DecodeRows(const WeightView& w, const uint8_t* act, size_t ld_act, float* y, size_t r0, size_t r1) {
   const size_t nb = w.cols / 32;
-  switch (w.type) {
-    case GgmlType::kQ4_0:
-      if (w.row_bytes == nb * 18) return Q4Stream<18, false, kT>(w.data, nb, r0, r1, act, ld_act, w.cols, y, w.rows);
-      return Q4Rows<18, false, kT>(w.data, w.row_bytes, nb, r0, r1, act, ld_act, w.cols, y, w.rows);
-    case GgmlType::kQ4_1:
-      if (w.row_bytes == nb * 20) return Q4Stream<20, true, kT>(w.data, nb, r0, r1, act, ld_act, w.cols, y, w.rows);
-      return Q4Rows<20, true, kT>(w.data, w.row_bytes, nb, r0, r1, act, ld_act, w.cols, y, w.rows);
-    default:
-      return Q8Rows<kT>(w.data, w.row_bytes, nb, r0, r1, act, ld_act, w.cols, y, w.rows);
-  }
+  Q8Rows<kT>(w.data, w.row_bytes, nb, r0, r1, act, ld_act, w.cols, y, w.rows);
 }
 
 using ops_internal::JobList;
@@ -54,14 +46,9 @@ inline constexpr size_t kSlabRows = 64;  // multiple of 16
 
 inline void DecodePath(const JobList& jobs, const float* x, size_t n_tok, ThreadPool& pool) {
   const WeightView& w0 = jobs.ws[0];
-  const bool q8 = w0.type == GgmlType::kQ8_0;
-  const size_t ld = q8 ? Biased2LayoutOf(w0.cols).stride : Split4LayoutOf(w0.cols).stride;
+  const size_t ld = Biased2LayoutOf(w0.cols).stride;
   uint8_t* act = ops_internal::ActScratch().Get(ld * n_tok);
-  if (q8) {
-    QuantizeBiased2(x, w0.cols, n_tok, act);
-  } else {
-    QuantizeSplit4(x, w0.cols, n_tok, act);
-  }
+  QuantizeBiased2(x, w0.cols, n_tok, act);
   const size_t passes = (n_tok + 3) / 4;
   ops_internal::ParallelRanges(pool, jobs.total(), 16, [&](size_t g0, size_t g1) {
     jobs.ForRange(g0, g1, [&](size_t j, size_t r0, size_t r1) {
@@ -123,8 +110,7 @@ inline void UnpackedDecodePath(const JobList& jobs, const float* x, size_t n_tok
 inline void MatMulVnniPath(const WeightView* ws, float* const* ys, size_t n, const float* x, size_t n_tok,
                            ThreadPool& pool) {
   const GgmlType type = ws[0].type;
-  if (type == GgmlType::kQ4_0 || type == GgmlType::kQ4_1 || type == GgmlType::kQ8_0)
-    return DecodePath(JobList(ws, ys, n, 1), x, n_tok, pool);
+  if (type == GgmlType::kQ8_0) return DecodePath(JobList(ws, ys, n, 1), x, n_tok, pool);
   UnpackedDecodePath(JobList(ws, ys, n, 1), x, n_tok, pool);
 }
 

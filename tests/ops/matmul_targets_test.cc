@@ -54,11 +54,12 @@ void ForEachTarget(const Fn& body) {
 
 size_t ColsOf(GgmlType type) { return GgmlTraitsOf(type).block_elems == 256 ? 512 : 96; }
 
-// The AVX-512 VNNI path (AVX3_DL) keeps its own lane order for Q4_0 / Q4_1 / Q8_0 / Q5_1 / Q5_K;
-// Q5_0, Q4_K and Q6_K it hands to the 8-row x86 kernels (matmul_kernels.cc), which are the twin's bits.
+// The AVX-512 VNNI path (AVX3_DL) keeps its own lane order for Q8_0 / Q5_1 / Q5_K; Q4_0, Q4_1, Q5_0,
+// Q4_K and Q6_K it hands to the 8-row x86 kernels (matmul_kernels.cc), which are the twin's bits.
 bool TwinExactOn(int64_t target, GgmlType type) {
   if (target != HWY_AVX3_DL) return true;
-  return type == GgmlType::kQ5_0 || type == GgmlType::kQ4_K || type == GgmlType::kQ6_K;
+  return type == GgmlType::kQ5_0 || type == GgmlType::kQ4_K || type == GgmlType::kQ6_K || type == GgmlType::kQ4_0 ||
+         type == GgmlType::kQ4_1;
 }
 
 TEST(MatMulTargetsTest, EveryTargetWithinTheBound) {
@@ -197,9 +198,15 @@ TEST(MatMulTargetsTest, PathNamesTheKernels) {
   ForEachTarget([&](int64_t target) {
     const std::string path = MatMulPath();
 #if HWY_ARCH_X86
-    if (target == HWY_AVX2) EXPECT_TRUE(path == "AVX2 int8 (maddubs)" || path == "AVX-VNNI") << path;
-    if (target == HWY_AVX3_DL) EXPECT_EQ(path, "AVX-512 VNNI");
-    if (target == HWY_EMU128 || target == HWY_SCALAR) EXPECT_EQ(path, "scalar");
+    if (target == HWY_AVX2) {
+      EXPECT_TRUE(path == "AVX2 int8 (maddubs)" || path == "AVX-VNNI") << path;
+    }
+    if (target == HWY_AVX3_DL) {
+      EXPECT_EQ(path, "AVX-512 VNNI");
+    }
+    if (target == HWY_EMU128 || target == HWY_SCALAR) {
+      EXPECT_EQ(path, "scalar");
+    }
 #elif HWY_ARCH_ARM_A64  // (NEON is the baseline there: asking for EMU128 still runs NEON code)
     if (target == HWY_NEON || target == HWY_SVE || target == HWY_SVE2) EXPECT_EQ(path, "NEON dotprod");
 #endif
