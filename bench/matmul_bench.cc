@@ -6,6 +6,7 @@
 #include <benchmark/benchmark.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -83,7 +84,12 @@ const Weights& WeightsFor(const Shape& s) {
     // distinct copies read in turn: 96 MiB by default, CHORUS_BENCH_MIB to read past a large L3 (this
     // VM reports 480 MiB: 96 MiB of copies may be served from it, not from DRAM)
     const char* mib = std::getenv("CHORUS_BENCH_MIB");
-    const size_t set = (mib ? std::max(1, std::atoi(mib)) : 96) * (size_t{1} << 20);
+    const int set_mib = mib ? std::atoi(mib) : 96;
+    if (set_mib <= 0) {
+      std::fprintf(stderr, "matmul_bench: CHORUS_BENCH_MIB=%s is not a positive number of MiB\n", mib);
+      std::exit(2);
+    }
+    const size_t set = static_cast<size_t>(set_mib) * (size_t{1} << 20);
     const size_t n_copies = std::max<size_t>(1, set / mat);
     w->bytes.Resize(mat * n_copies);
     std::mt19937 rng(1);

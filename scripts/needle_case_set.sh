@@ -39,15 +39,14 @@ band() {  # band NAME MIN MAX SEED
     --min-tokens "$2" --max-tokens "$3" --seed "$4"
   # 14 documents x 4 questions (consecutive lines) -> shards of 4, 4, 3, 3 documents
   python3 - "$f" "$cases" "$1" <<'PY'
-import sys
+import json, sys
 lines = open(sys.argv[1]).read().splitlines()
 docs = []
 for l in lines:
-    import json
     d = json.loads(l)["document"]
     if not docs or docs[-1][0] != d: docs.append((d, []))
     docs[-1][1].append(l)
-cuts, n = [], len(docs)
+n = len(docs)
 sizes = [n // 4 + (1 if i < n % 4 else 0) for i in range(4)]
 i = 0
 for k, s in enumerate(sizes):

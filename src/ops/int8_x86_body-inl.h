@@ -95,6 +95,8 @@ HWY_INLINE void DirectPanelsToken(const uint8_t* const* rps, size_t cols, const 
   auto step = [&](__m256& acc, const __m256i* v, __m256 dwv, __m256 mv, size_t j) {
     add(acc, TransposeSum8(v), dwv, mv, j, j);
   };
+// The body that follows, up to its closing brace, runs once per panel with that panel's rp / acc / pf (a
+// macro, not a lambda per panel: the lambda form measured 12-18 % slower decode on the Xeon, SmolLM2 tg128).
 #define CHORUS_EACH_PANEL                             \
   _Pragma("GCC unroll 4") for (int p = 0; p < kP; ++p) { \
     const uint8_t* const* rp = rps + 8 * p;           \
