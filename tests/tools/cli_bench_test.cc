@@ -15,7 +15,7 @@ using cli_test::kModel;
 
 TEST(CliBench, JsonModesPrintOnlyJson) {
   const std::string base = std::string("bench -m ") + kModel + " -t 1 --reps 1 --no-peer --json ";
-  const nlohmann::json agents = Json(Chorus(base + "--agents 1,2 --doc-tokens 64 --tg 2 --kv f16/f16"));
+  const nlohmann::json agents = Json(Chorus(base + "--agents 1,2 --doc-file examples/du_fu.txt --doc-tokens 64 --tg 2 --kv f16/f16"));
   EXPECT_GT(agents["rows"]["2"]["chorus"]["f16/f16"]["decode_tokens_per_s"].get<double>(), 0.0) << agents;
   EXPECT_GT(agents["rows"]["2"]["chorus"]["f16/f16"]["peak_kv_bytes"].get<size_t>(), 0u) << agents;
   const nlohmann::json depth = Json(Chorus(base + "--depths 0,64 --tg 2 --kv f16/f16"));
