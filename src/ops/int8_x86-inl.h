@@ -596,12 +596,27 @@ using Dot = MaddubsDot;
 
 // vpdpbusd: AVX-VNNI's VEX form on the AVX2 target (compiled with that extension, run only on CPUs
 // that have it), AVX512-VNNI's EVEX form on 256-bit vectors on AVX3_DL (which implies it). Same sums.
+// On AVX3_DL the EVEX encoding is forced with inline assembly: Highway 1.0.3's AVX3_DL target string
+// enables "avxvnni" too, so GCC encodes _mm256_dpbusd_epi32 as the VEX (AVX-VNNI) form whenever its
+// registers allow, and AVX3_DL CPUs without AVX-VNNI (AMD Zen 4, Intel Ice Lake) raise SIGILL on it.
+// tests/ops/avx3dl_encoding_test.sh checks the built binaries for any VEX vpdp* in AVX3_DL code.
 #if HWY_TARGET == HWY_AVX2
 #pragma GCC push_options
 #pragma GCC target("avxvnni")
 #define CHORUS_DPBUSD256 _mm256_dpbusd_avx_epi32
 #elif HWY_TARGET == HWY_AVX3_DL
-#define CHORUS_DPBUSD256 _mm256_dpbusd_epi32
+namespace chorus {
+namespace HWY_NAMESPACE {
+namespace mm {
+static HWY_INLINE __m256i DpbusdEvex256(__m256i acc, __m256i u, __m256i s) {
+  // AT&T operand order: acc += u (unsigned bytes) . s (signed bytes), 4 products per 32-bit lane.
+  asm("%{evex%} vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));
+  return acc;
+}
+}  // namespace mm
+}  // namespace HWY_NAMESPACE
+}  // namespace chorus
+#define CHORUS_DPBUSD256 DpbusdEvex256
 #endif
 #ifdef CHORUS_DPBUSD256
 namespace chorus {
