@@ -198,6 +198,10 @@ HWY_INLINE void DirectPanelsToken(const uint8_t* const* rps, size_t cols, const 
 inline constexpr size_t kDirectMaxTok = 2;
 // Panels a decode thread reads in lock step (DirectPanelsToken).
 inline constexpr size_t kDirectStreams = 4;
+// ... but 1 for Q4_K / Q6_K, whose super-block bodies are long: on AMD Zen 4, 1 thread, matmul_bench's
+// Gemma 3 sequence (6 alternated rounds), one panel at a time read Q4_K at 10.4–15.0 GB/s against
+// 8.7–10.8 in lock step, Q6_K 12.1–18.3 against 8.0–10.2 (docs/results/gemma3.md §24). Not measured on Intel.
+inline constexpr size_t kKQuantStreams = 1;
 
 template <int kSub, int kBatch, bool kSigned>
 void Int8Groups(const ops_internal::JobList& jobs, const uint8_t* act, size_t n_tok, size_t g0, size_t g1) {
@@ -248,6 +252,11 @@ void Int8Groups(const ops_internal::JobList& jobs, const uint8_t* act, size_t n_
           }
         }
       };
+      if (type == GgmlType::kQ4_K || type == GgmlType::kQ6_K) {  // one panel at a time (kKQuantStreams)
+        static_assert(kKQuantStreams == 1);
+        for (size_t p = p0; p < p1; ++p) run.template operator()<1>(&p);
+        return;
+      }
       const size_t part = (p1 - p0) / kDirectStreams;
       for (size_t k = 0; k < part; ++k) {
         size_t panels[kDirectStreams];

@@ -38,36 +38,41 @@ HWY_INLINE float Quant32(const float* x, int8_t* q, int* sum0, int* sum1) {
   return mx / 127.0f;
 }
 
-// ---- Decode layout for Q8_0 ("biased2"), per token, blocks padded to a multiple of 2:
-//   q   [nb2 * 32] u8 = int8 code + 128 (dpbusd's unsigned operand)
-//   dxe [nb2 * 8] f32: dx of block b repeated 8 times
-struct Biased2Layout {
-  size_t dxe_off, stride;
+// ---- Decode layout for Q8_0 ("signed2"), per token, blocks padded to a multiple of 2:
+//   q     [nb2 * 32] int8 codes (dpbusd's signed operand; the weights are the unsigned one, w + 128)
+//   ncorr [nb2 * 8] i32 at ncorr_off: −128 × the sum of the 4 codes of each 4-column group (lane order
+//         of one pair of blocks: 8 groups of block 2p, then 8 of block 2p + 1), the accumulator's start,
+//         so that dpbusd(ncorr, w + 128, q) = Σ w · q per group exactly
+//   dxe   [nb2 * 8] f32 at dxe_off: dx of block b repeated 8 times
+struct Signed2Layout {
+  size_t ncorr_off, dxe_off, stride;
 };
-inline Biased2Layout Biased2LayoutOf(size_t cols) {
+inline Signed2Layout Signed2LayoutOf(size_t cols) {
   const size_t nb2 = (cols / 32 + 1) / 2 * 2;
-  Biased2Layout l;
-  l.dxe_off = Align64(nb2 * 32);
+  Signed2Layout l;
+  l.ncorr_off = Align64(nb2 * 32);
+  l.dxe_off = l.ncorr_off + nb2 * 8 * sizeof(int32_t);
   l.stride = l.dxe_off + nb2 * 8 * sizeof(float);
   return l;
 }
 
-inline void QuantizeBiased2(const float* x, size_t cols, size_t n_tok, uint8_t* out) {
-  const Biased2Layout l = Biased2LayoutOf(cols);
+inline void QuantizeSigned2(const float* x, size_t cols, size_t n_tok, uint8_t* out) {
+  const Signed2Layout l = Signed2LayoutOf(cols);
   const size_t nb = cols / 32, nb2 = (nb + 1) / 2 * 2;
   for (size_t t = 0; t < n_tok; ++t) {
     uint8_t* base = out + t * l.stride;
+    auto* ncorr = reinterpret_cast<int32_t*>(base + l.ncorr_off);
     auto* dxe = reinterpret_cast<float*>(base + l.dxe_off);
-    alignas(64) int8_t blk[32];
     for (size_t b = 0; b < nb2; ++b) {
+      auto* blk = reinterpret_cast<int8_t*>(base + 32 * b);
       float d = 0.0f;
       if (b < nb) {
         int s0, s1;
         d = Quant32(x + t * cols + 32 * b, blk, &s0, &s1);
       } else {
-        std::memset(blk, 0, sizeof(blk));
+        std::memset(blk, 0, 32);
       }
-      for (int i = 0; i < 32; ++i) base[32 * b + i] = static_cast<uint8_t>(blk[i] ^ 0x80);
+      for (int g = 0; g < 8; ++g) ncorr[8 * b + g] = -128 * (blk[4 * g] + blk[4 * g + 1] + blk[4 * g + 2] + blk[4 * g + 3]);
       for (int i = 0; i < 8; ++i) dxe[8 * b + i] = d;
     }
   }

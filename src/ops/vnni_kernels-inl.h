@@ -46,9 +46,9 @@ inline constexpr size_t kSlabRows = 64;  // multiple of 16
 
 inline void DecodePath(const JobList& jobs, const float* x, size_t n_tok, ThreadPool& pool) {
   const WeightView& w0 = jobs.ws[0];
-  const size_t ld = Biased2LayoutOf(w0.cols).stride;
+  const size_t ld = Signed2LayoutOf(w0.cols).stride;
   uint8_t* act = ops_internal::ActScratch().Get(ld * n_tok);
-  QuantizeBiased2(x, w0.cols, n_tok, act);
+  QuantizeSigned2(x, w0.cols, n_tok, act);
   const size_t passes = (n_tok + 3) / 4;
   ops_internal::ParallelRanges(pool, jobs.total(), 16, [&](size_t g0, size_t g1) {
     jobs.ForRange(g0, g1, [&](size_t j, size_t r0, size_t r1) {
