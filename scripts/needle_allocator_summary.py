@@ -95,6 +95,18 @@ for a in mixed:
         print(f"| {a} vs {b} | {100 * r['ra']:.1f} % vs {100 * r['rb']:.1f} %{flag} | {r['mean']:+.3f} | {r['median']:+.3f} | "
               f"{r['lo']} / {r['hi']} | {r['p']:.2g} | {r['acc_a']} vs {r['acc_b']} | {r['only_a']} / {r['only_b']} | {r['sp']:.2g} |")
 
+# Item 3: one context made for all of a document's questions (`--shared-questions`, "X@shared") against the
+# same config made per question (X), and against the baselines (in the table above).
+shared = [(n, n[: -len("@shared")]) for n in names if n.endswith("@shared") and n[: -len("@shared")] in data]
+if shared:
+    print("\n### Shared contexts: one context for all of a document's questions vs one per question\n")
+    print("| A vs B | bytes/f16 A vs B | mean Δ NLL | median | A lower / higher | Wilcoxon p | exact A vs B | only A / only B | sign p |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for a, b in shared:
+        r = pair(a, b, keys)
+        print(f"| {a} vs {b} | {100 * r['ra']:.1f} % vs {100 * r['rb']:.1f} % | {r['mean']:+.3f} | {r['median']:+.3f} | "
+              f"{r['lo']} / {r['hi']} | {r['p']:.2g} | {r['acc_a']} vs {r['acc_b']} | {r['only_a']} / {r['only_b']} | {r['sp']:.2g} |")
+
 print("\n### Goals (SmolLM2-135M)\n")
 if "kivi4" in data:
     rk = ratio("kivi4", keys)
