@@ -83,6 +83,11 @@ def pair(a, b, ks):
                 sp=sign_p(only_a, only_b), ra=ratio(a, ks), rb=ratio(b, ks), acc_a=acc(a, ks), acc_b=acc(b, ks))
 
 
+def print_pair(a, b, r, flag=""):
+    print(f"| {a} vs {b} | {100 * r['ra']:.1f} % vs {100 * r['rb']:.1f} %{flag} | {r['mean']:+.3f} | {r['median']:+.3f} | "
+          f"{r['lo']} / {r['hi']} | {r['p']:.2g} | {r['acc_a']} vs {r['acc_b']} | {r['only_a']} / {r['only_b']} | {r['sp']:.2g} |")
+
+
 mixed = [n for n in names if n not in uniform]
 print("\n### Paired: mixed precision vs the uniform baselines (answer NLL A − B; exact answers)\n")
 print("| A vs B | bytes/f16 A vs B | mean Δ NLL | median | A lower / higher | Wilcoxon p | exact A vs B | only A / only B | sign p |")
@@ -91,9 +96,7 @@ results = {}
 for a in mixed:
     for b in base + (["f16"] if a != "f16" else []):
         r = results[(a, b)] = pair(a, b, keys)
-        flag = "" if r["ra"] <= r["rb"] + 1e-9 else " (A more bytes)"
-        print(f"| {a} vs {b} | {100 * r['ra']:.1f} % vs {100 * r['rb']:.1f} %{flag} | {r['mean']:+.3f} | {r['median']:+.3f} | "
-              f"{r['lo']} / {r['hi']} | {r['p']:.2g} | {r['acc_a']} vs {r['acc_b']} | {r['only_a']} / {r['only_b']} | {r['sp']:.2g} |")
+        print_pair(a, b, r, "" if r["ra"] <= r["rb"] + 1e-9 else " (A more bytes)")
 
 # Item 3: one context made for all of a document's questions (`--shared-questions`, "X@shared") against the
 # same config made per question (X), and against the baselines (in the table above).
@@ -103,9 +106,7 @@ if shared:
     print("| A vs B | bytes/f16 A vs B | mean Δ NLL | median | A lower / higher | Wilcoxon p | exact A vs B | only A / only B | sign p |")
     print("|---|---|---|---|---|---|---|---|---|")
     for a, b in shared:
-        r = pair(a, b, keys)
-        print(f"| {a} vs {b} | {100 * r['ra']:.1f} % vs {100 * r['rb']:.1f} % | {r['mean']:+.3f} | {r['median']:+.3f} | "
-              f"{r['lo']} / {r['hi']} | {r['p']:.2g} | {r['acc_a']} vs {r['acc_b']} | {r['only_a']} / {r['only_b']} | {r['sp']:.2g} |")
+        print_pair(a, b, pair(a, b, keys))
 
 print("\n### Goals (SmolLM2-135M)\n")
 if "kivi4" in data:

@@ -207,10 +207,11 @@ HWY_INLINE void DirectPanelsToken(const uint8_t* const* rps, size_t cols, const 
 inline constexpr size_t kDirectMaxTok = 2;
 // Panels a decode thread reads in lock step (DirectPanelsToken).
 inline constexpr size_t kDirectStreams = 4;
-// ... but 1 for Q4_K / Q6_K, whose super-block bodies are long: on AMD Zen 4, 1 thread, matmul_bench's
-// Gemma 3 sequence (6 alternated rounds), one panel at a time read Q4_K at 10.4–15.0 GB/s against
-// 8.7–10.8 in lock step, Q6_K 12.1–18.3 against 8.0–10.2 (docs/results/gemma3.md §24). Not measured on Intel.
-inline constexpr size_t kKQuantStreams = 1;
+// ... except Q4_K / Q6_K, whose super-block bodies are long: read one panel at a time. On AMD Zen 4, 1 thread,
+// matmul_bench's Gemma 3 sequence (6 alternated rounds), one panel at a time read Q4_K at 10.4–15.0 GB/s
+// against 8.7–10.8 in lock step, Q6_K 12.1–18.3 against 8.0–10.2 (docs/results/gemma3.md §24). Not measured
+// on Intel.
+inline constexpr bool DecodeInLockstep(GgmlType t) { return t != GgmlType::kQ4_K && t != GgmlType::kQ6_K; }
 
 template <int kSub, int kBatch, bool kSigned>
 void Int8Groups(const ops_internal::JobList& jobs, const uint8_t* act, size_t n_tok, size_t g0, size_t g1) {
@@ -261,12 +262,7 @@ void Int8Groups(const ops_internal::JobList& jobs, const uint8_t* act, size_t n_
           }
         }
       };
-      if (type == GgmlType::kQ4_K || type == GgmlType::kQ6_K) {  // one panel at a time (kKQuantStreams)
-        static_assert(kKQuantStreams == 1);
-        for (size_t p = p0; p < p1; ++p) run.template operator()<1>(&p);
-        return;
-      }
-      const size_t part = (p1 - p0) / kDirectStreams;
+      const size_t part = DecodeInLockstep(type) ? (p1 - p0) / kDirectStreams : 0;  // 0: all one at a time
       for (size_t k = 0; k < part; ++k) {
         size_t panels[kDirectStreams];
         for (size_t q = 0; q < kDirectStreams; ++q) panels[q] = p0 + q * part + k;

@@ -25,7 +25,8 @@ namespace mm {  // matmul internals (names private to these kernels)
 // Software prefetch distance of the decode streams (bytes ahead of the block being read), requested
 // into L2 (prefetcht1), not L1: on AMD Zen 4 (1 thread, matmul_bench, Gemma 3's 262,144 × 640 Q8_0
 // output, 2 alternated rounds of 3) prefetcht0 read 15.7–18.1 GB/s, prefetcht1 19.3–23.4 (the L1's
-// few miss buffers capped the lines in flight); Gemma 3 tg128 62 → 74 tok/s with kKQuantStreams.
+// few miss buffers capped the lines in flight); Gemma 3 tg128 62 → 74 tok/s together with Q4_K / Q6_K
+// read one panel at a time (DecodeInLockstep).
 inline constexpr size_t kPrefetchBytes = 2048;
 
 // Mask of the first n (≤ 64) bytes.
