@@ -27,8 +27,13 @@ args = ap.parse_args()
 
 data = defaultdict(dict)  # config -> key -> case
 for f in args.runs:
+    if not os.path.isfile(f): sys.exit(f"no such run file: {f}")
     if os.path.getsize(f) == 0: continue
-    for c in json.load(open(f))["configs"]:
+    try:
+        configs = json.load(open(f))["configs"]
+    except (ValueError, KeyError, TypeError) as e:
+        sys.exit(f"{f}: not the JSON of `chorus eval needle --json` ({type(e).__name__}: {e})")
+    for c in configs:
         for r in c["cases"]:
             data[c["config"]][(r.get("kind", ""), r["answer"], r["tokens"], r["depth"])] = r
 if "f16" not in data: sys.exit("no f16 config in the runs: bytes and the goals are relative to it")
