@@ -69,6 +69,60 @@ void BM_Score(benchmark::State& state) {
   SetFlops(state, kNq);
 }
 
+// tq4 keys' integer scores (score_q8; skipped where the CPU lacks them), queries quantized once.
+void BM_ScoreQ8(benchmark::State& state) {
+  const KvFormat f = KvFormat::kTq4;
+  state.SetLabel("tq4 int8");
+  const KvScoreQ8Fn score = GetKvBlockKernels(f).score_q8;
+  if (!score) {
+    state.SkipWithError("no integer key scores on this CPU");
+    return;
+  }
+  const Fixture fx = MakeBlocks(f, KvSide::kKey);
+  const auto kNq = static_cast<size_t>(state.range(0));
+  const size_t d = kGeometry.head_dim;
+  std::vector<float> q(kNq * d), scores(kNq * kBlockTokens), scale(kNq);
+  for (size_t k = 0; k < q.size(); ++k) q[k] = 0.125f * static_cast<float>(k % 7) - 0.375f;
+  std::vector<int8_t> q8(kNq * d);
+  std::vector<int32_t> bias(kNq);
+  QuantizeQueriesQ8(q.data(), kNq, d, q8.data(), scale.data(), bias.data());
+  const QueryQ8 qq{q8.data(), scale.data(), bias.data()};
+  for (auto _ : state) {
+    for (size_t b = 0; b < kBlocks; ++b) {
+      score(kGeometry, &fx.blocks[b * fx.block_bytes], 1, qq, kNq, scores.data(), kBlockTokens);
+      benchmark::DoNotOptimize(scores.data());
+    }
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * kBlocks * kBlockTokens);
+  state.SetBytesProcessed(state.iterations() * kBlocks * KvHeadTileBytes(f, KvSide::kKey, d));
+  SetFlops(state, kNq);
+}
+
+// tq3 / tq4 values' integer sums (accumulate_q8; skipped where the CPU lacks them).
+void BM_AccumulateQ8(benchmark::State& state) {
+  const KvFormat f = kAllKvFormats[state.range(0)];
+  state.SetLabel(std::string(KvFormatName(f)) + " int8");
+  const KvAccumulateFn accumulate = GetKvBlockKernels(f).accumulate_q8;
+  if (!accumulate) {
+    state.SkipWithError("no integer value sums on this CPU");
+    return;
+  }
+  const Fixture fx = MakeBlocks(f, KvSide::kValue);
+  const auto kNq = static_cast<size_t>(state.range(1));
+  std::vector<float> p(kNq * kBlockTokens, 1.0f / 2048), acc(kNq * kGeometry.head_dim, 0.0f);
+  for (auto _ : state) {
+    for (size_t b = 0; b < kBlocks; ++b) {
+      accumulate(kGeometry, &fx.blocks[b * fx.block_bytes], 1, p.data(), kNq, acc.data(), kBlockTokens);
+    }
+    benchmark::DoNotOptimize(acc.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * kBlocks * kBlockTokens);
+  state.SetBytesProcessed(state.iterations() * kBlocks * KvHeadTileBytes(f, KvSide::kValue, kGeometry.head_dim));
+  SetFlops(state, kNq);
+}
+
 void BM_Accumulate(benchmark::State& state) {
   const KvFormat f = kAllKvFormats[state.range(0)];
   state.SetLabel(std::string(KvFormatName(f)));
@@ -179,6 +233,8 @@ void BM_AttendDepth(benchmark::State& state) {
 }
 
 BENCHMARK(BM_Score)->ArgsProduct({benchmark::CreateDenseRange(0, std::size(kAllKvFormats) - 1, 1), {3, 45}});
+BENCHMARK(BM_ScoreQ8)->Arg(3)->Arg(45);
+BENCHMARK(BM_AccumulateQ8)->ArgsProduct({{5, 6}, {3, 45}});  // tq4, tq3
 BENCHMARK(BM_Accumulate)->ArgsProduct({benchmark::CreateDenseRange(0, std::size(kAllKvFormats) - 1, 1), {3, 45}});
 BENCHMARK(BM_Attend)->ArgsProduct({{0, 1, 2}, {3, 21, 24, 45, 96}});
 BENCHMARK(BM_Encode)->DenseRange(0, std::size(kAllKvFormats) - 1);

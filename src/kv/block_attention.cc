@@ -31,28 +31,33 @@ void BlockAttention::Reserve(size_t max_q) {
     st->o.reserve(max_q * hd);
   }
   q_rot_.reserve(max_q * hd);
+  q8_.reserve(max_q * hd);
+  q8_scale_.reserve(max_q);
+  q8_bias_.reserve(max_q);
   scores_.reserve(max_q * kBlockTokens);
   part_acc_.resize(std::max(part_acc_.size(), max_q * PartStateFloats(hd)));
 }
 
 size_t BlockAttention::bytes() const {
   size_t floats = q_rot_.capacity() + scores_.capacity() + tmp_.capacity() + part_acc_.capacity() +
-                  part_tmp_.capacity();
+                  part_tmp_.capacity() + q8_scale_.capacity();
   for (const SoftmaxState* st : {&plain_, &rot_}) floats += st->m.capacity() + st->l.capacity() + st->o.capacity();
-  return sizeof(*this) + floats * sizeof(float);
+  return sizeof(*this) + floats * sizeof(float) + q8_.capacity() + q8_bias_.capacity() * sizeof(int32_t);
 }
 
 size_t BlockAttention::BytesFor(const KvGeometry& g, size_t max_q) {
   const size_t hd = g.head_dim;
   return sizeof(BlockAttention) +
-         (2 * (2 * max_q + max_q * hd) + max_q * hd + max_q * kBlockTokens + hd + (max_q + 1) * PartStateFloats(hd)) *
-             sizeof(float);
+         (2 * (2 * max_q + max_q * hd) + max_q * hd + max_q * kBlockTokens + hd + (max_q + 1) * PartStateFloats(hd) +
+          max_q) * sizeof(float) +
+         max_q * hd + max_q * sizeof(int32_t);
 }
 
 void BlockAttention::Begin(const float* q, size_t n_q) {
   q_ = q;
   n_q_ = n_q;
   have_q_rot_ = false;
+  have_q8_ = false;
   plain_.Reset(n_q, g_.head_dim);
   rot_.m.clear();
   scores_.resize(n_q * kBlockTokens);
@@ -72,6 +77,19 @@ const float* BlockAttention::RotatedQueries() {
     have_q_rot_ = true;
   }
   return q_rot_.data();
+}
+
+QueryQ8 BlockAttention::QuantizedRotatedQueries() {
+  if (!have_q8_) {
+    const size_t hd = g_.head_dim;
+    const float* q = RotatedQueries();
+    q8_.resize(n_q_ * hd);
+    q8_scale_.resize(n_q_);
+    q8_bias_.resize(n_q_);
+    QuantizeQueriesQ8(q, n_q_, hd, q8_.data(), q8_scale_.data(), q8_bias_.data());
+    have_q8_ = true;
+  }
+  return {q8_.data(), q8_scale_.data(), q8_bias_.data()};
 }
 
 namespace {
@@ -106,15 +124,25 @@ void BlockAttention::AddBlocks(std::span<const BlockView> blocks, uint32_t kv_he
     const KvBlockKernels& kk = kernels_[static_cast<size_t>(kf)];
     const KvBlockKernels& vk = kernels_[static_cast<size_t>(vf)];
     const float* q = (KvFormatIsRotated(kf) ? RotatedQueries() : q_) + q0 * hd;
+    QueryQ8 q8{};  // integer key scores (tq4 keys, a rotated format) where the CPU has them
+    if (kk.score_q8) {
+      const QueryQ8 all = QuantizedRotatedQueries();
+      q8 = {all.q + q0 * hd, all.scale + q0, all.bias + q0};
+    }
+    // integer value sums (tq3 / tq4 values, head_dim a multiple of 64) where the CPU has them
+    const KvAccumulateFn accumulate = vk.accumulate_q8 && hd % 64 == 0 ? vk.accumulate_q8 : vk.accumulate;
     SoftmaxState& st = KvFormatIsRotated(vf) ? rot_ : plain_;
     if (st.m.empty()) st.Reset(n_q_, hd);
     for (size_t b = b0; b < b1; ++b) {
       if (b + 1 < blocks.size()) PrefetchHeadTiles(g_, blocks[b + 1], kv_head);
-      kk.score(g_, blocks[b].k, kv_head, q, nq, scores_.data(), kBlockTokens);
+      if (kk.score_q8)
+        kk.score_q8(g_, blocks[b].k, kv_head, q8, nq, scores_.data(), kBlockTokens);
+      else
+        kk.score(g_, blocks[b].k, kv_head, q, nq, scores_.data(), kBlockTokens);
       if (b == 0 && skip_first > 0)
         for (size_t i = 0; i < nq; ++i) std::fill_n(scores_.data() + i * kBlockTokens, skip_first, -INFINITY);
       Update(st, q0, nq, kBlockTokens);
-      vk.accumulate(g_, blocks[b].v, kv_head, scores_.data(), nq, st.o.data() + q0 * hd, kBlockTokens);
+      accumulate(g_, blocks[b].v, kv_head, scores_.data(), nq, st.o.data() + q0 * hd, kBlockTokens);
     }
     b0 = b1;
   }

@@ -81,12 +81,17 @@ class BlockAttention {
  private:
   void Update(SoftmaxState& st, size_t q0, size_t nq, size_t n_rows);
   const float* RotatedQueries();
+  QueryQ8 QuantizedRotatedQueries();
 
   KvGeometry g_;
   size_t n_q_ = 0;
   const float* q_ = nullptr;
   std::vector<float> q_rot_;   // (n_q, head_dim) rotated queries, computed on first need
   bool have_q_rot_ = false;
+  std::vector<int8_t> q8_;         // (n_q, head_dim) int8 rotated queries (score_q8), on first need
+  std::vector<float> q8_scale_;    // (n_q)
+  std::vector<int32_t> q8_bias_;   // (n_q)
+  bool have_q8_ = false;
   SoftmaxState plain_, rot_;   // accumulators of non-rotated / rotated value formats
   std::vector<float> scores_;  // (n_q, 32)
   std::vector<float> tmp_;     // (head_dim)

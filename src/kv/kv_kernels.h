@@ -27,12 +27,55 @@ using KvAccumulateFn = void (*)(const KvGeometry& geometry, const uint8_t* v_blo
                                 uint32_t kv_head, const float* p, size_t n_q, float* acc,
                                 size_t ld);
 
+// Integer key scores (tq4 keys on a CPU with 8-bit dot products, AVX-512 VNNI + VBMI; elsewhere
+// the float Score):
+//   q8_ic = round(q_ic · 127 / max_c |q_ic|)                                  (QuantizeQueriesQ8)
+//   scores[i * ld + j] = (float(Σ_c q8_ic · c8[code_jc]) · scale_i) · (norm_j · (1/sqrt(d)))
+// with c8 the 16 centroids as int8 (round(centroid · s), Tq4CentroidsQ8) and scale_i = (max|q_i| /
+// 127) · (1 / s). The sum is exact integer arithmetic, so the
+// SIMD kernel and ScoreKvBlockQ8Ref agree bit for bit; against the float Score it adds the int8
+// rounding of the query and of the centroids (docs/results/speed-table.md measures what it does
+// to perplexity).
+struct QueryQ8 {
+  const int8_t* q;      // (n_q, head_dim) codes
+  const float* scale;   // (n_q)
+  const int32_t* bias;  // (n_q) -128 · Σ_c q8_ic (the kernel's unsigned centroids are c8 + 128)
+};
+using KvScoreQ8Fn = void (*)(const KvGeometry& geometry, const uint8_t* k_block, uint32_t kv_head,
+                             const QueryQ8& q, size_t n_q, float* scores, size_t ld);
+
+// Integer value accumulation (tq3 / tq4 values, head_dim a multiple of 64, on the same CPUs), with
+// the float accumulate's arguments: per query i, the block's weights w_ij = p_ij · (norm_j / sqrt(d))
+// become u8 against their maximum W_i, w8_ij = round(w_ij · 255 / W_i), and
+//   acc[i * d + c] = fma(float(Σ_j w8_ij · c8[code_jc]), (W_i / 255) · c8_scale, acc[i * d + c])
+// (a query whose weights are all 0 leaves acc as it is). c8: the centroids as int8 (TqCentroidsQ8).
+// Exact integers again: the SIMD kernel matches AccumulateKvBlockQ8Ref bit for bit.
+
 struct KvBlockKernels {
   KvScoreFn score;            // SIMD (best target of this CPU)
   KvAccumulateFn accumulate;  // SIMD (best target of this CPU)
+  KvScoreQ8Fn score_q8 = nullptr;            // integer key scores where this target has them (tq4), else null
+  KvAccumulateFn accumulate_q8 = nullptr;    // integer value sums where this target has them (tq3, tq4), else null
 };
 // Fetch once per format group, outside the loop over blocks (the dispatch on the runtime type).
 KvBlockKernels GetKvBlockKernels(KvFormat format);
+// Whether GetKvBlockKernels hands out score_q8 / accumulate_q8 where the target has them: on unless
+// the environment variable CHORUS_KV_INT8 is 0 at the first call; tests that hold the float path to a float
+// error bound switch it off around themselves (process-wide, not per thread).
+bool KvInt8ScoresEnabled();
+void SetKvInt8Scores(bool on);
+// SetKvInt8Scores(on) for a scope, then the previous setting (kernels are fetched when an attention
+// object is made: open the scope before).
+class ScopedKvInt8Scores {
+ public:
+  explicit ScopedKvInt8Scores(bool on) : prev_(KvInt8ScoresEnabled()) { SetKvInt8Scores(on); }
+  ~ScopedKvInt8Scores() { SetKvInt8Scores(prev_); }
+  ScopedKvInt8Scores(const ScopedKvInt8Scores&) = delete;
+  ScopedKvInt8Scores& operator=(const ScopedKvInt8Scores&) = delete;
+
+ private:
+  bool prev_;
+};
 
 // Convenience: GetKvBlockKernels(format).score / .accumulate for one block.
 void ScoreKvBlock(KvFormat format, const KvGeometry& geometry, const uint8_t* k_block,
@@ -49,5 +92,23 @@ void ScoreKvBlockRef(KvFormat format, const KvGeometry& geometry, const uint8_t*
 void AccumulateKvBlockRef(KvFormat format, const KvGeometry& geometry, const uint8_t* v_block,
                           uint32_t kv_head, const float* p, size_t n_q, float* acc,
                           size_t ld = kBlockTokens);
+
+// The int8 centroids of `bits`-bit TQ codes (c8 above: round(centroid · s), 2^bits of them, with the
+// s ≤ 127 / max |centroid| that keeps them closest to the float centroids, weighted by how often
+// each code occurs) and their scale 1 / s. bits: 2, 3 or 4.
+const int8_t* TqCentroidsQ8(uint32_t bits);
+float TqCentroidsQ8Scale(uint32_t bits);
+inline const int8_t* Tq4CentroidsQ8() { return TqCentroidsQ8(4); }
+inline float Tq4CentroidsQ8Scale() { return TqCentroidsQ8Scale(4); }
+// Quantizes n_q queries (n_q, d) for score_q8: codes (n_q, d), scale and bias (n_q) as above. A zero
+// query gets zero codes and scale.
+void QuantizeQueriesQ8(const float* q, size_t n_q, size_t d, int8_t* q8, float* scale, int32_t* bias);
+// Scalar model of score_q8 (tq4 keys): the same integers and the same float operations in the same
+// order, so the SIMD kernel matches it bit for bit.
+void ScoreKvBlockQ8Ref(KvFormat format, const KvGeometry& geometry, const uint8_t* k_block, uint32_t kv_head,
+                       const QueryQ8& q, size_t n_q, float* scores, size_t ld = kBlockTokens);
+// Scalar model of accumulate_q8 (tq3 / tq4 values), bit for bit.
+void AccumulateKvBlockQ8Ref(KvFormat format, const KvGeometry& geometry, const uint8_t* v_block, uint32_t kv_head,
+                            const float* p, size_t n_q, float* acc, size_t ld = kBlockTokens);
 
 }  // namespace chorus

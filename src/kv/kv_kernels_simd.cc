@@ -3,12 +3,19 @@
 #include "kv/kv_kernels.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <type_traits>
 
 #include "kv/kv_format_layout.h"  // offsets, TileBytes, Codebook
+#include "ops/cpu_target.h"       // Avx512VnniVbmi (ScoreTq4Q8)
 #include "util/fp16.h"            // F16ToF32 (scalar tails)
 
+#ifndef HWY_WANT_AVX3_DL
+#define HWY_WANT_AVX3_DL 1  // compile the Ice Lake+ target (VBMI: CentroidTable's 3-bit lookup) too
+#endif
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kv/kv_kernels_simd.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -667,6 +674,221 @@ void AccumulateBlock(const KvGeometry& g, const uint8_t* block, uint32_t kv_head
   }
 }
 
+#if HWY_TARGET == HWY_AVX3_DL
+#pragma GCC target("avx512vnni")  // vpdpbusd (Highway's AVX3_DL attributes lack it; popped with the target)
+// Integer scores of tq4 keys (kv_kernels.h, QueryQ8): per 4 channels, the 4 key columns (64 bytes)
+// are rearranged by one vpermb so that lane j holds token j's 4 codes, the codes become unsigned
+// centroids c8 + 128 by a 64-entry vpermb (index bits 4-5, the neighbouring nibble, pick the same
+// entry: the 16 centroids are stored 4 times), and each query meets them in one vpdpbusd per 16
+// tokens. The accumulators start at the query's -128 · Σ q8, so they end at Σ q8 · c8 exactly.
+struct alignas(64) Tq4Arrange {
+  uint8_t idx[64];  // byte 4j + t <- byte 16t + j: token j's codes of channels c..c+3
+};
+constexpr Tq4Arrange MakeTq4Arrange() {
+  Tq4Arrange a{};
+  for (int j = 0; j < 16; ++j)
+    for (int t = 0; t < 4; ++t) a.idx[4 * j + t] = static_cast<uint8_t>(16 * t + j);
+  return a;
+}
+alignas(64) inline constexpr Tq4Arrange kTq4Arrange = MakeTq4Arrange();
+
+template <size_t kQ>
+HWY_INLINE void ScoreTq4Q8Tile(const uint8_t* tile, uint32_t d, const QueryQ8& q, size_t i0, float* scores, size_t ld,
+                               __m512i table) {
+  const uint8_t* cols = tile + kv_layout::KeyColumnsOffset(KvFormat::kTq4);
+  __m512i acc[kQ][2];
+  CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) acc[i][0] = acc[i][1] = _mm512_set1_epi32(q.bias[i0 + i]);
+  const __m512i arrange = _mm512_load_si512(kTq4Arrange.idx);
+  const int8_t* q8 = q.q + i0 * d;
+  for (size_t c = 0; c < d; c += 4) {
+    const __m512i a = _mm512_permutexvar_epi8(arrange, _mm512_loadu_si512(cols + c * 16));
+    const __m512i lo = _mm512_permutexvar_epi8(a, table);                         // tokens 0-15
+    const __m512i hi = _mm512_permutexvar_epi8(_mm512_srli_epi16(a, 4), table);  // tokens 16-31
+    CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) {
+      int32_t w;
+      std::memcpy(&w, q8 + i * d + c, 4);
+      const __m512i qb = _mm512_set1_epi32(w);
+      acc[i][0] = _mm512_dpbusd_epi32(acc[i][0], lo, qb);
+      acc[i][1] = _mm512_dpbusd_epi32(acc[i][1], hi, qb);
+    }
+  }
+  const DF df;
+  const VF inv_sqrt_d = hn::Set(df, 1.0f / std::sqrt(static_cast<float>(d)));
+  CHORUS_UNROLL for (size_t t = 0; t < 2; ++t) {
+    const VF s = hn::Mul(LoadF16(df, tile + 2 * 16 * t), inv_sqrt_d);
+    CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) {
+      const VF dot = VF{_mm512_cvtepi32_ps(acc[i][t])};
+      hn::StoreU(hn::Mul(hn::Mul(dot, hn::Set(df, q.scale[i0 + i])), s), df, scores + i * ld + 16 * t);
+    }
+  }
+}
+
+void ScoreTq4Q8(const KvGeometry& g, const uint8_t* block, uint32_t kv_head, const QueryQ8& q, size_t n_q,
+                float* scores, size_t ld) {
+  const uint32_t d = g.head_dim;
+  const uint8_t* tile = HeadTile<KvFormat::kTq4>(block, d, kv_head);
+  const __m512i table = _mm512_xor_si512(_mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(Tq4CentroidsQ8()))),
+                                         _mm512_set1_epi8(static_cast<char>(0x80)));
+  ForQueryTiles<8>(n_q, [&](auto kq, size_t i0) {
+    ScoreTq4Q8Tile<decltype(kq)::value>(tile, d, q, i0, scores + i0 * ld, ld, table);
+  });
+}
+
+// Integer value sums of tq3 / tq4 rows (kv_kernels.h, accumulate_q8). Per 64 channels and 4 tokens,
+// each token's codes become 64 int8 centroids (one byte per channel: vpermb / vpmultishiftqb to
+// place the codes, one vpermb lookup), and two vpermt2b + vpermt2w rounds interleave the 4 tokens so
+// that lane c of a vector holds their 4 centroids of channel c: one vpdpbusd then adds the 4 tokens'
+// u8 weights times them. The block's interleaved centroids are built once (≤ 8 KiB on the stack) for
+// every query.
+struct alignas(64) TqValueTables {
+  uint8_t lo_src[64], hi_src[64], lo_ctrl[64], hi_ctrl[64];  // 3 bits: sources and multishifts
+  uint8_t nib_src[64];                                       // 4 bits: byte of channel c
+  uint8_t tok01[2][64];                                      // vpermt2b: [R0[c], R1[c]] words
+  uint16_t quad[2][32];                                      // vpermt2w: [A[c], C[c]] dwords
+};
+constexpr TqValueTables MakeTqValueTables() {
+  TqValueTables t{};
+  for (int c = 0; c < 64; ++c) {
+    const int g = c / 32, i = c % 32;
+    t.lo_src[c] = static_cast<uint8_t>(12 * g + c % 8);
+    t.hi_src[c] = static_cast<uint8_t>(12 * g + 8 + c % 4);
+    t.lo_ctrl[c] = static_cast<uint8_t>(2 * i);
+    t.hi_ctrl[c] = static_cast<uint8_t>((i - 2) & 63);
+    t.nib_src[c] = static_cast<uint8_t>(16 * g + i % 16);
+  }
+  for (int h = 0; h < 2; ++h)
+    for (int c = 0; c < 32; ++c) {
+      t.tok01[h][2 * c] = static_cast<uint8_t>(32 * h + c);
+      t.tok01[h][2 * c + 1] = static_cast<uint8_t>(64 + 32 * h + c);
+    }
+  for (int h = 0; h < 2; ++h)
+    for (int m = 0; m < 16; ++m) {
+      t.quad[h][2 * m] = static_cast<uint16_t>(16 * h + m);
+      t.quad[h][2 * m + 1] = static_cast<uint16_t>(32 + 16 * h + m);
+    }
+  return t;
+}
+alignas(64) inline constexpr TqValueTables kTqValueTables = MakeTqValueTables();
+inline constexpr uint64_t kHighNibbleChannels = 0xFFFF0000FFFF0000ull;  // channels 16-31 of each group
+
+// Channels c0 .. c0+63 of one row's codes (`codes`: its groups from c0 on) as int8 centroids.
+template <uint32_t kBits>
+HWY_INLINE __m512i TqRowCentroids8(const uint8_t* codes, __m512i table) {
+  const TqValueTables& t = kTqValueTables;
+  if constexpr (kBits == 3) {
+    const __m512i row = _mm512_maskz_loadu_epi8(0xFFFFFFull, codes);  // 2 groups of 12 bytes
+    const __m512i lo = _mm512_multishift_epi64_epi8(_mm512_load_si512(t.lo_ctrl),
+                                                    _mm512_permutexvar_epi8(_mm512_load_si512(t.lo_src), row));
+    const __m512i hi = _mm512_multishift_epi64_epi8(_mm512_load_si512(t.hi_ctrl),
+                                                    _mm512_permutexvar_epi8(_mm512_load_si512(t.hi_src), row));
+    return _mm512_permutexvar_epi8(_mm512_ternarylogic_epi32(lo, hi, _mm512_set1_epi8(3), 0xE4), table);
+  } else {
+    static_assert(kBits == 4, "3 or 4 bits");
+    const __m512i x = _mm512_permutexvar_epi8(_mm512_load_si512(t.nib_src), _mm512_maskz_loadu_epi8(0xFFFFFFFFull, codes));
+    return _mm512_permutexvar_epi8(_mm512_mask_blend_epi8(kHighNibbleChannels, x, _mm512_srli_epi16(x, 4)), table);
+  }
+}
+
+HWY_INLINE long long LoadLE64(const int8_t* p) {
+  long long v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+
+template <size_t kQ>
+HWY_INLINE void AccumulateTqQ8Tile(const __m512i* vt, size_t chunks, const uint8_t (*w8)[kBlockTokens],
+                                   const float* scale, uint32_t d, float* acc) {
+  for (size_t ch = 0; ch < chunks; ++ch) {
+    const __m512i* v = vt + ch * 8 * 4;
+    __m512i sum[kQ][4];
+    CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) {
+      CHORUS_UNROLL for (size_t k = 0; k < 4; ++k) sum[i][k] = _mm512_setzero_si512();
+    }
+    for (size_t quad = 0; quad < 8; ++quad, v += 4) {
+      CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) {
+        int32_t w;
+        std::memcpy(&w, w8[i] + 4 * quad, 4);
+        const __m512i wb = _mm512_set1_epi32(w);
+        CHORUS_UNROLL for (size_t k = 0; k < 4; ++k) sum[i][k] = _mm512_dpbusd_epi32(sum[i][k], wb, v[k]);
+      }
+    }
+    CHORUS_UNROLL for (size_t i = 0; i < kQ; ++i) {
+      if (!(scale[i] > 0)) continue;  // all weights 0: acc as it is
+      const __m512 sc = _mm512_set1_ps(scale[i]);
+      float* a = acc + i * d + ch * 64;
+      CHORUS_UNROLL for (size_t k = 0; k < 4; ++k)
+        _mm512_storeu_ps(a + 16 * k, _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[i][k]), sc, _mm512_loadu_ps(a + 16 * k)));
+    }
+  }
+}
+
+template <KvFormat kF>
+void AccumulateTqQ8(const KvGeometry& g, const uint8_t* block, uint32_t kv_head, const float* p, size_t n_q,
+                    float* acc, size_t ld) {
+  constexpr uint32_t kBits = kv_layout::TqBits(kF);
+  const uint32_t d = g.head_dim;
+  if (d % 64 != 0 || d > kDecodeMaxDim) return AccumulateBlock<kF>(g, block, kv_head, p, n_q, acc, ld);
+  const uint8_t* tile = HeadTile<kF>(block, d, kv_head);
+  const size_t row_bytes = kv_layout::TqRowBytes(kBits, d), chunks = d / 64;
+  const int8_t* c8 = TqCentroidsQ8(kBits);
+  const float cs = TqCentroidsQ8Scale(kBits);
+  // 64 entries: the 2^kBits centroids repeated (index bits above the code ignored)
+  const __m512i table = kBits == 3 ? _mm512_set1_epi64(LoadLE64(c8))
+                                   : _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(c8)));
+  // The block's centroids, interleaved per 4 tokens: vt[(chunk · 8 + quad) · 4 + k] lane m = the 4
+  // tokens' int8 centroids of channel 64·chunk + 16k + m.
+  __m512i vt[kDecodeMaxDim / 64 * 8 * 4];
+  const TqValueTables& tt = kTqValueTables;
+  const __m512i tok_a = _mm512_load_si512(tt.tok01[0]), tok_b = _mm512_load_si512(tt.tok01[1]);
+  const __m512i quad_lo = _mm512_load_si512(tt.quad[0]), quad_hi = _mm512_load_si512(tt.quad[1]);
+  for (size_t ch = 0; ch < chunks; ++ch) {
+    const size_t off = 2 + ch * 2 * PackedGroupBytes(kBits);
+    for (size_t quad = 0; quad < 8; ++quad) {
+      const uint8_t* r = tile + 4 * quad * row_bytes + off;
+      const __m512i r0 = TqRowCentroids8<kBits>(r, table), r1 = TqRowCentroids8<kBits>(r + row_bytes, table);
+      const __m512i r2 = TqRowCentroids8<kBits>(r + 2 * row_bytes, table);
+      const __m512i r3 = TqRowCentroids8<kBits>(r + 3 * row_bytes, table);
+      const __m512i a = _mm512_permutex2var_epi8(r0, tok_a, r1), b = _mm512_permutex2var_epi8(r0, tok_b, r1);
+      const __m512i c = _mm512_permutex2var_epi8(r2, tok_a, r3), e = _mm512_permutex2var_epi8(r2, tok_b, r3);
+      __m512i* v = vt + (ch * 8 + quad) * 4;
+      v[0] = _mm512_permutex2var_epi16(a, quad_lo, c);
+      v[1] = _mm512_permutex2var_epi16(a, quad_hi, c);
+      v[2] = _mm512_permutex2var_epi16(b, quad_lo, e);
+      v[3] = _mm512_permutex2var_epi16(b, quad_hi, e);
+    }
+  }
+  // Row scales, then per query its u8 weights against its block maximum.
+  const float inv_sqrt_d = 1.0f / std::sqrt(static_cast<float>(d));
+  alignas(64) float s[kBlockTokens];  // norm_j / sqrt(d), as TqRows::ScaleOf
+  for (size_t j = 0; j < kBlockTokens; ++j) s[j] = LoadF16One(tile + j * row_bytes) * inv_sqrt_d;
+  const __m512 s0 = _mm512_load_ps(s), s1 = _mm512_load_ps(s + 16);
+  constexpr size_t kChunkQ = 64;
+  alignas(64) uint8_t w8[kChunkQ][kBlockTokens];
+  float scale[kChunkQ];
+  for (size_t q0 = 0; q0 < n_q; q0 += kChunkQ) {
+    const size_t nq = std::min(kChunkQ, n_q - q0);
+    for (size_t i = 0; i < nq; ++i) {
+      const float* pi = p + (q0 + i) * ld;
+      const __m512 w0 = _mm512_mul_ps(_mm512_loadu_ps(pi), s0), w1 = _mm512_mul_ps(_mm512_loadu_ps(pi + 16), s1);
+      const float wmax = _mm512_reduce_max_ps(_mm512_max_ps(w0, w1));
+      if (!(wmax > 0)) {
+        scale[i] = 0;
+        std::memset(w8[i], 0, kBlockTokens);
+        continue;
+      }
+      const __m512 inv = _mm512_set1_ps(255.0f / wmax);
+      _mm_store_si128(reinterpret_cast<__m128i*>(w8[i]), _mm512_cvtusepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(w0, inv))));
+      _mm_store_si128(reinterpret_cast<__m128i*>(w8[i] + 16),
+                      _mm512_cvtusepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(w1, inv))));
+      scale[i] = (wmax / 255.0f) * cs;
+    }
+    ForQueryTiles<4>(nq, [&](auto kq, size_t i0) {
+      AccumulateTqQ8Tile<decltype(kq)::value>(vt, chunks, w8 + i0, scale + i0, d, acc + (q0 + i0) * d);
+    });
+  }
+}
+#endif
+
 // This target's kernels of `format` (direct pointers: no dispatch per block).
 KvBlockKernels KernelsFor(KvFormat format) {
   switch (format) {
@@ -675,8 +897,20 @@ KvBlockKernels KernelsFor(KvFormat format) {
     case KvFormat::kKivi4: return {&ScoreBlock<KvFormat::kKivi4>, &AccumulateBlock<KvFormat::kKivi4>};
     case KvFormat::kKivi3: return {&ScoreBlock<KvFormat::kKivi3>, &AccumulateBlock<KvFormat::kKivi3>};
     case KvFormat::kKivi2: return {&ScoreBlock<KvFormat::kKivi2>, &AccumulateBlock<KvFormat::kKivi2>};
+#if HWY_TARGET == HWY_AVX3_DL
+    case KvFormat::kTq4:
+      return {&ScoreBlock<KvFormat::kTq4>, &AccumulateBlock<KvFormat::kTq4>, Avx512VnniVbmi() ? &ScoreTq4Q8 : nullptr,
+              Avx512VnniVbmi() ? &AccumulateTqQ8<KvFormat::kTq4> : nullptr};
+#else
     case KvFormat::kTq4: return {&ScoreBlock<KvFormat::kTq4>, &AccumulateBlock<KvFormat::kTq4>};
+#endif
+#if HWY_TARGET == HWY_AVX3_DL
+    case KvFormat::kTq3:
+      return {&ScoreBlock<KvFormat::kTq3>, &AccumulateBlock<KvFormat::kTq3>, nullptr,
+              Avx512VnniVbmi() ? &AccumulateTqQ8<KvFormat::kTq3> : nullptr};
+#else
     case KvFormat::kTq3: return {&ScoreBlock<KvFormat::kTq3>, &AccumulateBlock<KvFormat::kTq3>};
+#endif
     case KvFormat::kTq2: return {&ScoreBlock<KvFormat::kTq2>, &AccumulateBlock<KvFormat::kTq2>};
     case KvFormat::kPolyKvPaper:
       return {&ScoreBlock<KvFormat::kPolyKvPaper>, &AccumulateBlock<KvFormat::kPolyKvPaper>};
@@ -694,7 +928,26 @@ namespace chorus {
 HWY_EXPORT(KernelsFor);
 
 // Picks the best target of this CPU once per call; callers fetch once per format group.
-KvBlockKernels GetKvBlockKernels(KvFormat format) { return HWY_DYNAMIC_DISPATCH(KernelsFor)(format); }
+namespace {
+std::atomic<bool>& Int8Scores() {
+  static std::atomic<bool> on{[] {
+    const char* e = std::getenv("CHORUS_KV_INT8");
+    return !(e && std::string_view(e) == "0");
+  }()};
+  return on;
+}
+}  // namespace
+
+bool KvInt8ScoresEnabled() { return Int8Scores().load(std::memory_order_relaxed); }
+void SetKvInt8Scores(bool on) { Int8Scores().store(on, std::memory_order_relaxed); }
+
+// CHORUS_KV_INT8=0 turns the integer kernels off (the float Score / Accumulate everywhere: an exact
+// A/B of what the int8 rounding does).
+KvBlockKernels GetKvBlockKernels(KvFormat format) {
+  KvBlockKernels k = HWY_DYNAMIC_DISPATCH(KernelsFor)(format);
+  if (!KvInt8ScoresEnabled()) k.score_q8 = nullptr, k.accumulate_q8 = nullptr;
+  return k;
+}
 
 }  // namespace chorus
 #endif  // HWY_ONCE

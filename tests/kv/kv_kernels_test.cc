@@ -1,5 +1,8 @@
 // KV block kernels: SIMD Score/Accumulate vs their scalar *Ref twins on every compiled SIMD target,
 // every format and geometry, n_q ∈ {1, 3, 4, 6, 45}; tolerances from float accumulation error bounds.
+#ifndef HWY_WANT_AVX3_DL
+#define HWY_WANT_AVX3_DL 1  // list AVX3_DL among the targets, as kv_kernels_simd.cc compiles it
+#endif
 #include "kv/kv_kernels.h"
 
 #include <gtest/gtest.h>

@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "kv/kv_kernels.h"  // ScopedKvInt8Scores
 #include "kv/kv_batch.h"
 #include "kv/kv_store.h"
 #include "util/fp16.h"
@@ -122,6 +123,8 @@ std::vector<float> LongRun(const AttentionShape& sh, int threads, const std::vec
 // Catches: a partition that follows the thread count (bits differ between 1, 2 and 3 threads), a
 // part folded twice or dropped, or merged out of order (the reference, or the equality, fails).
 TEST(AttentionParts, LongSequenceSameBitsAtAnyThreadCountAndMatchesReference) {
+  // The float kernels held to the float bound (tq4 keys' int8 scores: kv_int8_kernels_test.cc).
+  const ScopedKvInt8Scores float_scores(false);
   for (const AttentionShape sh : {AttentionShape{.n_head = 9, .n_head_kv = 3, .head_dim = 64},     // SmolLM2-135M
                                   AttentionShape{.n_head = 4, .n_head_kv = 1, .head_dim = 256}}) {  // Gemma 3 270M
     SCOPED_TRACE(testing::Message() << "head_dim " << sh.head_dim);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kv/dense_kv_cache.h"
+#include "kv/kv_kernels.h"  // ScopedKvInt8Scores
 #include "util/aligned_alloc.h"  // GetAlignedAllocStats: the KV layer's aligned buffers
 #include "util/fp16.h"
 
@@ -79,6 +80,8 @@ Batch RandomBatch(size_t n, std::mt19937& rng, const AttentionShape& kShape = kS
 }
 
 TEST(KvStore, MixedFormatsMatchReference) {
+  // The float kernels held to the float bound (tq4 keys' int8 scores: kv_int8_kernels_test.cc).
+  const ScopedKvInt8Scores float_scores(false);
   CyclePolicy policy({{KvFormat::kQ8, KvFormat::kTq3},
                       {KvFormat::kKivi4, KvFormat::kKivi2},
                       {KvFormat::kTq4, KvFormat::kF16},

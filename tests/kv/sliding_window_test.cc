@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "kv/kv_kernels.h"  // ScopedKvInt8Scores
 #include "kv/dense_kv_cache.h"
 #include "kv/kv_batch.h"
 #include "kv/kv_store.h"
@@ -193,6 +194,8 @@ TEST(SlidingWindow, SharedPrefixKeepsTailAndBatchEqualsAlone) {
 // layer whose edge cuts a block. Catches: a format or kernel that assumes head_dim <= 128 or
 // several KV heads (the Hadamard of tq over 256, kivi's groups of 32 channels, the q8 rows).
 TEST(SlidingWindow, EveryFormatAtHeadDim256OneKvHead) {
+  // The float kernels held to the float bound (tq4 keys' int8 scores: kv_int8_kernels_test.cc).
+  const ScopedKvInt8Scores float_scores(false);
   constexpr AttentionShape kGemma{.n_head = 4, .n_head_kv = 1, .head_dim = 256};
   const KvGeometry g{1, 256};
   for (KvFormat f : kAllKvFormats) {
