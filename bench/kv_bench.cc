@@ -99,15 +99,8 @@ void BM_ScoreQ8(benchmark::State& state) {
   SetFlops(state, kNq);
 }
 
-// tq3 / tq4 values' integer sums (accumulate_q8; skipped where the CPU lacks them).
-void BM_AccumulateQ8(benchmark::State& state) {
-  const KvFormat f = kAllKvFormats[state.range(0)];
-  state.SetLabel(std::string(KvFormatName(f)) + " int8");
-  const KvAccumulateFn accumulate = GetKvBlockKernels(f).accumulate_q8;
-  if (!accumulate) {
-    state.SkipWithError("no integer value sums on this CPU");
-    return;
-  }
+// Times `accumulate` over the fixture's value blocks (BM_Accumulate, BM_AccumulateQ8).
+void RunAccumulate(benchmark::State& state, KvFormat f, KvAccumulateFn accumulate) {
   const Fixture fx = MakeBlocks(f, KvSide::kValue);
   const auto kNq = static_cast<size_t>(state.range(1));
   std::vector<float> p(kNq * kBlockTokens, 1.0f / 2048), acc(kNq * kGeometry.head_dim, 0.0f);
@@ -123,23 +116,22 @@ void BM_AccumulateQ8(benchmark::State& state) {
   SetFlops(state, kNq);
 }
 
+// tq3 / tq4 values' integer sums (accumulate_q8; skipped where the CPU lacks them).
+void BM_AccumulateQ8(benchmark::State& state) {
+  const KvFormat f = kAllKvFormats[state.range(0)];
+  state.SetLabel(std::string(KvFormatName(f)) + " int8");
+  const KvAccumulateFn accumulate = GetKvBlockKernels(f).accumulate_q8;
+  if (!accumulate) {
+    state.SkipWithError("no integer value sums on this CPU");
+    return;
+  }
+  RunAccumulate(state, f, accumulate);
+}
+
 void BM_Accumulate(benchmark::State& state) {
   const KvFormat f = kAllKvFormats[state.range(0)];
   state.SetLabel(std::string(KvFormatName(f)));
-  const Fixture fx = MakeBlocks(f, KvSide::kValue);
-  const auto kNq = static_cast<size_t>(state.range(1));
-  const KvAccumulateFn accumulate = GetKvBlockKernels(f).accumulate;
-  std::vector<float> p(kNq * kBlockTokens, 1.0f / 2048), acc(kNq * kGeometry.head_dim, 0.0f);
-  for (auto _ : state) {
-    for (size_t b = 0; b < kBlocks; ++b) {
-      accumulate(kGeometry, &fx.blocks[b * fx.block_bytes], 1, p.data(), kNq, acc.data(), kBlockTokens);
-    }
-    benchmark::DoNotOptimize(acc.data());
-    benchmark::ClobberMemory();
-  }
-  state.SetItemsProcessed(state.iterations() * kBlocks * kBlockTokens);
-  state.SetBytesProcessed(state.iterations() * kBlocks * KvHeadTileBytes(f, KvSide::kValue, kGeometry.head_dim));
-  SetFlops(state, kNq);
+  RunAccumulate(state, f, GetKvBlockKernels(f).accumulate);
 }
 
 // Sealing cost: tokens/s of EncodeKvBlock for all 3 heads (one block side).

@@ -129,8 +129,8 @@ void BlockAttention::AddBlocks(std::span<const BlockView> blocks, uint32_t kv_he
       const QueryQ8 all = QuantizedRotatedQueries();
       q8 = {all.q + q0 * hd, all.scale + q0, all.bias + q0};
     }
-    // integer value sums (tq3 / tq4 values, head_dim a multiple of 64) where the CPU has them
-    const KvAccumulateFn accumulate = vk.accumulate_q8 && hd % 64 == 0 ? vk.accumulate_q8 : vk.accumulate;
+    // integer value sums (tq3 / tq4 values) where the CPU has them; other head_dims fall back inside
+    const KvAccumulateFn accumulate = vk.accumulate_q8 ? vk.accumulate_q8 : vk.accumulate;
     SoftmaxState& st = KvFormatIsRotated(vf) ? rot_ : plain_;
     if (st.m.empty()) st.Reset(n_q_, hd);
     for (size_t b = b0; b < b1; ++b) {
