@@ -60,7 +60,8 @@ struct KvBlockKernels {
 // Fetch once per format group, outside the loop over blocks (the dispatch on the runtime type).
 KvBlockKernels GetKvBlockKernels(KvFormat format);
 // Whether GetKvBlockKernels hands out score_q8 / accumulate_q8 where the target has them: on unless
-// the environment variable CHORUS_KV_INT8 is 0 at the first call; tests that hold the float path to a float
+// the environment variable CHORUS_KV_INT8 is 0 or off at the first call (another value than 0/1/off/on
+// is reported on stderr and leaves them on); tests that hold the float path to a float
 // error bound switch it off around themselves (process-wide, not per thread).
 bool KvInt8ScoresEnabled();
 void SetKvInt8Scores(bool on);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
@@ -719,7 +720,12 @@ namespace {
 std::atomic<bool>& Int8Scores() {
   static std::atomic<bool> on{[] {
     const char* e = std::getenv("CHORUS_KV_INT8");
-    return !(e && std::string_view(e) == "0");
+    if (!e || !*e) return true;
+    const std::string_view v(e);
+    if (v == "0" || v == "off") return false;
+    if (v != "1" && v != "on")  // a typo must not pass silently for an A/B
+      std::fprintf(stderr, "chorus: CHORUS_KV_INT8='%s' is not 0, 1, off or on; the integer KV kernels stay on\n", e);
+    return true;
   }()};
   return on;
 }
