@@ -57,7 +57,7 @@ void BlockAttention::Begin(const float* q, size_t n_q) {
   q_ = q;
   n_q_ = n_q;
   have_q_rot_ = false;
-  have_q8_ = false;
+  q8_keys_ = KvFormat::kF16;
   plain_.Reset(n_q, g_.head_dim);
   rot_.m.clear();
   scores_.resize(n_q * kBlockTokens);
@@ -79,15 +79,15 @@ const float* BlockAttention::RotatedQueries() {
   return q_rot_.data();
 }
 
-QueryQ8 BlockAttention::QuantizedRotatedQueries() {
-  if (!have_q8_) {
+QueryQ8 BlockAttention::QuantizedQueries(KvFormat keys) {
+  if (q8_keys_ != keys) {  // a table mixing tq4 and q8 key groups quantizes again at each switch
     const size_t hd = g_.head_dim;
-    const float* q = RotatedQueries();
+    const float* q = KvFormatIsRotated(keys) ? RotatedQueries() : q_;
     q8_.resize(n_q_ * hd);
     q8_scale_.resize(n_q_);
     q8_bias_.resize(n_q_);
-    QuantizeQueriesQ8(q, n_q_, hd, q8_.data(), q8_scale_.data(), q8_bias_.data());
-    have_q8_ = true;
+    QuantizeQueriesQ8(q, n_q_, hd, q8_.data(), q8_scale_.data(), q8_bias_.data(), keys);
+    q8_keys_ = keys;
   }
   return {q8_.data(), q8_scale_.data(), q8_bias_.data()};
 }
@@ -149,9 +149,9 @@ void BlockAttention::AddBlocks(std::span<const BlockView> blocks, uint32_t kv_he
     const KvBlockKernels& vk = kernels_[static_cast<size_t>(vf)];
     const HeadTiles tiles(g_, kf, vf, kv_head);
     const float* q = (KvFormatIsRotated(kf) ? RotatedQueries() : q_) + q0 * hd;
-    QueryQ8 q8{};  // integer key scores (tq4 keys, a rotated format) where the CPU has them
+    QueryQ8 q8{};  // integer key scores (tq4, q8 keys) where the CPU has them
     if (kk.score_q8) {
-      const QueryQ8 all = QuantizedRotatedQueries();
+      const QueryQ8 all = QuantizedQueries(kf);
       q8 = {all.q + q0 * hd, all.scale + q0, all.bias + q0};
     }
     // integer value sums (tq3 / tq4 values) where the CPU has them; other head_dims fall back inside

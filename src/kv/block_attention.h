@@ -81,7 +81,7 @@ class BlockAttention {
  private:
   void Update(SoftmaxState& st, size_t q0, size_t nq, size_t n_rows);
   const float* RotatedQueries();
-  QueryQ8 QuantizedRotatedQueries();
+  QueryQ8 QuantizedQueries(KvFormat keys);  // for score_q8 of `keys` (tq4: rotated; q8: as they are)
 
   KvGeometry g_;
   size_t n_q_ = 0;
@@ -91,7 +91,7 @@ class BlockAttention {
   std::vector<int8_t> q8_;         // (n_q, head_dim) int8 rotated queries (score_q8), on first need
   std::vector<float> q8_scale_;    // (n_q)
   std::vector<int32_t> q8_bias_;   // (n_q)
-  bool have_q8_ = false;
+  KvFormat q8_keys_ = KvFormat::kF16;  // the keys q8_ was quantized for (f16: none yet)
   SoftmaxState plain_, rot_;   // accumulators of non-rotated / rotated value formats
   std::vector<float> scores_;  // (n_q, 32)
   std::vector<float> tmp_;     // (head_dim)

@@ -118,8 +118,10 @@ const int8_t* TqCentroidsQ8(uint32_t bits) { return Grid(bits).c8.data(); }
 
 float TqCentroidsQ8Scale(uint32_t bits) { return Grid(bits).scale; }
 
-void QuantizeQueriesQ8(const float* q, size_t n_q, size_t d, int8_t* q8, float* scale, int32_t* bias) {
-  const float cs = Tq4CentroidsQ8Scale();
+void QuantizeQueriesQ8(const float* q, size_t n_q, size_t d, int8_t* q8, float* scale, int32_t* bias, KvFormat keys) {
+  if (keys != KvFormat::kTq4 && keys != KvFormat::kQ8)
+    throw std::invalid_argument("QuantizeQueriesQ8: only tq4 and q8 keys have integer scores");
+  const float cs = keys == KvFormat::kTq4 ? Tq4CentroidsQ8Scale() : 1.0f;
   for (size_t i = 0; i < n_q; ++i) {
     const float* qi = q + i * d;
     float amax = 0;
@@ -138,10 +140,22 @@ void QuantizeQueriesQ8(const float* q, size_t n_q, size_t d, int8_t* q8, float* 
 
 void ScoreKvBlockQ8Ref(KvFormat format, const KvGeometry& geometry, const uint8_t* k_block, uint32_t kv_head,
                        const QueryQ8& q, size_t n_q, float* scores, size_t ld) {
-  if (format != KvFormat::kTq4) throw std::invalid_argument("ScoreKvBlockQ8Ref: only tq4 keys have integer scores");
+  if (format != KvFormat::kTq4 && format != KvFormat::kQ8)
+    throw std::invalid_argument("ScoreKvBlockQ8Ref: only tq4 and q8 keys have integer scores");
   const size_t d = geometry.head_dim;
   const uint8_t* tile = k_block + KvHeadTileOffset(format, KvSide::kKey, geometry, kv_head);
   const uint8_t* cols = tile + kv_layout::KeyColumnsOffset(format);
+  if (format == KvFormat::kQ8) {  // scores = (float(Σ q8 · k8) · scale_i) · token scale_j
+    for (size_t j = 0; j < kBlockTokens; ++j) {
+      const float s = F16ToF32(static_cast<uint16_t>(tile[2 * j] | tile[2 * j + 1] << 8));
+      for (size_t i = 0; i < n_q; ++i) {
+        int32_t dot = 0;
+        for (size_t c = 0; c < d; ++c) dot += int32_t{q.q[i * d + c]} * static_cast<int8_t>(cols[c * kBlockTokens + j]);
+        scores[i * ld + j] = (static_cast<float>(dot) * q.scale[i]) * s;
+      }
+    }
+    return;
+  }
   const int8_t* c8 = Tq4CentroidsQ8();
   const float inv_sqrt_d = 1.0f / std::sqrt(static_cast<float>(d));
   for (size_t j = 0; j < kBlockTokens; ++j) {

@@ -27,12 +27,13 @@ using KvAccumulateFn = void (*)(const KvGeometry& geometry, const uint8_t* v_blo
                                 uint32_t kv_head, const float* p, size_t n_q, float* acc,
                                 size_t ld);
 
-// Integer key scores (tq4 keys on a CPU with 8-bit dot products, AVX-512 VNNI + VBMI; elsewhere
-// the float Score):
+// Integer key scores (tq4 and q8 keys on a CPU with 8-bit dot products, AVX-512 VNNI + VBMI;
+// elsewhere the float Score):
 //   q8_ic = round(q_ic · 127 / max_c |q_ic|)                                  (QuantizeQueriesQ8)
-//   scores[i * ld + j] = (float(Σ_c q8_ic · c8[code_jc]) · scale_i) · (norm_j · (1/sqrt(d)))
+//   tq4: scores[i * ld + j] = (float(Σ_c q8_ic · c8[code_jc]) · scale_i) · (norm_j · (1/sqrt(d)))
+//   q8:  scores[i * ld + j] = (float(Σ_c q8_ic · k8_jc) · scale_i) · scale_j  (the key's own codes)
 // with c8 the 16 centroids as int8 (round(centroid · s), Tq4CentroidsQ8) and scale_i = (max|q_i| /
-// 127) · (1 / s). The sum is exact integer arithmetic, so the
+// 127) · (1 / s) (q8 keys: 1 / s = 1). The sum is exact integer arithmetic, so the
 // SIMD kernel and ScoreKvBlockQ8Ref agree bit for bit; against the float Score it adds the int8
 // rounding of the query and of the centroids (docs/results/speed-table.md measures what it does
 // to perplexity).
@@ -54,7 +55,7 @@ using KvScoreQ8Fn = void (*)(const KvGeometry& geometry, const uint8_t* k_block,
 struct KvBlockKernels {
   KvScoreFn score;            // SIMD (best target of this CPU)
   KvAccumulateFn accumulate;  // SIMD (best target of this CPU)
-  KvScoreQ8Fn score_q8 = nullptr;            // integer key scores where this target has them (tq4), else null
+  KvScoreQ8Fn score_q8 = nullptr;            // integer key scores where this target has them (tq4, q8), else null
   KvAccumulateFn accumulate_q8 = nullptr;    // integer value sums where this target has them (tq3, tq4), else null
 };
 // Fetch once per format group, outside the loop over blocks (the dispatch on the runtime type).
@@ -101,11 +102,13 @@ const int8_t* TqCentroidsQ8(uint32_t bits);
 float TqCentroidsQ8Scale(uint32_t bits);
 inline const int8_t* Tq4CentroidsQ8() { return TqCentroidsQ8(4); }
 inline float Tq4CentroidsQ8Scale() { return TqCentroidsQ8Scale(4); }
-// Quantizes n_q queries (n_q, d) for score_q8: codes (n_q, d), scale and bias (n_q) as above. A zero
-// query gets zero codes and scale.
-void QuantizeQueriesQ8(const float* q, size_t n_q, size_t d, int8_t* q8, float* scale, int32_t* bias);
-// Scalar model of score_q8 (tq4 keys): the same integers and the same float operations in the same
-// order, so the SIMD kernel matches it bit for bit.
+// Quantizes n_q queries (n_q, d) for score_q8 of `keys` (tq4: the rotated queries; q8: the queries
+// as they are): codes (n_q, d), scale and bias (n_q) as above (q8 keys: 1 / s = 1). A zero query
+// gets zero codes and scale.
+void QuantizeQueriesQ8(const float* q, size_t n_q, size_t d, int8_t* q8, float* scale, int32_t* bias,
+                       KvFormat keys = KvFormat::kTq4);
+// Scalar model of score_q8 (tq4 or q8 keys): the same integers and the same float operations in the
+// same order, so the SIMD kernel matches it bit for bit.
 void ScoreKvBlockQ8Ref(KvFormat format, const KvGeometry& geometry, const uint8_t* k_block, uint32_t kv_head,
                        const QueryQ8& q, size_t n_q, float* scores, size_t ld = kBlockTokens);
 // Scalar model of accumulate_q8 (tq3 / tq4 values), bit for bit.

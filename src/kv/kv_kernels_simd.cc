@@ -676,12 +676,18 @@ void AccumulateBlock(const KvGeometry& g, const uint8_t* block, uint32_t kv_head
 }
 
 #include "kv/kv_int8_kernels-inl.inc"  // ScoreTq4Q8, AccumulateTqQ8 (AVX3_DL only)
+#include "kv/kv_int8_q8keys-inl.inc"   // ScoreQ8Q8 (AVX3_DL only)
 
 // This target's kernels of `format` (direct pointers: no dispatch per block).
 KvBlockKernels KernelsFor(KvFormat format) {
   switch (format) {
     case KvFormat::kF16: return {&ScoreBlock<KvFormat::kF16>, &AccumulateBlock<KvFormat::kF16>};
+#if HWY_TARGET == HWY_AVX3_DL
+    case KvFormat::kQ8:
+      return {&ScoreBlock<KvFormat::kQ8>, &AccumulateBlock<KvFormat::kQ8>, Avx512VnniVbmi() ? &ScoreQ8Q8 : nullptr};
+#else
     case KvFormat::kQ8: return {&ScoreBlock<KvFormat::kQ8>, &AccumulateBlock<KvFormat::kQ8>};
+#endif
     case KvFormat::kKivi4: return {&ScoreBlock<KvFormat::kKivi4>, &AccumulateBlock<KvFormat::kKivi4>};
     case KvFormat::kKivi3: return {&ScoreBlock<KvFormat::kKivi3>, &AccumulateBlock<KvFormat::kKivi3>};
     case KvFormat::kKivi2: return {&ScoreBlock<KvFormat::kKivi2>, &AccumulateBlock<KvFormat::kKivi2>};

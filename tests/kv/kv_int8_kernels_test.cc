@@ -1,4 +1,4 @@
-// The integer KV kernels (kv_kernels.h): tq4 key scores (QueryQ8) and tq3 / tq4 value sums — the
+// The integer KV kernels (kv_kernels.h): tq4 and q8 key scores (QueryQ8) and tq3 / tq4 value sums — the
 // quantizers, the scalar models against the float references within the int8 rounding bounds, the
 // SIMD kernels against the scalar models bit for bit on every compiled target that has them, and
 // BlockAttention using them.
@@ -26,20 +26,23 @@ namespace {
 
 const KvGeometry kGeometries[] = {{3, 64}, {1, 128}, {2, 32}, {1, 256}};
 
-std::vector<uint8_t> MakeTq4Keys(const KvGeometry& g, std::mt19937& rng, std::vector<uint8_t>* f16 = nullptr) {
+std::vector<uint8_t> MakeKeys(KvFormat f, const KvGeometry& g, std::mt19937& rng, std::vector<uint8_t>* f16 = nullptr) {
   std::normal_distribution<float> nd;
   std::vector<float> x(kBlockTokens * g.n_head_kv * g.head_dim);
   for (auto& v : x) v = nd(rng);
   for (size_t j = 0; j < kBlockTokens; ++j) x[j * g.n_head_kv * g.head_dim + 2] += 5;  // outlier channel
   float absmax = 0;
   for (float v : x) absmax = std::max(absmax, std::abs(v));
-  std::vector<uint8_t> bytes(KvBlockBytes(KvFormat::kTq4, KvSide::kKey, g));
-  EXPECT_TRUE(EncodeKvBlock(KvFormat::kTq4, KvSide::kKey, g, x.data(), bytes.data(), {.layer_absmax = absmax}).ok());
-  if (f16) {  // the same keys at f16: the attention tq4 approximates
+  std::vector<uint8_t> bytes(KvBlockBytes(f, KvSide::kKey, g));
+  EXPECT_TRUE(EncodeKvBlock(f, KvSide::kKey, g, x.data(), bytes.data(), {.layer_absmax = absmax}).ok());
+  if (f16) {  // the same keys at f16: the attention the compressed keys approximate
     f16->resize(KvBlockBytes(KvFormat::kF16, KvSide::kKey, g));
     EXPECT_TRUE(EncodeKvBlock(KvFormat::kF16, KvSide::kKey, g, x.data(), f16->data(), {.layer_absmax = absmax}).ok());
   }
   return bytes;
+}
+std::vector<uint8_t> MakeTq4Keys(const KvGeometry& g, std::mt19937& rng, std::vector<uint8_t>* f16 = nullptr) {
+  return MakeKeys(KvFormat::kTq4, g, rng, f16);
 }
 
 struct Q8 {
@@ -49,9 +52,9 @@ struct Q8 {
   QueryQ8 view() const { return {q.data(), scale.data(), bias.data()}; }
 };
 
-Q8 Quantize(const std::vector<float>& q, size_t n_q, size_t d) {
+Q8 Quantize(const std::vector<float>& q, size_t n_q, size_t d, KvFormat keys = KvFormat::kTq4) {
   Q8 r{std::vector<int8_t>(n_q * d), std::vector<float>(n_q), std::vector<int32_t>(n_q)};
-  QuantizeQueriesQ8(q.data(), n_q, d, r.q.data(), r.scale.data(), r.bias.data());
+  QuantizeQueriesQ8(q.data(), n_q, d, r.q.data(), r.scale.data(), r.bias.data(), keys);
   return r;
 }
 
@@ -157,29 +160,68 @@ TEST(ScoreQ8, KernelMatchesItsScalarModelBitForBitOnEveryTargetThatHasIt) {
   size_t checked = 0;
   for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
     hwy::SetSupportedTargetsForTest(target);
-    const KvScoreQ8Fn score_q8 = GetKvBlockKernels(KvFormat::kTq4).score_q8;
-    if (!score_q8) continue;
-    const std::string tname = hwy::TargetName(target);
-    for (const KvGeometry& g : kGeometries) {
-      const size_t d = g.head_dim;
-      const std::vector<uint8_t> block = MakeTq4Keys(g, rng);
-      for (size_t n_q : {1, 3, 8, 9, 45}) {
-        const uint32_t h = static_cast<uint32_t>(n_q % g.n_head_kv);
-        const size_t ld = n_q == 3 ? 40 : kBlockTokens;
-        std::vector<float> q = RandomQueries(n_q, d, rng);
-        if (n_q == 9) std::fill_n(q.begin() + 4 * d, d, 0.0f);  // a zero query among them
-        const Q8 q8 = Quantize(q, n_q, d);
-        std::vector<float> s(n_q * ld, -7.0f), s_ref(n_q * ld, -7.0f);
-        score_q8(g, block.data(), h, q8.view(), n_q, s.data(), ld);
-        ScoreKvBlockQ8Ref(KvFormat::kTq4, g, block.data(), h, q8.view(), n_q, s_ref.data(), ld);
-        ASSERT_EQ(0, std::memcmp(s.data(), s_ref.data(), s.size() * sizeof(float)))
-            << tname << " " << g.n_head_kv << "x" << d << " n_q=" << n_q;
-        ++checked;
+    for (KvFormat f : {KvFormat::kTq4, KvFormat::kQ8}) {
+      const KvScoreQ8Fn score_q8 = GetKvBlockKernels(f).score_q8;
+      if (!score_q8) continue;
+      const std::string tname = hwy::TargetName(target);
+      for (const KvGeometry& g : kGeometries) {
+        const size_t d = g.head_dim;
+        const std::vector<uint8_t> block = MakeKeys(f, g, rng);
+        for (size_t n_q : {1, 3, 8, 9, 45}) {
+          const uint32_t h = static_cast<uint32_t>(n_q % g.n_head_kv);
+          const size_t ld = n_q == 3 ? 40 : kBlockTokens;
+          std::vector<float> q = RandomQueries(n_q, d, rng);
+          if (n_q == 9) std::fill_n(q.begin() + 4 * d, d, 0.0f);  // a zero query among them
+          const Q8 q8 = Quantize(q, n_q, d, f);
+          std::vector<float> s(n_q * ld, -7.0f), s_ref(n_q * ld, -7.0f);
+          score_q8(g, block.data(), h, q8.view(), n_q, s.data(), ld);
+          ScoreKvBlockQ8Ref(f, g, block.data(), h, q8.view(), n_q, s_ref.data(), ld);
+          ASSERT_EQ(0, std::memcmp(s.data(), s_ref.data(), s.size() * sizeof(float)))
+              << tname << " " << KvFormatName(f) << " " << g.n_head_kv << "x" << d << " n_q=" << n_q;
+          ++checked;
+        }
       }
     }
   }
   hwy::SetSupportedTargetsForTest(0);
   if (checked == 0) GTEST_SKIP() << "no compiled target of this CPU has integer key scores (AVX-512 VNNI + VBMI)";
+}
+
+// q8 keys: the only rounding is the query's (the keys' int8 codes are their own), so the integer
+// score is within Σ_c 0.5 · step_q · |k8_jc| · scale_j (+ float rounding) of the float score.
+TEST(ScoreQ8, Q8KeysScalarModelStaysWithinTheQueryRoundingBoundOfTheFloatScore) {
+  std::mt19937 rng(12);
+  double worst = 0;
+  for (const KvGeometry& g : kGeometries) {
+    const size_t d = g.head_dim, n_q = 9;
+    const std::vector<uint8_t> block = MakeKeys(KvFormat::kQ8, g, rng);
+    for (uint32_t h = 0; h < g.n_head_kv; ++h) {
+      const std::vector<float> q = RandomQueries(n_q, d, rng);
+      const Q8 q8 = Quantize(q, n_q, d, KvFormat::kQ8);
+      std::vector<float> s(n_q * kBlockTokens), s_ref(n_q * kBlockTokens);
+      ScoreKvBlockQ8Ref(KvFormat::kQ8, g, block.data(), h, q8.view(), n_q, s.data());
+      ScoreKvBlockRef(KvFormat::kQ8, g, block.data(), h, q.data(), n_q, s_ref.data());
+      const uint8_t* t = block.data() + KvHeadTileOffset(KvFormat::kQ8, KvSide::kKey, g, h);
+      const uint8_t* cols = t + kv_layout::KeyColumnsOffset(KvFormat::kQ8);
+      for (size_t i = 0; i < n_q; ++i) {
+        for (size_t j = 0; j < kBlockTokens; ++j) {
+          const double sj = F16ToF32(static_cast<uint16_t>(t[2 * j] | t[2 * j + 1] << 8));
+          double bound = 0, abs_sum = 0;
+          for (size_t c = 0; c < d; ++c) {
+            const double k = std::abs(static_cast<int8_t>(cols[c * kBlockTokens + j])) * sj;
+            bound += 0.5 * q8.scale[i] * k;
+            abs_sum += std::abs(q[i * d + c]) * k;
+          }
+          bound += 1e-5 * abs_sum + 1e-30;
+          const double err = std::abs(double(s[i * kBlockTokens + j]) - s_ref[i * kBlockTokens + j]);
+          worst = std::max(worst, err / bound);
+          ASSERT_LE(err, bound) << g.n_head_kv << "x" << d << " head " << h << " i=" << i << " j=" << j;
+        }
+      }
+    }
+  }
+  std::printf("  int8 q8-key score  max |err| / bound = %.3f\n", worst);
+  EXPECT_GT(worst, 0.01) << "the bound is so loose that it tests nothing";
 }
 
 std::vector<uint8_t> MakeTqValues(KvFormat f, const KvGeometry& g, std::mt19937& rng, std::vector<uint8_t>* f16 = nullptr) {
@@ -294,15 +336,16 @@ TEST(AccumulateQ8, KernelMatchesItsScalarModelBitForBitOnEveryTargetThatHasIt) {
   if (checked == 0) GTEST_SKIP() << "no compiled target of this CPU has integer value sums (AVX-512 VNNI + VBMI)";
 }
 
-TEST(Int8Kernels, BlockAttentionTakesThemAndTheSwitchTurnsThemOff) {
-  if (!GetKvBlockKernels(KvFormat::kTq4).score_q8) GTEST_SKIP() << "no integer key scores on this CPU";
+// Keys kf (tq4 or q8), tq3 values.
+void CheckBlockAttentionTakesThem(KvFormat kf) {
+  SCOPED_TRACE(std::string(KvFormatName(kf)) + " keys");
   std::mt19937 rng(5);
   const KvGeometry g{2, 64};
   const size_t d = g.head_dim, n_q = 3, n_blocks = 6;
   std::vector<std::vector<uint8_t>> keys, keys_f16(n_blocks), values, values_f16;
   std::vector<BlockView> views, views_f16;
   for (size_t b = 0; b < n_blocks; ++b) {
-    keys.push_back(MakeTq4Keys(g, rng, &keys_f16[b]));
+    keys.push_back(MakeKeys(kf, g, rng, &keys_f16[b]));
     std::normal_distribution<float> nd;
     std::vector<float> x(kBlockTokens * g.n_head_kv * d);
     for (auto& v : x) v = nd(rng);
@@ -312,7 +355,7 @@ TEST(Int8Kernels, BlockAttentionTakesThemAndTheSwitchTurnsThemOff) {
     ASSERT_TRUE(EncodeKvBlock(KvFormat::kF16, KvSide::kValue, g, x.data(), values_f16.back().data(), {.layer_absmax = 6}).ok());
   }
   for (size_t b = 0; b < n_blocks; ++b) {
-    views.push_back({keys[b].data(), values[b].data(), KvFormat::kTq4, KvFormat::kTq3});
+    views.push_back({keys[b].data(), values[b].data(), kf, KvFormat::kTq3});
     views_f16.push_back({keys_f16[b].data(), values_f16[b].data(), KvFormat::kF16, KvFormat::kF16});
   }
   std::vector<float> q = RandomQueries(n_q, d, rng);
@@ -327,8 +370,8 @@ TEST(Int8Kernels, BlockAttentionTakesThemAndTheSwitchTurnsThemOff) {
     return out;
   };
   const std::vector<float> with_int8 = attend(true), with_float = attend(false);
-  // ref: the decoded tq4 keys / tq3 values exactly (what the float path computes); ref_f16: the
-  // keys and values before tq4 / tq3.
+  // ref: the decoded keys / tq3 values exactly (what the float path computes); ref_f16: the keys
+  // and values before compression.
   std::vector<float> ref(n_q * d), ref_f16(n_q * d);
   BlockAttentionRef(g, views, 1, nullptr, nullptr, 0, 0, q.data(), n_q, ref.data());
   BlockAttentionRef(g, views_f16, 1, nullptr, nullptr, 0, 0, q.data(), n_q, ref_f16.data());
@@ -340,11 +383,17 @@ TEST(Int8Kernels, BlockAttentionTakesThemAndTheSwitchTurnsThemOff) {
     err_tq4 = std::max<double>(err_tq4, std::abs(ref[k] - ref_f16[k]));
     mag = std::max<double>(mag, std::abs(ref[k]));
   }
-  std::printf("  attention max |err|: int8 kernels %.2e, float %.2e; tq4 / tq3 themselves %.2e (max |out| %.2f)\n",
-              err_int8, err_float, err_tq4, mag);
+  std::printf("  %s/tq3 attention max |err|: int8 kernels %.2e, float %.2e; the formats themselves %.2e (max |out| %.2f)\n",
+              std::string(KvFormatName(kf)).c_str(), err_int8, err_float, err_tq4, mag);
   EXPECT_GT(diff, 0) << "the integer kernels were not used (or the switch did not turn them off)";
   EXPECT_LT(err_float, 1e-4 * mag);
-  EXPECT_LT(err_int8, 0.25 * err_tq4) << "the int8 rounding is not small beside tq4 / tq3's own error";
+  EXPECT_LT(err_int8, 0.25 * err_tq4) << "the int8 rounding is not small beside the formats' own error";
+}
+
+TEST(Int8Kernels, BlockAttentionTakesThemAndTheSwitchTurnsThemOff) {
+  if (!GetKvBlockKernels(KvFormat::kTq4).score_q8) GTEST_SKIP() << "no integer key scores on this CPU";
+  CheckBlockAttentionTakesThem(KvFormat::kTq4);
+  CheckBlockAttentionTakesThem(KvFormat::kQ8);
 }
 
 }  // namespace
