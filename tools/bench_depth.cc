@@ -125,7 +125,8 @@ int RunDepthBench(const Model& model, const DepthBenchArgs& a) {
       const std::string name = std::string(KvFormatName(cfg.k)) + "/" + std::string(KvFormatName(cfg.v));
       // KV read per step: the live store's bytes after the run, scaled to the run's mean depth.
       const double mean_depth = d + a.tg / 2.0;
-      const StepCost cost = DecodeStepCost(model, static_cast<size_t>(mean_depth), bytes / (d + a.tg + 1.0));
+      StepCost cost = DecodeStepCost(model, static_cast<size_t>(mean_depth), bytes / (d + a.tg + 1.0));
+      cost.attn_int8_ops = cost.attn_ops * Int8AttentionShare(cfg.k, cfg.v, model.config().head_dim);
       const Roof roof = RoofFor(cost, 1, limits);
       roofs.push_back({d, name, r.value(), cost.bytes, roof});
       row["chorus"][name] = {{"tg", r.value()}, {"kv_bytes", bytes}, {"rss_growth_bytes", rss_growth},
@@ -151,7 +152,7 @@ int RunDepthBench(const Model& model, const DepthBenchArgs& a) {
   }
   report["load_average_after"] = LoadAverage();
   for (const std::string& line : peer_settings) std::fprintf(out, "llama.cpp best at %s\n", line.c_str());
-  std::fprintf(out, "\nroofline (read %.1f GB/s: %s, 1 plain stream %.1f; int8 %.1f GOP/s; attention at f32 %.1f GFLOP/s; %s; load average %.2f -> %.2f)\n",
+  std::fprintf(out, "\nroofline (read %.1f GB/s: %s, 1 plain stream %.1f; int8 %.1f GOP/s; attention at f32 %.1f GFLOP/s, the integer KV kernels' share at int8; %s; load average %.2f -> %.2f)\n",
                limits.read_bytes_per_s * 1e-9, limits.read_pattern.c_str(), limits.read_sequential_bytes_per_s * 1e-9,
                limits.int8_ops_per_s * 1e-9, limits.f32_flops_per_s * 1e-9, limits.simd.c_str(),
                report["load_average_before"].get<double>(), report["load_average_after"].get<double>());

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "kv/kv_kernels.h"  // GetKvBlockKernels (Int8AttentionShare)
 #include "tools/common.h"  // PrintJson
 #include "util/thread_pool.h"
 
@@ -34,6 +35,12 @@ StepCost DecodeStepCost(const Model& model, size_t depth, double kv_bytes_per_to
   return c;
 }
 
+double Int8AttentionShare(KvFormat k, KvFormat v, size_t head_dim) {
+  const bool scores = GetKvBlockKernels(k).score_q8 != nullptr;
+  const bool sums = GetKvBlockKernels(v).accumulate_q8 != nullptr && head_dim % 64 == 0;  // else it falls back
+  return 0.5 * scores + 0.5 * sums;
+}
+
 StepCost PrefillCost(const Model& model, size_t n) {
   const ModelConfig& g = model.config();
   const StepCost w = WeightCost(model);
@@ -54,8 +61,10 @@ Roof RoofFor(const StepCost& cost, size_t tokens, const MachineLimits& m) {
   const double peak = m.int8_ops_per_s > 0 ? m.int8_ops_per_s : m.f32_flops_per_s;
   r.memory_tok_s = cost.bytes > 0 ? m.read_bytes_per_s / cost.bytes * tokens : 0;
   // The matmuls run on the int8 path; attention is f32 FMAs (at 4K depth and 15 agents more than
-  // half the step's ops): each part at its own peak.
-  const double seconds = (cost.ops - cost.attn_ops) / peak + (m.f32_flops_per_s > 0 ? cost.attn_ops / m.f32_flops_per_s : 0);
+  // half the step's ops) but for the part the integer KV kernels do: each part at its own peak.
+  const double attn_f32 = cost.attn_ops - cost.attn_int8_ops;
+  const double seconds = (cost.ops - cost.attn_ops + cost.attn_int8_ops) / peak +
+                         (m.f32_flops_per_s > 0 ? attn_f32 / m.f32_flops_per_s : 0);
   r.compute_tok_s = seconds > 0 ? tokens / seconds : 0;
   r.tok_s = std::min(r.memory_tok_s, r.compute_tok_s);
   r.bound = r.memory_tok_s <= r.compute_tok_s ? "memory" : "compute";
@@ -77,7 +86,7 @@ nlohmann::json MachineJson(const MachineLimits& m) {
 }
 
 nlohmann::json RoofJson(const StepCost& cost, size_t tokens, const Roof& r, double measured_tok_s) {
-  return {{"bytes", cost.bytes},          {"ops", cost.ops}, {"attention_ops", cost.attn_ops},
+  return {{"bytes", cost.bytes},          {"ops", cost.ops}, {"attention_ops", cost.attn_ops}, {"attention_int8_ops", cost.attn_int8_ops},
           {"tokens", tokens},             {"roof_tok_s", r.tok_s},
           {"memory_roof_tok_s", r.memory_tok_s}, {"compute_roof_tok_s", r.compute_tok_s},
           {"bound", r.bound},             {"percent_of_roof", r.tok_s > 0 ? 100.0 * measured_tok_s / r.tok_s : 0.0}};

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kv/kv_format.h"
 #include "model/model.h"
 #include "ops/machine_probe.h"
 
@@ -14,8 +15,13 @@ namespace chorus::cli {
 struct StepCost {
   double bytes = 0;     // bytes the step must read at least once
   double ops = 0;       // multiply-adds × 2 (matmuls + attention)
-  double attn_ops = 0;  // the part of ops that is attention: f32 FMAs (no int8 path), at the f32 peak
+  double attn_ops = 0;  // the part of ops that is attention, at the f32 peak ...
+  double attn_int8_ops = 0;  // ... but for this part of it, which the integer KV kernels do (int8 peak)
 };
+
+// The share of attention ops (scores half, value sums half) the integer KV kernels of this CPU do
+// for keys k and values v (kv_kernels.h: score_q8, accumulate_q8): 0, 0.5 or 1.
+double Int8AttentionShare(KvFormat k, KvFormat v, size_t head_dim);
 
 // Bytes of every matmul weight a token goes through (rows × row_bytes of the mapped views, the output
 // matrix included) plus one embedding row; 2 × rows × cols ops per token for them.
@@ -32,7 +38,8 @@ StepCost PrefillCost(const Model& model, size_t n);
 struct Roof {
   double tok_s = 0;        // the faster of the two roofs cannot be beaten: min(memory, compute)
   double memory_tok_s = 0; // read_bytes_per_s / bytes per token
-  double compute_tok_s = 0;// tokens / (matmul ops / int8 (or f32 where no int8 path) ops/s + attention ops / f32 flops/s)
+  double compute_tok_s = 0;// tokens / (matmul ops / int8 (or f32 where no int8 path) ops/s + attention ops / f32
+                           // flops/s, its integer-kernel part / int8 ops/s)
   const char* bound = "";  // "memory" or "compute"
 };
 // cost covers `tokens` tokens (1 for a decode step, n for a prefill).
