@@ -239,7 +239,7 @@ void Engine::Impl::Accept(AgentId id, const float* row) {
     Finish(id, "end of generation");
     return;
   }
-  a.state.nll += LogSumExp(row, V) - row[t];
+  a.state.nll += LogSumExpFast(row, V) - row[t];
   a.state.tokens.push_back(t);
   a.state.text += tok.TokenToPiece(t);
   counters.generated_tokens++;
