@@ -7,7 +7,7 @@
 
 #include "engine/engine_impl.h"  // Engine::Impl
 #include "kv/kv_footprint.h"      // KvFootprint
-#include "ops/elementwise.h"      // LogSumExp
+#include "ops/elementwise.h"      // LogSumExpFast
 
 namespace chorus {
 
