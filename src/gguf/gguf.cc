@@ -23,6 +23,17 @@ GgufFile::~GgufFile() {
   std::free(owned_);
 }
 
+void GgufFile::ReleasePages(const void* p, size_t n) const {
+  if (!map_ || n == 0) return;
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto lo = reinterpret_cast<uintptr_t>(map_), hi = lo + map_size_;
+  uintptr_t b = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+  uintptr_t e = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
+  b = b < lo ? lo : b;
+  e = e > hi ? hi : e;
+  if (b < e) madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
+}
+
 Result<std::unique_ptr<GgufFile>> GgufFile::Parse(std::unique_ptr<GgufFile> f, const GgufOpenOptions& options) {
   Status st = f->ParseAll(options);
   if (!st.ok()) return st;

@@ -81,6 +81,11 @@ class GgufFile {
   const std::vector<GgufTensor>& tensors() const { return tensors_; }
   const GgufTensor* FindTensor(std::string_view name) const;
 
+  // Drops this process's resident pages wholly inside [p, p + n) of the mapping (madvise DONTNEED:
+  // an access later reads them from the file again), e.g. a tensor the model keeps a repacked copy
+  // of. A no-op for a file built from bytes.
+  void ReleasePages(const void* p, size_t n) const;
+
  private:
   GgufFile() = default;
   static Result<std::unique_ptr<GgufFile>> Parse(std::unique_ptr<GgufFile> f, const GgufOpenOptions& options);

@@ -1,5 +1,7 @@
 // Model: an opened GGUF file (mmap), its validated config, weight views into the mapping, and the
-// tokenizer. Invariant: weights are never copied or dequantized — views point into the mapping.
+// tokenizer. Invariant: weights are never dequantized, and copied only to be repacked — Q4_0 / Q4_1
+// matrices the matmul path reads in 16-row panels (MatMulReadsPacked, ops/repack.h) get a packed copy
+// at load (WeightView::packed; `data` stays a view into the mapping, its pages released).
 #pragma once
 #include <memory>
 #include <optional>
@@ -10,6 +12,7 @@
 #include "model/model_config.h"  // ModelConfig
 #include "model/tokenizer.h"     // Tokenizer
 #include "ops/matmul.h"          // WeightView
+#include "util/aligned_buffer.h"  // AlignedBuffer
 #include "util/status.h"         // Result
 
 namespace chorus {
@@ -59,13 +62,18 @@ class Model {
   std::optional<std::string_view> chat_template() const;
   // Bytes of all weight tensors in the file (mapped, not copied).
   size_t weight_bytes() const;
+  // Bytes of the repacked copies made at load (0 when none: CHORUS_REPACK=0, or a path that reads the
+  // mapping).
+  size_t repacked_bytes() const;
 
  private:
   Model() = default;
+  void Repack();  // the Q4_0 / Q4_1 matrices MatMul reads packed; CHORUS_REPACK=0 turns it off
   std::unique_ptr<GgufFile> file_;
   ModelConfig config_;
   ModelWeights weights_;
   std::unique_ptr<Tokenizer> tokenizer_;
+  std::vector<AlignedBuffer<uint8_t>> packed_;  // the repacked copies (WeightView::packed)
 };
 
 }  // namespace chorus

@@ -55,7 +55,9 @@ void MatMulMany(std::span<const WeightView> ws, const float* x, size_t n_tok, st
     float* gy[kMax];
     size_t g = 0;
     for (size_t k = j; k < n && g < kMax; ++k) {
-      if (done[k] || ws[k].type != ws[j].type || ws[k].cols != ws[j].cols) continue;
+      if (done[k] || ws[k].type != ws[j].type || ws[k].cols != ws[j].cols ||
+          (ws[k].packed == nullptr) != (ws[j].packed == nullptr))
+        continue;
       done[k] = true;
       if (ws[k].rows == 0) continue;
       gw[g] = ws[k];

@@ -19,6 +19,9 @@ struct WeightView {
   size_t rows = 0;                // outputs (ne1)
   size_t cols = 0;                // inputs (ne0), a multiple of the type's block size
   size_t row_bytes = 0;           // bytes of one row, GgmlRowBytes(type, cols) for a dense tensor
+  // Optional: the same matrix in repack.h's 16-row panels (Q4_0 / Q4_1; the model repacks at load where
+  // MatMulReadsPacked). Paths that do not read it use `data`, which stays valid.
+  const uint8_t* packed = nullptr;
 };
 
 // y[t, r] = sum_c w[r, c] * x[t, c];  x: (n_tok, cols) f32 row-major, y: (n_tok, rows) f32 row-major.
@@ -45,5 +48,9 @@ void EmbeddingRow(const WeightView& w, size_t row, float* dst);
 // The kernel path MatMul uses for quantized weights now (after any --cpu-target / CHORUS_CPU_TARGET
 // cap): "AVX2 int8 (maddubs)", "AVX-VNNI", "AVX-512 VNNI", "NEON dotprod" or "scalar".
 const char* MatMulPath();
+
+// True when MatMul's path now (after any --cpu-target cap) reads WeightView::packed for type t (the
+// AVX-512 VNNI kernels, Q4_0 / Q4_1): a model repacks those weights at load only then.
+bool MatMulReadsPacked(GgmlType t);
 
 }  // namespace chorus

@@ -1,0 +1,152 @@
+// AVX3_DL kernels for Q4_0 / Q4_1 weights repacked at load (repack.h): 16 rows in the 16 dword lanes
+// of one 512-bit vector. Per 32 columns a panel's codes are 4 loads; the low and high nibbles of each
+// (an and, a shift + and) are 8 code vectors, each met by one vpdpbusd per token against 4 broadcast
+// activation bytes — no per-call packing, no transposes, no per-row reduction.
+// Invariant: per (row, token) the arithmetic of int8_ref.h in its order (exact integer block sums,
+// then acc = fma(float(isum), d · dx, acc), acc = fma(m, s, acc)): bit-identical to the int8 twin
+// and independent of n_tok, the panel grouping and the threads.
+#if defined(CHORUS_OPS_INT8_PACKED_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef CHORUS_OPS_INT8_PACKED_INL_H_
+#undef CHORUS_OPS_INT8_PACKED_INL_H_
+#else
+#define CHORUS_OPS_INT8_PACKED_INL_H_
+#endif
+
+#include <cstring>
+
+#include "hwy/highway.h"
+#include "ops/int8_ref.h"         // Int8ActLayout
+#include "ops/int8_x86-inl.h"     // QuantizeActsAvx2
+#include "ops/matmul_internal.h"  // JobList, ParallelRanges, TokenPasses
+#include "ops/repack.h"           // kPackedRows, kPackedBlockBytes
+
+HWY_BEFORE_NAMESPACE();
+#if HWY_TARGET == HWY_AVX3_DL
+#pragma GCC target("avx512vnni")
+#include <immintrin.h>
+
+namespace chorus {
+namespace HWY_NAMESPACE {
+namespace mm {
+
+// Bytes ahead of the block being read that each block requests (its 5 lines) into L1: a thread's
+// panels are one contiguous stream.
+inline constexpr size_t kPackedPrefetch = 1280;
+
+HWY_INLINE __m512i Bcast4At(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+// One panel (16 rows, nb blocks at `panel`) × kT tokens (activation rows ld_act apart): y[t * ldy + i]
+// for the rows in `mask`.
+template <bool kHasMin, int kT>
+HWY_INLINE void PackedPanelTokens(const uint8_t* panel, size_t nb, const uint8_t* act, size_t ld_act,
+                                  const Int8ActLayout& l, float* y, size_t ldy, __mmask16 mask) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  __m512 acc[kT];
+  const uint8_t* xq[kT];
+  const float* dx[kT];
+  const float* s[kT];
+#pragma GCC unroll 4
+  for (int t = 0; t < kT; ++t) {
+    acc[t] = _mm512_setzero_ps();
+    xq[t] = act + t * ld_act;
+    dx[t] = reinterpret_cast<const float*>(xq[t] + l.dx_off);
+    s[t] = reinterpret_cast<const float*>(xq[t] + l.s_off);
+  }
+  for (size_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = panel + b * kPackedBlockBytes;
+#pragma GCC unroll 5
+    for (size_t o = 0; o < kPackedBlockBytes; o += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(blk + kPackedPrefetch + o), _MM_HINT_T0);
+    __m512i c[8];  // c[k]: the codes of elements 4k .. 4k + 3 of the block, 16 rows
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; ++g) {
+      const __m512i v = _mm512_load_si512(blk + 64 * g);
+      c[g] = _mm512_and_si512(v, low4);
+      c[4 + g] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+    }
+    __m512i isum[kT];
+#pragma GCC unroll 4
+    for (int t = 0; t < kT; ++t) {
+      const uint8_t* x = xq[t] + 32 * b;
+      // two chains (even and odd k) for the latency; the integer sum is exact in any order
+      __m512i e = _mm512_dpbusd_epi32(_mm512_setzero_si512(), c[0], Bcast4At(x));
+      __m512i o = _mm512_dpbusd_epi32(_mm512_setzero_si512(), c[1], Bcast4At(x + 4));
+#pragma GCC unroll 3
+      for (int k = 2; k < 8; k += 2) {
+        e = _mm512_dpbusd_epi32(e, c[k], Bcast4At(x + 4 * k));
+        o = _mm512_dpbusd_epi32(o, c[k + 1], Bcast4At(x + 4 * k + 4));
+      }
+      isum[t] = _mm512_add_epi32(e, o);
+    }
+    const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + 256)));
+    const __m512 mv = kHasMin ? _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + 288)))
+                              : _mm512_mul_ps(dw, _mm512_set1_ps(-8.0f));
+#pragma GCC unroll 4
+    for (int t = 0; t < kT; ++t) {
+      const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(dx[t][b]));
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), sc, acc[t]);
+      acc[t] = _mm512_fmadd_ps(mv, _mm512_set1_ps(s[t][b]), acc[t]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int t = 0; t < kT; ++t) _mm512_mask_storeu_ps(y + t * ldy, mask, acc[t]);
+}
+
+// ws[0, n): Q4_0 or Q4_1 (one type and cols), every one with `packed`. Quantize x once (the int8
+// layout of int8_ref.h), then panels over the pool; tokens in chunks of kPanelTokChunk (their
+// activations stay in L2 while a panel meets them ≤ 4 at a time).
+inline void PackedQ4Path(const WeightView* ws, float* const* ys, size_t n, const float* x, size_t n_tok,
+                         ThreadPool& pool) {
+  const size_t cols = ws[0].cols, nb = cols / 32;
+  const bool has_min = ws[0].type == GgmlType::kQ4_1;
+  const Int8ActLayout l = Int8ActLayoutOf(cols, 32);
+  uint8_t* act = ops_internal::ActScratch().Get(l.stride * n_tok);
+  if (n_tok >= 32) {
+    ops_internal::ParallelRanges(pool, n_tok, 8, [&](size_t t0, size_t t1) {
+      QuantizeActsAvx2(x + t0 * cols, cols, t1 - t0, 32, act + t0 * l.stride);
+    });
+  } else {
+    QuantizeActsAvx2(x, cols, n_tok, 32, act);
+  }
+  const ops_internal::JobList jobs(ws, ys, n, kPackedRows);
+  const size_t panel_bytes = nb * kPackedBlockBytes;
+  ops_internal::ParallelRanges(pool, jobs.total(), 1, [&](size_t g0, size_t g1) {
+    for (size_t c0 = 0; c0 < n_tok; c0 += ops_internal::kPanelTokChunk) {
+      const size_t nc = std::min(n_tok - c0, ops_internal::kPanelTokChunk);
+      jobs.ForRange(g0, g1, [&](size_t j, size_t p0, size_t p1) {
+        const WeightView& w = jobs.ws[j];
+        for (size_t p = p0; p < p1; ++p) {
+          const uint8_t* panel = w.packed + p * panel_bytes;
+          const size_t r0 = p * kPackedRows, n_rows = std::min(kPackedRows, w.rows - r0);
+          const __mmask16 mask = static_cast<__mmask16>((1u << n_rows) - 1);
+          ops_internal::TokenPasses<4>(nc, [&](size_t t0, size_t nt) {
+            const uint8_t* a = act + (c0 + t0) * l.stride;
+            float* y = jobs.ys[j] + (c0 + t0) * w.rows + r0;
+            auto run = [&]<int kT>() {
+              if (has_min) return PackedPanelTokens<true, kT>(panel, nb, a, l.stride, l, y, w.rows, mask);
+              PackedPanelTokens<false, kT>(panel, nb, a, l.stride, l, y, w.rows, mask);
+            };
+            switch (nt) {
+              case 1: return run.template operator()<1>();
+              case 2: return run.template operator()<2>();
+              case 3: return run.template operator()<3>();
+              default: return run.template operator()<4>();
+            }
+          });
+        }
+      });
+    }
+  });
+}
+
+}  // namespace mm
+}  // namespace HWY_NAMESPACE
+}  // namespace chorus
+#endif  // HWY_TARGET == HWY_AVX3_DL
+HWY_AFTER_NAMESPACE();
+
+#endif  // include guard toggle
