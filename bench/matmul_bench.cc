@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "ops/matmul.h"
+#include "ops/repack.h"
 #include "util/aligned_buffer.h"
 #include "util/fp16.h"
 
@@ -126,8 +127,9 @@ void BM_MatMul(benchmark::State& state, const Shape* s) {
 
 // Distinct random matrices of the given shapes, laid out one after another (64-byte aligned).
 struct ModelMats {
-  AlignedBuffer<uint8_t> bytes;
+  AlignedBuffer<uint8_t> bytes, packed;
   std::vector<WeightView> views;
+  std::vector<WeightView> packed_views;  // views + the repacked copies a model makes at load (MatMulReadsPacked)
   double flops_per_tok = 0, weight_bytes = 0;
 };
 void BuildModelMats(const std::vector<Shape>& all, uint32_t seed, ModelMats* m) {
@@ -143,6 +145,18 @@ void BuildModelMats(const std::vector<Shape>& all, uint32_t seed, ModelMats* m) 
     m->flops_per_tok += 2.0 * s.rows * s.cols;
     m->weight_bytes += static_cast<double>(s.rows) * rb;
     off += n;
+  }
+  size_t packed = 0;
+  for (const WeightView& v : m->views)
+    if (IsRepackableType(v.type) && MatMulReadsPacked(v.type)) packed += RepackedBytes(v);
+  m->packed.Resize(packed);
+  m->packed_views = m->views;
+  off = 0;
+  for (WeightView& v : m->packed_views) {
+    if (!IsRepackableType(v.type) || !MatMulReadsPacked(v.type)) continue;
+    RepackQ4x16(v, m->packed.data() + off);
+    v.packed = m->packed.data() + off;
+    off += RepackedBytes(v);
   }
 }
 
@@ -161,6 +175,7 @@ void BM_ModelMatMuls(benchmark::State& state) {
   const size_t n_tok = state.range(0);
   const int threads = static_cast<int>(state.range(1));
   const bool fused = state.range(2) != 0;
+  const bool packed = state.range(3) != 0;  // the Q4_1 matrices repacked, as the model loads them
   const Shape layer[] = {{"q", GgmlType::kQ4_1, 576, 576},  {"k", GgmlType::kQ4_1, 192, 576},
                          {"v", GgmlType::kQ4_1, 192, 576},  {"o", GgmlType::kQ4_1, 576, 576},
                          {"g", GgmlType::kQ4_1, 1536, 576}, {"u", GgmlType::kQ4_1, 1536, 576},
@@ -172,7 +187,7 @@ void BM_ModelMatMuls(benchmark::State& state) {
     all.push_back({"out", GgmlType::kQ8_0, 49152, 576});
     BuildModelMats(all, 3, &mats);
   }
-  const std::vector<WeightView>& views = mats.views;
+  const std::vector<WeightView>& views = packed ? mats.packed_views : mats.views;
   ThreadPool pool(threads);
   std::vector<float> x(n_tok * 1536), y(n_tok * 49152);
   std::mt19937 rng(4);
@@ -274,13 +289,15 @@ void RegisterAll() {
       for (int64_t t : {1, 2}) b->Args({n, t});
     b->Args({15, 1});  // 15 agents decoding in one batch
   }
-  benchmark::RegisterBenchmark("ModelMatMuls", BM_ModelMatMuls)
-      ->ArgNames({"n_tok", "threads", "fused"})
-      ->Args({1, 1, 0})->Args({1, 2, 0})->Args({1, 1, 1})->Args({1, 2, 1})
-      ->Args({512, 1, 0})->Args({512, 2, 0})->Args({512, 1, 1})->Args({512, 2, 1})
-      // batched decode of many agents: around the decode-kernel / panel-GEMM crossover
-      ->Args({8, 1, 1})->Args({12, 1, 1})->Args({13, 1, 1})->Args({15, 1, 1})->Args({16, 1, 1})->Args({24, 1, 1})
-      ->Unit(benchmark::kMillisecond)->UseRealTime();
+  auto* model = benchmark::RegisterBenchmark("ModelMatMuls", BM_ModelMatMuls);
+  model->ArgNames({"n_tok", "threads", "fused", "packed"});
+  for (int64_t packed : {1, 0}) {
+    model->Args({1, 1, 0, packed})->Args({1, 2, 0, packed})->Args({1, 1, 1, packed})->Args({1, 2, 1, packed})
+        ->Args({512, 1, 0, packed})->Args({512, 2, 0, packed})->Args({512, 1, 1, packed})->Args({512, 2, 1, packed})
+        // batched decode of many agents: around the decode-kernel / panel-GEMM crossover
+        ->Args({8, 1, 1, packed})->Args({15, 1, 1, packed})->Args({16, 1, 1, packed})->Args({24, 1, 1, packed});
+  }
+  model->Unit(benchmark::kMillisecond)->UseRealTime();
   benchmark::RegisterBenchmark("GemmaMatMuls", BM_GemmaMatMuls)
       ->ArgNames({"n_tok", "threads", "types"})
       ->Args({512, 1, 0})->Args({512, 1, 1})->Args({512, 2, 0})->Args({512, 2, 1})
