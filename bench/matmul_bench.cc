@@ -130,6 +130,7 @@ struct ModelMats {
   AlignedBuffer<uint8_t> bytes, packed;
   std::vector<WeightView> views;
   std::vector<WeightView> packed_views;  // views + the repacked copies a model makes at load (MatMulReadsPacked)
+  std::vector<WeightView> q4_packed_views;  // the same with only the Q4 types' copies
   double flops_per_tok = 0, weight_bytes = 0;
 };
 void BuildModelMats(const std::vector<Shape>& all, uint32_t seed, ModelMats* m) {
@@ -154,10 +155,13 @@ void BuildModelMats(const std::vector<Shape>& all, uint32_t seed, ModelMats* m) 
   off = 0;
   for (WeightView& v : m->packed_views) {
     if (!IsRepackableType(v.type) || !MatMulReadsPacked(v.type)) continue;
-    RepackQ4x16(v, m->packed.data() + off);
+    RepackPanels(v, m->packed.data() + off);
     v.packed = m->packed.data() + off;
     off += RepackedBytes(v);
   }
+  m->q4_packed_views = m->packed_views;
+  for (WeightView& v : m->q4_packed_views)
+    if (v.type == GgmlType::kQ8_0) v.packed = nullptr;
 }
 
 void SetModelCounters(benchmark::State& state, double flops_per_tok, double weight_bytes, size_t n_tok) {
@@ -175,7 +179,7 @@ void BM_ModelMatMuls(benchmark::State& state) {
   const size_t n_tok = state.range(0);
   const int threads = static_cast<int>(state.range(1));
   const bool fused = state.range(2) != 0;
-  const bool packed = state.range(3) != 0;  // the Q4_1 matrices repacked, as the model loads them
+  const int64_t packed = state.range(3);  // 1: repacked as the model loads them; 2: the Q4_1 ones only
   const Shape layer[] = {{"q", GgmlType::kQ4_1, 576, 576},  {"k", GgmlType::kQ4_1, 192, 576},
                          {"v", GgmlType::kQ4_1, 192, 576},  {"o", GgmlType::kQ4_1, 576, 576},
                          {"g", GgmlType::kQ4_1, 1536, 576}, {"u", GgmlType::kQ4_1, 1536, 576},
@@ -187,7 +191,7 @@ void BM_ModelMatMuls(benchmark::State& state) {
     all.push_back({"out", GgmlType::kQ8_0, 49152, 576});
     BuildModelMats(all, 3, &mats);
   }
-  const std::vector<WeightView>& views = packed ? mats.packed_views : mats.views;
+  const std::vector<WeightView>& views = packed == 1 ? mats.packed_views : packed == 2 ? mats.q4_packed_views : mats.views;
   ThreadPool pool(threads);
   std::vector<float> x(n_tok * 1536), y(n_tok * 49152);
   std::mt19937 rng(4);
@@ -291,7 +295,7 @@ void RegisterAll() {
   }
   auto* model = benchmark::RegisterBenchmark("ModelMatMuls", BM_ModelMatMuls);
   model->ArgNames({"n_tok", "threads", "fused", "packed"});
-  for (int64_t packed : {1, 0}) {
+  for (int64_t packed : {1, 2, 0}) {
     model->Args({1, 1, 0, packed})->Args({1, 2, 0, packed})->Args({1, 1, 1, packed})->Args({1, 2, 1, packed})
         ->Args({512, 1, 0, packed})->Args({512, 2, 0, packed})->Args({512, 1, 1, packed})->Args({512, 2, 1, packed})
         // batched decode of many agents: around the decode-kernel / panel-GEMM crossover

@@ -3,13 +3,14 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <set>
 #include <string_view>
 
 #include "gguf/gguf.h"              // GgufFile, GgufTensor
 #include "model/tokenizer_gguf.h"   // TokenizerDataFromGguf
-#include "ops/repack.h"             // RepackQ4x16
+#include "ops/repack.h"             // RepackPanels
 
 namespace chorus {
 namespace {
@@ -155,22 +156,29 @@ std::optional<std::string_view> Model::chat_template() const {
   return std::nullopt;
 }
 
-// The mapped rows of a repacked matrix are released (they are read again from the file only by what
-// reads `data`: MatMulRef, a later --cpu-target cap, the embedding rows of a tied output, which keep
-// theirs). Scalar byte moves: SmolLM2-135M's 60 MiB of Q4_1 take ~0.1 s.
+// The mapped rows of a repacked matrix are released (read again from the file only by what reads
+// `data`: MatMulRef, a later --cpu-target cap, and — for a tied output — the embedding rows a token
+// looks up, a page at a time). Scalar byte moves: SmolLM2-135M's 60 MiB of Q4_1 and 29 MiB Q8_0 output
+// take ~0.1 s.
 void Model::Repack() {
   const char* env = std::getenv("CHORUS_REPACK");
   if (env && std::string_view(env) == "0") return;
-  auto one = [&](WeightView& w, bool release) {
+  auto one = [&](WeightView& w) {
     if (w.rows == 0 || !IsRepackableType(w.type) || !MatMulReadsPacked(w.type)) return;
     AlignedBuffer<uint8_t>& buf = packed_.emplace_back(RepackedBytes(w));
-    RepackQ4x16(w, buf.data());
+    // 256 panels (4,096 rows) at a time, each range's mapped rows released after it: the file's copy
+    // and the packed one of a large matrix (Gemma 3's 160 MiB output) are never resident together.
+    constexpr size_t kChunk = 256;
+    for (size_t p0 = 0; p0 * kPackedRows < w.rows; p0 += kChunk) {
+      RepackPanels(w, buf.data(), p0, p0 + kChunk);
+      const size_t r0 = p0 * kPackedRows, r1 = std::min(w.rows, (p0 + kChunk) * kPackedRows);
+      file_->ReleasePages(w.data + r0 * w.row_bytes, (r1 - r0) * w.row_bytes);
+    }
     w.packed = buf.data();
-    if (release) file_->ReleasePages(w.data, w.rows * w.row_bytes);
   };
   for (LayerWeights& L : weights_.layers)
-    for (WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) one(*w, true);
-  one(weights_.output, !weights_.tied_output);
+    for (WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) one(*w);
+  one(weights_.output);
 }
 
 size_t Model::repacked_bytes() const {

@@ -1,6 +1,6 @@
 // Model: an opened GGUF file (mmap), its validated config, weight views into the mapping, and the
-// tokenizer. Invariant: weights are never dequantized, and copied only to be repacked — Q4_0 / Q4_1
-// matrices the matmul path reads in 16-row panels (MatMulReadsPacked, ops/repack.h) get a packed copy
+// tokenizer. Invariant: weights are never dequantized, and copied only to be repacked — Q4_0 / Q4_1 /
+// Q8_0 matrices the matmul path reads in 16-row panels (MatMulReadsPacked, ops/repack.h) get a packed copy
 // at load (WeightView::packed; `data` stays a view into the mapping, its pages released).
 #pragma once
 #include <memory>
@@ -68,7 +68,7 @@ class Model {
 
  private:
   Model() = default;
-  void Repack();  // the Q4_0 / Q4_1 matrices MatMul reads packed; CHORUS_REPACK=0 turns it off
+  void Repack();  // the Q4_0 / Q4_1 / Q8_0 matrices MatMul reads packed; CHORUS_REPACK=0 turns it off
   std::unique_ptr<GgufFile> file_;
   ModelConfig config_;
   ModelWeights weights_;

@@ -1,7 +1,8 @@
-// AVX3_DL kernels for Q4_0 / Q4_1 weights repacked at load (repack.h): 16 rows in the 16 dword lanes
-// of one 512-bit vector. Per 32 columns a panel's codes are 4 loads; the low and high nibbles of each
-// (an and, a shift + and) are 8 code vectors, each met by one vpdpbusd per token against 4 broadcast
-// activation bytes — no per-call packing, no transposes, no per-row reduction.
+// AVX3_DL kernels for Q4_0 / Q4_1 / Q8_0 weights repacked at load (repack.h): 16 rows in the 16 dword
+// lanes of one 512-bit vector. Per 32 columns a panel's codes are 8 code vectors (Q4: 4 loads, the low
+// and high nibbles of each by an and, a shift + and; Q8_0: 8 loads of codes stored + 128), each met by
+// one vpdpbusd per token against 4 broadcast activation bytes — no per-call packing, no transposes,
+// no per-row reduction.
 // Invariant: per (row, token) the arithmetic of int8_ref.h in its order (exact integer block sums,
 // then acc = fma(float(isum), d · dx, acc), acc = fma(m, s, acc)): bit-identical to the int8 twin
 // and independent of n_tok, the panel grouping and the threads.
@@ -18,7 +19,7 @@
 #include "ops/int8_ref.h"         // Int8ActLayout
 #include "ops/int8_x86-inl.h"     // QuantizeActsAvx2
 #include "ops/matmul_internal.h"  // JobList, ParallelRanges, TokenPasses
-#include "ops/repack.h"           // kPackedRows, kPackedBlockBytes
+#include "ops/repack.h"           // kPackedRows, PackedBlockBytes
 
 HWY_BEFORE_NAMESPACE();
 #if HWY_TARGET == HWY_AVX3_DL
@@ -36,10 +37,14 @@ HWY_INLINE __m512i Bcast4At(const uint8_t* p) {
 }
 
 // One panel (16 rows, nb blocks at `panel`) × kT tokens (activation rows ld_act apart): y[t * ldy + i]
-// for the rows in `mask`.
-template <bool kHasMin, int kT>
+// for the rows in `mask`. Q8_0: its codes are stored + 128, so each block's sum is started at
+// −128 · Σ xq (xsum[t][b], exact integers: the sum is the twin's Σ q · xq).
+template <GgmlType kType, int kT>
 HWY_INLINE void PackedPanelTokens(const uint8_t* panel, size_t nb, const uint8_t* act, size_t ld_act,
-                                  const Int8ActLayout& l, float* y, size_t ldy, __mmask16 mask) {
+                                  const Int8ActLayout& l, const int32_t* xsum, float* y, size_t ldy,
+                                  __mmask16 mask) {
+  constexpr bool kQ8 = kType == GgmlType::kQ8_0, kHasMin = kType == GgmlType::kQ4_1;
+  constexpr size_t kBlock = PackedBlockBytes(kType), kScales = kQ8 ? 512 : 256;
   const __m512i low4 = _mm512_set1_epi8(0x0F);
   __m512 acc[kT];
   const uint8_t* xq[kT];
@@ -53,23 +58,29 @@ HWY_INLINE void PackedPanelTokens(const uint8_t* panel, size_t nb, const uint8_t
     s[t] = reinterpret_cast<const float*>(xq[t] + l.s_off);
   }
   for (size_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = panel + b * kPackedBlockBytes;
+    const uint8_t* blk = panel + b * kBlock;
     // No software prefetch: a thread's panels are one contiguous stream, which the hardware prefetcher
     // follows (matmul_bench ModelMatMuls n_tok 1, 1 thread, Zen 4, 3 alternated rounds: none 3.66–3.78 ms,
     // all 5 lines 1280 bytes ahead into L2 3.75–3.85, into L1 4.17–4.20).
     __m512i c[8];  // c[k]: the codes of elements 4k .. 4k + 3 of the block, 16 rows
+    if constexpr (kQ8) {
+#pragma GCC unroll 8
+      for (int g = 0; g < 8; ++g) c[g] = _mm512_load_si512(blk + 64 * g);
+    } else {
 #pragma GCC unroll 4
-    for (int g = 0; g < 4; ++g) {
-      const __m512i v = _mm512_load_si512(blk + 64 * g);
-      c[g] = _mm512_and_si512(v, low4);
-      c[4 + g] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+      for (int g = 0; g < 4; ++g) {
+        const __m512i v = _mm512_load_si512(blk + 64 * g);
+        c[g] = _mm512_and_si512(v, low4);
+        c[4 + g] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+      }
     }
     __m512i isum[kT];
 #pragma GCC unroll 4
     for (int t = 0; t < kT; ++t) {
       const uint8_t* x = xq[t] + 32 * b;
       // two chains (even and odd k) for the latency; the integer sum is exact in any order
-      __m512i e = _mm512_dpbusd_epi32(_mm512_setzero_si512(), c[0], Bcast4At(x));
+      __m512i e = kQ8 ? _mm512_set1_epi32(-128 * xsum[t * nb + b]) : _mm512_setzero_si512();
+      e = _mm512_dpbusd_epi32(e, c[0], Bcast4At(x));
       __m512i o = _mm512_dpbusd_epi32(_mm512_setzero_si512(), c[1], Bcast4At(x + 4));
 #pragma GCC unroll 3
       for (int k = 2; k < 8; k += 2) {
@@ -78,29 +89,35 @@ HWY_INLINE void PackedPanelTokens(const uint8_t* panel, size_t nb, const uint8_t
       }
       isum[t] = _mm512_add_epi32(e, o);
     }
-    const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + 256)));
-    const __m512 mv = kHasMin ? _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + 288)))
-                              : _mm512_mul_ps(dw, _mm512_set1_ps(-8.0f));
+    const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + kScales)));
+    __m512 mv = _mm512_setzero_ps();
+    if constexpr (kHasMin) {
+      mv = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + kScales + 32)));
+    } else if constexpr (!kQ8) {
+      mv = _mm512_mul_ps(dw, _mm512_set1_ps(-8.0f));
+    }
 #pragma GCC unroll 4
     for (int t = 0; t < kT; ++t) {
       const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(dx[t][b]));
       acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), sc, acc[t]);
-      acc[t] = _mm512_fmadd_ps(mv, _mm512_set1_ps(s[t][b]), acc[t]);
+      if constexpr (!kQ8) acc[t] = _mm512_fmadd_ps(mv, _mm512_set1_ps(s[t][b]), acc[t]);
     }
   }
 #pragma GCC unroll 4
   for (int t = 0; t < kT; ++t) _mm512_mask_storeu_ps(y + t * ldy, mask, acc[t]);
 }
 
-// ws[0, n): Q4_0 or Q4_1 (one type and cols), every one with `packed`. Quantize x once (the int8
-// layout of int8_ref.h), then panels over the pool; tokens in chunks of kPanelTokChunk (their
-// activations stay in L2 while a panel meets them ≤ 4 at a time).
-inline void PackedQ4Path(const WeightView* ws, float* const* ys, size_t n, const float* x, size_t n_tok,
+// ws[0, n): Q4_0, Q4_1 or Q8_0 (one type and cols), every one with `packed`. Quantize x once (the int8
+// layout of int8_ref.h; Q8_0: and each block's Σ xq), then panels over the pool; tokens in chunks of
+// kPanelTokChunk (their activations stay in L2 while a panel meets them ≤ 4 at a time).
+inline void PackedInt8Path(const WeightView* ws, float* const* ys, size_t n, const float* x, size_t n_tok,
                          ThreadPool& pool) {
+  const GgmlType type = ws[0].type;
   const size_t cols = ws[0].cols, nb = cols / 32;
-  const bool has_min = ws[0].type == GgmlType::kQ4_1;
   const Int8ActLayout l = Int8ActLayoutOf(cols, 32);
-  uint8_t* act = ops_internal::ActScratch().Get(l.stride * n_tok);
+  const bool q8 = type == GgmlType::kQ8_0;
+  const size_t sums_off = Align64(l.stride * n_tok);
+  uint8_t* act = ops_internal::ActScratch().Get(sums_off + (q8 ? n_tok * nb * sizeof(int32_t) : 0));
   if (n_tok >= 32) {
     ops_internal::ParallelRanges(pool, n_tok, 8, [&](size_t t0, size_t t1) {
       QuantizeActsAvx2(x + t0 * cols, cols, t1 - t0, 32, act + t0 * l.stride);
@@ -108,8 +125,18 @@ inline void PackedQ4Path(const WeightView* ws, float* const* ys, size_t n, const
   } else {
     QuantizeActsAvx2(x, cols, n_tok, 32, act);
   }
+  auto* xsum = reinterpret_cast<int32_t*>(act + sums_off);
+  if (q8) {
+    for (size_t t = 0; t < n_tok; ++t)
+      for (size_t b = 0; b < nb; ++b) {
+        const auto* q = reinterpret_cast<const int8_t*>(act + t * l.stride + 32 * b);
+        int32_t sum = 0;
+        for (int i = 0; i < 32; ++i) sum += q[i];
+        xsum[t * nb + b] = sum;
+      }
+  }
   const ops_internal::JobList jobs(ws, ys, n, kPackedRows);
-  const size_t panel_bytes = nb * kPackedBlockBytes;
+  const size_t panel_bytes = nb * PackedBlockBytes(type);
   ops_internal::ParallelRanges(pool, jobs.total(), 1, [&](size_t g0, size_t g1) {
     for (size_t c0 = 0; c0 < n_tok; c0 += ops_internal::kPanelTokChunk) {
       const size_t nc = std::min(n_tok - c0, ops_internal::kPanelTokChunk);
@@ -120,11 +147,19 @@ inline void PackedQ4Path(const WeightView* ws, float* const* ys, size_t n, const
           const size_t r0 = p * kPackedRows, n_rows = std::min(kPackedRows, w.rows - r0);
           const __mmask16 mask = static_cast<__mmask16>((1u << n_rows) - 1);
           ops_internal::TokenPasses<4>(nc, [&](size_t t0, size_t nt) {
-            const uint8_t* a = act + (c0 + t0) * l.stride;
-            float* y = jobs.ys[j] + (c0 + t0) * w.rows + r0;
+            const size_t t = c0 + t0;
+            const uint8_t* a = act + t * l.stride;
+            float* y = jobs.ys[j] + t * w.rows + r0;
             auto run = [&]<int kT>() {
-              if (has_min) return PackedPanelTokens<true, kT>(panel, nb, a, l.stride, l, y, w.rows, mask);
-              PackedPanelTokens<false, kT>(panel, nb, a, l.stride, l, y, w.rows, mask);
+              switch (type) {
+                case GgmlType::kQ4_0:
+                  return PackedPanelTokens<GgmlType::kQ4_0, kT>(panel, nb, a, l.stride, l, nullptr, y, w.rows, mask);
+                case GgmlType::kQ4_1:
+                  return PackedPanelTokens<GgmlType::kQ4_1, kT>(panel, nb, a, l.stride, l, nullptr, y, w.rows, mask);
+                default:
+                  return PackedPanelTokens<GgmlType::kQ8_0, kT>(panel, nb, a, l.stride, l, xsum + t * nb, y, w.rows,
+                                                                mask);
+              }
             };
             switch (nt) {
               case 1: return run.template operator()<1>();

@@ -19,7 +19,7 @@ struct WeightView {
   size_t rows = 0;                // outputs (ne1)
   size_t cols = 0;                // inputs (ne0), a multiple of the type's block size
   size_t row_bytes = 0;           // bytes of one row, GgmlRowBytes(type, cols) for a dense tensor
-  // Optional: the same matrix in repack.h's 16-row panels (Q4_0 / Q4_1; the model repacks at load where
+  // Optional: the same matrix in repack.h's 16-row panels (Q4_0 / Q4_1 / Q8_0; the model repacks at load where
   // MatMulReadsPacked). Paths that do not read it use `data`, which stays valid.
   const uint8_t* packed = nullptr;
 };
@@ -50,7 +50,7 @@ void EmbeddingRow(const WeightView& w, size_t row, float* dst);
 const char* MatMulPath();
 
 // True when MatMul's path now (after any --cpu-target cap) reads WeightView::packed for type t (the
-// AVX-512 VNNI kernels, Q4_0 / Q4_1): a model repacks those weights at load only then.
+// AVX-512 VNNI kernels, Q4_0 / Q4_1 / Q8_0): a model repacks those weights at load only then.
 bool MatMulReadsPacked(GgmlType t);
 
 }  // namespace chorus

@@ -12,7 +12,8 @@
 #include "ops/cpu_target.h"         // AvxVnniEnabled, NeonDotprodEnabled
 #include "ops/float_kernels-inl.h"  // MatMulF32Path
 #include "ops/int8_neon-inl.h"      // neon::Int8Path (Arm targets)
-#include "ops/int8_packed-inl.h"    // PackedQ4Path (AVX3_DL only)
+#include "ops/int8_packed-inl.h"    // PackedInt8Path (AVX3_DL only)
+#include "ops/repack.h"             // IsRepackableType
 #include "ops/int8_ref.h"           // MatMulInt8Scalar
 #include "ops/int8_x86-inl.h"       // maddubs::Int8Path (AVX2, AVX3), avxvnni::Int8Path (AVX2, AVX3_DL)
 #include "ops/matmul_internal.h"    // MatMulDispatch
@@ -37,8 +38,8 @@ void MatMulImpl(const WeightView* ws, float* const* ys, size_t n, const float* x
     // Q4_K / Q6_K ~2x); its Q4_0 / Q4_1 stream kernels, gone, decoded 8–13 % faster (SmolLM2 tg128 on
     // the Xeon, 1 / 2 threads, both with 4 streams in lock step) but prefilled 1.65–1.75x slower (pp512).
     const GgmlType t = ws[0].type;
-    // Q4_0 / Q4_1 repacked at load (MatMulMany groups packed views apart from the others).
-    if ((t == GgmlType::kQ4_0 || t == GgmlType::kQ4_1) && ws[0].packed) return PackedQ4Path(ws, ys, n, x, n_tok, pool);
+    // Q4_0 / Q4_1 / Q8_0 repacked at load (MatMulMany groups packed views apart from the others).
+    if (ws[0].packed && IsRepackableType(t)) return PackedInt8Path(ws, ys, n, x, n_tok, pool);
     if (t == GgmlType::kQ5_0 || t == GgmlType::kQ4_K || t == GgmlType::kQ6_K || t == GgmlType::kQ4_0 ||
         t == GgmlType::kQ4_1)
       return avxvnni::Int8Path(ws, ys, n, x, n_tok, pool);
@@ -57,7 +58,7 @@ void MatMulImpl(const WeightView* ws, float* const* ys, size_t n, const float* x
 
 bool ReadsPackedImpl(GgmlType t) {
 #if HWY_TARGET == HWY_AVX3_DL
-  return HaveVnniVbmi() && (t == GgmlType::kQ4_0 || t == GgmlType::kQ4_1);
+  return HaveVnniVbmi() && IsRepackableType(t);
 #else
   (void)t;
   return false;
