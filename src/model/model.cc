@@ -136,7 +136,7 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path) {
   auto weights = BindWeights(*m->file_, m->config_);
   if (!weights.ok()) return weights.status().Context(fmt::format("model '{}'", path));
   m->weights_ = std::move(weights).value();
-  m->Repack();
+  if (Status st = m->Repack(); !st.ok()) return st.Context(fmt::format("model '{}'", path));
   auto tok_data = TokenizerDataFromGguf(*m->file_);
   if (!tok_data.ok()) return tok_data.status().Context(fmt::format("tokenizer of '{}'", path));
   auto tok = Tokenizer::Create(tok_data.value());
@@ -160,9 +160,11 @@ std::optional<std::string_view> Model::chat_template() const {
 // `data`: MatMulRef, a later --cpu-target cap, and — for a tied output — the embedding rows a token
 // looks up, a page at a time). Scalar byte moves: SmolLM2-135M's 60 MiB of Q4_1 and 29 MiB Q8_0 output
 // take ~0.1 s.
-void Model::Repack() {
+Status Model::Repack() {
   const char* env = std::getenv("CHORUS_REPACK");
-  if (env && std::string_view(env) == "0") return;
+  const std::string_view v = env ? env : "1";
+  if (v == "0") return Status::Ok();
+  if (v != "1") return Status::Error("CHORUS_REPACK must be 0 (weights read from the file) or 1 (repacked at load, the default), not '{}'", v);
   auto one = [&](WeightView& w) {
     if (w.rows == 0 || !IsRepackableType(w.type) || !MatMulReadsPacked(w.type)) return;
     AlignedBuffer<uint8_t>& buf = packed_.emplace_back(RepackedBytes(w));
@@ -179,12 +181,7 @@ void Model::Repack() {
   for (LayerWeights& L : weights_.layers)
     for (WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) one(*w);
   one(weights_.output);
-}
-
-size_t Model::repacked_bytes() const {
-  size_t total = 0;
-  for (const auto& b : packed_) total += b.size();
-  return total;
+  return Status::Ok();
 }
 
 size_t Model::weight_bytes() const {

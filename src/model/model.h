@@ -62,13 +62,12 @@ class Model {
   std::optional<std::string_view> chat_template() const;
   // Bytes of all weight tensors in the file (mapped, not copied).
   size_t weight_bytes() const;
-  // Bytes of the repacked copies made at load (0 when none: CHORUS_REPACK=0, or a path that reads the
-  // mapping).
-  size_t repacked_bytes() const;
 
  private:
   Model() = default;
-  void Repack();  // the Q4_0 / Q4_1 / Q8_0 matrices MatMul reads packed; CHORUS_REPACK=0 turns it off
+  // The Q4_0 / Q4_1 / Q8_0 matrices MatMul reads packed; CHORUS_REPACK=0 turns it off (1: on, the default;
+  // another value is an error naming it).
+  Status Repack();
   std::unique_ptr<GgufFile> file_;
   ModelConfig config_;
   ModelWeights weights_;

@@ -17,7 +17,7 @@
 
 #include "hwy/highway.h"
 #include "ops/int8_ref.h"         // Int8ActLayout
-#include "ops/int8_x86-inl.h"     // QuantizeActsAvx2
+#include "ops/int8_x86-inl.h"     // QuantizeActsPool
 #include "ops/matmul_internal.h"  // JobList, ParallelRanges, TokenPasses
 #include "ops/repack.h"           // kPackedRows, PackedBlockBytes
 
@@ -118,13 +118,7 @@ inline void PackedInt8Path(const WeightView* ws, float* const* ys, size_t n, con
   const bool q8 = type == GgmlType::kQ8_0;
   const size_t sums_off = Align64(l.stride * n_tok);
   uint8_t* act = ops_internal::ActScratch().Get(sums_off + (q8 ? n_tok * nb * sizeof(int32_t) : 0));
-  if (n_tok >= 32) {
-    ops_internal::ParallelRanges(pool, n_tok, 8, [&](size_t t0, size_t t1) {
-      QuantizeActsAvx2(x + t0 * cols, cols, t1 - t0, 32, act + t0 * l.stride);
-    });
-  } else {
-    QuantizeActsAvx2(x, cols, n_tok, 32, act);
-  }
+  QuantizeActsPool(x, cols, n_tok, 32, act, pool);
   auto* xsum = reinterpret_cast<int32_t*>(act + sums_off);
   if (q8) {
     for (size_t t = 0; t < n_tok; ++t)

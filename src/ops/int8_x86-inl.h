@@ -77,6 +77,16 @@ inline void QuantizeActsAvx2(const float* x, size_t cols, size_t n_tok, int sub,
   }
 }
 
+// QuantizeActsAvx2 for n_tok tokens into act (Int8ActLayoutOf(cols, sub).stride apart): from 32 tokens on,
+// 8-token ranges over the pool.
+inline void QuantizeActsPool(const float* x, size_t cols, size_t n_tok, int sub, uint8_t* act, ThreadPool& pool) {
+  if (n_tok < 32) return QuantizeActsAvx2(x, cols, n_tok, sub, act);
+  const size_t stride = Int8ActLayoutOf(cols, sub).stride;
+  ops_internal::ParallelRanges(pool, n_tok, 8, [&](size_t t0, size_t t1) {
+    QuantizeActsAvx2(x + t0 * cols, cols, t1 - t0, sub, act + t0 * stride);
+  });
+}
+
 // ---- Panels: 8 rows (lanes past the matrix repeat its last row; their results are never stored).
 //   codes [cols / 4][8][4] (32-byte vectors), dw [cols / sub][8] f32, m [cols / sub][8] f32.
 struct Panel8 {

@@ -295,13 +295,7 @@ inline void Int8Path(const WeightView* ws, float* const* ys, size_t n, const flo
   const int sub = ops_internal::Int8SubOf(type);
   const Int8ActLayout l = Int8ActLayoutOf(cols, sub);
   uint8_t* act = ops_internal::ActScratch().Get(l.stride * n_tok);
-  if (n_tok >= 32) {
-    ops_internal::ParallelRanges(pool, n_tok, 8, [&](size_t t0, size_t t1) {
-      QuantizeActsAvx2(x + t0 * cols, cols, t1 - t0, sub, act + t0 * l.stride);
-    });
-  } else {
-    QuantizeActsAvx2(x, cols, n_tok, sub, act);
-  }
+  QuantizeActsPool(x, cols, n_tok, sub, act, pool);
   const ops_internal::JobList jobs(ws, ys, n, kPanelRows8);
   ops_internal::ParallelRanges(pool, jobs.total(), 1, [&](size_t g0, size_t g1) {
     switch (type) {

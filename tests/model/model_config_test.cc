@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>  // setenv
 #include <functional>
 #include <string>
 
@@ -152,6 +153,17 @@ TEST(ModelConfig, RefusesWhatIsNotImplemented) {
                   w.AddTensor("rope_freqs.weight", GgmlType::kF32, {16}, std::vector<uint8_t>(64));
                 }),
                 "RoPE frequency factors (rope_freqs.weight) on architecture 'qwen2'");
+}
+
+TEST(ModelConfig, RepackSwitchOtherThanZeroOrOneIsAnErrorNamingIt) {
+  ::setenv("CHORUS_REPACK", "off", 1);
+  auto bad = LoadEdited(Small());
+  ::setenv("CHORUS_REPACK", "0", 1);
+  auto off = LoadEdited(Small());
+  ::unsetenv("CHORUS_REPACK");
+  ExpectRefused(bad, "CHORUS_REPACK must be 0");
+  ExpectRefused(bad, "'off'");
+  ASSERT_TRUE(off.ok()) << off.status().message();
 }
 
 }  // namespace
