@@ -18,7 +18,119 @@ namespace chorus {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-void SoftmaxFoldImpl(float* s, size_t n_q, size_t ld, size_t n_rows, float* m, float* l, float* o, size_t hd) {
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+// e^x in 14 vector operations (Highway's Exp: ~22): n = round(x / ln 2) by vrndscaleps, r = x - n·ln 2
+// in two parts (Cody-Waite, as Highway), e^r = 1 + r + r²·P(r) with Highway's degree-5 P by Horner,
+// then · 2^n by vscalefps, which needs no exponent arithmetic and takes n down to the denormals.
+// x < -104 (and -inf, NaN) gives 0, as Highway's. Within 2 ulp of e^x on [-104, 0] (a test).
+HWY_INLINE __m512 ExpAvx512(__m512 x) {
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-0.693145751953125f), x);
+  r = _mm512_fmadd_ps(n, _mm512_set1_ps(-1.428606765330187045e-6f), r);
+  __m512 p = _mm512_set1_ps(+0.000198527617612853646278381f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(+0.00139304355252534151077271f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(+0.00833336077630519866943359f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(+0.0416664853692054748535156f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(+0.166666671633720397949219f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(+0.5f));
+  p = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
+  const __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-104.0f), _CMP_GE_OQ);
+  return _mm512_maskz_scalef_ps(keep, p, n);
+}
+#endif
+
+// The fold's exp: ExpAvx512 on AVX-512, else Highway's.
+template <class D, class V>
+HWY_INLINE V FoldExp(D d, V x) {
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  (void)d;
+  return V{ExpAvx512(x.raw)};
+#else
+  return hn::Exp(d, x);
+#endif
+}
+
+// One query's rescale when its running max moves from m_old to m_new (> -inf): l and o times
+// exp(m_old - m_new), 0 for a fresh state.
+HWY_INLINE void RescaleState(float m_old, float m_new, float* l, float* oi, size_t hd) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  const float c = m_old == -INFINITY ? 0.0f : std::exp(m_old - m_new);
+  *l *= c;
+  const auto vc = hn::Set(d, c);
+  size_t k = 0;
+  for (; k + N <= hd; k += N) hn::StoreU(hn::Mul(hn::LoadU(d, oi + k), vc), d, oi + k);
+  for (; k < hd; ++k) oi[k] *= c;
+}
+
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+// GCC's _mm512_reduce_add_ps / _max_ps tree (lanes i and i + 8, then i and i + 4, i and i + 2, i and
+// i + 1) over 16 vectors at once, two shuffles and one op per pair of vectors per level instead of a
+// serial chain per vector: lane 4k + j of the result reduces v[4j + k], bit for bit as the one-vector
+// reduction (the same pairs in the same order; the op commutes).
+template <class Op>
+HWY_INLINE __m512 Reduce16(const __m512* v, const Op& op) {
+  __m512 r[8], s[4], t[2];
+  for (int a = 0; a < 8; ++a)
+    r[a] = op(_mm512_shuffle_f32x4(v[2 * a], v[2 * a + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+              _mm512_shuffle_f32x4(v[2 * a], v[2 * a + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  for (int b = 0; b < 4; ++b)
+    s[b] = op(_mm512_shuffle_f32x4(r[2 * b], r[2 * b + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+              _mm512_shuffle_f32x4(r[2 * b], r[2 * b + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+  for (int c = 0; c < 2; ++c)
+    t[c] = op(_mm512_shuffle_ps(s[2 * c], s[2 * c + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+              _mm512_shuffle_ps(s[2 * c], s[2 * c + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  return op(_mm512_shuffle_ps(t[0], t[1], _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_ps(t[0], t[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// SoftmaxFold of nq <= 16 queries over a full tile of 32 rows: the per-query path's arithmetic in its
+// order (the same vector exp, the sum of e(j) + e(j + 16) reduced by the same tree, then l + sum), with
+// the block maxima and the sums reduced 16 queries at a time. Input slot 4j + k holds query 4k + j,
+// so that result lane i is query i.
+HWY_INLINE void SoftmaxFold32x16(float* s, size_t ld, size_t nq, float* m, float* l, float* o, size_t hd) {
+  const hn::ScalableTag<float> d;
+  using V = decltype(hn::Zero(d));
+  const __mmask16 live = static_cast<__mmask16>((1u << nq) - 1);
+  const auto max_op = [](__m512 a, __m512 b) { return _mm512_max_ps(a, b); };
+  const auto add_op = [](__m512 a, __m512 b) { return _mm512_add_ps(a, b); };
+  __m512 v[16];
+  for (size_t slot = 0; slot < 16; ++slot) {
+    const size_t i = (slot % 4) * 4 + slot / 4;
+    const float* row = s + i * ld;
+    v[slot] = i < nq ? _mm512_max_ps(_mm512_loadu_ps(row), _mm512_loadu_ps(row + 16)) : _mm512_set1_ps(-INFINITY);
+  }
+  const __m512 m_old = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), live, m);
+  const __m512 m_new = _mm512_max_ps(m_old, Reduce16(v, max_op));
+  alignas(64) float mn[16];
+  _mm512_store_ps(mn, m_new);
+  for (uint32_t moved = _mm512_mask_cmp_ps_mask(live, m_new, m_old, _CMP_NEQ_UQ); moved != 0; moved &= moved - 1) {
+    const size_t i = static_cast<size_t>(__builtin_ctz(moved));
+    RescaleState(m[i], mn[i], l + i, o + i * hd, hd);
+  }
+  _mm512_mask_storeu_ps(m, live, m_new);
+  for (size_t slot = 0; slot < 16; ++slot) {
+    const size_t i = (slot % 4) * 4 + slot / 4;
+    v[slot] = _mm512_setzero_ps();
+    if (i >= nq) continue;
+    float* row = s + i * ld;
+    if (mn[i] == -INFINITY) {  // every score so far masked: nothing to fold yet
+      std::fill(row, row + ld, 0.0f);
+      continue;
+    }
+    const V vm = hn::Set(d, mn[i]);
+    const V e0 = FoldExp(d, hn::Sub(hn::LoadU(d, row), vm)), e1 = FoldExp(d, hn::Sub(hn::LoadU(d, row + 16), vm));
+    hn::StoreU(e0, d, row);
+    hn::StoreU(e1, d, row + 16);
+    std::fill(row + 32, row + ld, 0.0f);
+    v[slot] = _mm512_add_ps(e0.raw, e1.raw);
+  }
+  _mm512_mask_storeu_ps(l, live, _mm512_add_ps(_mm512_mask_loadu_ps(_mm512_setzero_ps(), live, l), Reduce16(v, add_op)));
+}
+#endif
+
+// The per-query path (every target, every n_rows).
+void SoftmaxFoldEachImpl(float* s, size_t n_q, size_t ld, size_t n_rows, float* m, float* l, float* o, size_t hd) {
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
   const auto neg_inf = hn::Set(d, -INFINITY);
@@ -35,20 +147,14 @@ void SoftmaxFoldImpl(float* s, size_t n_q, size_t ld, size_t n_rows, float* m, f
       continue;
     }
     if (m_new != m[i]) {
-      const float c = m[i] == -INFINITY ? 0.0f : std::exp(m[i] - m_new);
-      l[i] *= c;
-      float* oi = o + i * hd;
-      const auto vc = hn::Set(d, c);
-      size_t k = 0;
-      for (; k + N <= hd; k += N) hn::StoreU(hn::Mul(hn::LoadU(d, oi + k), vc), d, oi + k);
-      for (; k < hd; ++k) oi[k] *= c;
+      RescaleState(m[i], m_new, l + i, o + i * hd, hd);
       m[i] = m_new;
     }
     const auto vm = hn::Set(d, m_new);
     auto vsum = hn::Zero(d);
     j = 0;
     for (; j + N <= n_rows; j += N) {
-      const auto e = hn::Exp(d, hn::Sub(hn::LoadU(d, row + j), vm));
+      const auto e = FoldExp(d, hn::Sub(hn::LoadU(d, row + j), vm));
       vsum = hn::Add(vsum, e);
       hn::StoreU(e, d, row + j);
     }
@@ -57,6 +163,17 @@ void SoftmaxFoldImpl(float* s, size_t n_q, size_t ld, size_t n_rows, float* m, f
     for (; j < ld; ++j) row[j] = 0.0f;
     l[i] += sum;
   }
+}
+
+void SoftmaxFoldImpl(float* s, size_t n_q, size_t ld, size_t n_rows, float* m, float* l, float* o, size_t hd) {
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  if (n_rows == 32) {
+    for (size_t q0 = 0; q0 < n_q; q0 += 16)
+      SoftmaxFold32x16(s + q0 * ld, ld, std::min<size_t>(16, n_q - q0), m + q0, l + q0, o + q0 * hd, hd);
+    return;
+  }
+#endif
+  SoftmaxFoldEachImpl(s, n_q, ld, n_rows, m, l, o, hd);
 }
 
 constexpr size_t kStackFloats = 8192;  // 32 KB of f32 rows on the stack (kAttendRows rows up to head_dim 256)
@@ -190,12 +307,17 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace chorus {
 HWY_EXPORT(SoftmaxFoldImpl);
+HWY_EXPORT(SoftmaxFoldEachImpl);
 HWY_EXPORT(ScoreF16RowsImpl);
 HWY_EXPORT(ScoreF16TileImpl);
 HWY_EXPORT(AccumulateF16RowsImpl);
 
 void SoftmaxFold(float* s, size_t n_q, size_t ld, size_t n_rows, float* m, float* l, float* o, size_t hd) {
   HWY_DYNAMIC_DISPATCH(SoftmaxFoldImpl)(s, n_q, ld, n_rows, m, l, o, hd);
+}
+
+void SoftmaxFoldEach(float* s, size_t n_q, size_t ld, size_t n_rows, float* m, float* l, float* o, size_t hd) {
+  HWY_DYNAMIC_DISPATCH(SoftmaxFoldEachImpl)(s, n_q, ld, n_rows, m, l, o, hd);
 }
 
 void SoftmaxFoldRef(float* s, size_t n_q, size_t ld, size_t n_rows, float* m, float* l, float* o, size_t hd) {

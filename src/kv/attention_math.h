@@ -13,6 +13,9 @@ namespace chorus {
 // are all -inf (masked) is left as it is, its row zeroed.
 void SoftmaxFold(float* s, size_t n_q, size_t ld, size_t n_rows, float* m, float* l, float* o, size_t hd);
 void SoftmaxFoldRef(float* s, size_t n_q, size_t ld, size_t n_rows, float* m, float* l, float* o, size_t hd);
+// SoftmaxFold one query at a time. On AVX-512 SoftmaxFold folds full tiles (n_rows 32) 16 queries at a
+// time, reducing their maxima and sums together; it must equal this bit for bit (a test).
+void SoftmaxFoldEach(float* s, size_t n_q, size_t ld, size_t n_rows, float* m, float* l, float* o, size_t hd);
 
 // s[i*ld + j] = q_i · k_j for fp16 rows k_j = k + j*stride (hd elements), j < n_rows.
 void ScoreF16Rows(const float* q, size_t n_q, size_t hd, const uint16_t* k, size_t stride, size_t n_rows,
