@@ -13,6 +13,8 @@
 #include <hwy/highway.h>
 #include <hwy/contrib/math/math-inl.h>
 
+#include "kv/reduce16-inl.h"  // Max16, Sum16
+
 HWY_BEFORE_NAMESPACE();
 namespace chorus {
 namespace HWY_NAMESPACE {
@@ -65,43 +67,22 @@ HWY_INLINE void RescaleState(float m_old, float m_new, float* l, float* oi, size
 }
 
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-// GCC's _mm512_reduce_add_ps / _max_ps tree (lanes i and i + 8, then i and i + 4, i and i + 2, i and
-// i + 1) over 16 vectors at once, two shuffles and one op per pair of vectors per level instead of a
-// serial chain per vector: lane 4k + j of the result reduces v[4j + k], bit for bit as the one-vector
-// reduction (the same pairs in the same order; the op commutes).
-template <class Op>
-HWY_INLINE __m512 Reduce16(const __m512* v, const Op& op) {
-  __m512 r[8], s[4], t[2];
-  for (int a = 0; a < 8; ++a)
-    r[a] = op(_mm512_shuffle_f32x4(v[2 * a], v[2 * a + 1], _MM_SHUFFLE(1, 0, 1, 0)),
-              _mm512_shuffle_f32x4(v[2 * a], v[2 * a + 1], _MM_SHUFFLE(3, 2, 3, 2)));
-  for (int b = 0; b < 4; ++b)
-    s[b] = op(_mm512_shuffle_f32x4(r[2 * b], r[2 * b + 1], _MM_SHUFFLE(2, 0, 2, 0)),
-              _mm512_shuffle_f32x4(r[2 * b], r[2 * b + 1], _MM_SHUFFLE(3, 1, 3, 1)));
-  for (int c = 0; c < 2; ++c)
-    t[c] = op(_mm512_shuffle_ps(s[2 * c], s[2 * c + 1], _MM_SHUFFLE(1, 0, 1, 0)),
-              _mm512_shuffle_ps(s[2 * c], s[2 * c + 1], _MM_SHUFFLE(3, 2, 3, 2)));
-  return op(_mm512_shuffle_ps(t[0], t[1], _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_ps(t[0], t[1], _MM_SHUFFLE(3, 1, 3, 1)));
-}
-
 // SoftmaxFold of nq <= 16 queries over a full tile of 32 rows: the per-query path's arithmetic in its
 // order (the same vector exp, the sum of e(j) + e(j + 16) reduced by the same tree, then l + sum), with
-// the block maxima and the sums reduced 16 queries at a time. Input slot 4j + k holds query 4k + j,
+// the block maxima and the sums reduced 16 queries at a time. Input slot k holds query Reduce16Slot(k),
 // so that result lane i is query i.
 HWY_INLINE void SoftmaxFold32x16(float* s, size_t ld, size_t nq, float* m, float* l, float* o, size_t hd) {
   const hn::ScalableTag<float> d;
   using V = decltype(hn::Zero(d));
   const __mmask16 live = static_cast<__mmask16>((1u << nq) - 1);
-  const auto max_op = [](__m512 a, __m512 b) { return _mm512_max_ps(a, b); };
-  const auto add_op = [](__m512 a, __m512 b) { return _mm512_add_ps(a, b); };
   __m512 v[16];
   for (size_t slot = 0; slot < 16; ++slot) {
-    const size_t i = (slot % 4) * 4 + slot / 4;
+    const size_t i = Reduce16Slot(slot);
     const float* row = s + i * ld;
     v[slot] = i < nq ? _mm512_max_ps(_mm512_loadu_ps(row), _mm512_loadu_ps(row + 16)) : _mm512_set1_ps(-INFINITY);
   }
   const __m512 m_old = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), live, m);
-  const __m512 m_new = _mm512_max_ps(m_old, Reduce16(v, max_op));
+  const __m512 m_new = _mm512_max_ps(m_old, Max16(v));
   alignas(64) float mn[16];
   _mm512_store_ps(mn, m_new);
   for (uint32_t moved = _mm512_mask_cmp_ps_mask(live, m_new, m_old, _CMP_NEQ_UQ); moved != 0; moved &= moved - 1) {
@@ -110,7 +91,7 @@ HWY_INLINE void SoftmaxFold32x16(float* s, size_t ld, size_t nq, float* m, float
   }
   _mm512_mask_storeu_ps(m, live, m_new);
   for (size_t slot = 0; slot < 16; ++slot) {
-    const size_t i = (slot % 4) * 4 + slot / 4;
+    const size_t i = Reduce16Slot(slot);
     v[slot] = _mm512_setzero_ps();
     if (i >= nq) continue;
     float* row = s + i * ld;
@@ -125,7 +106,7 @@ HWY_INLINE void SoftmaxFold32x16(float* s, size_t ld, size_t nq, float* m, float
     std::fill(row + 32, row + ld, 0.0f);
     v[slot] = _mm512_add_ps(e0.raw, e1.raw);
   }
-  _mm512_mask_storeu_ps(l, live, _mm512_add_ps(_mm512_mask_loadu_ps(_mm512_setzero_ps(), live, l), Reduce16(v, add_op)));
+  _mm512_mask_storeu_ps(l, live, _mm512_add_ps(_mm512_mask_loadu_ps(_mm512_setzero_ps(), live, l), Sum16(v)));
 }
 #endif
 
