@@ -76,6 +76,7 @@ HWY_INLINE void SoftmaxFold32x16(float* s, size_t ld, size_t nq, float* m, float
   using V = decltype(hn::Zero(d));
   const __mmask16 live = static_cast<__mmask16>((1u << nq) - 1);
   __m512 v[16];
+#pragma GCC unroll 16
   for (size_t slot = 0; slot < 16; ++slot) {
     const size_t i = Reduce16Slot(slot);
     const float* row = s + i * ld;

@@ -27,12 +27,15 @@ namespace HWY_NAMESPACE {
 template <class Op>
 HWY_INLINE __m512 Reduce16(const __m512* v, const Op& op) {
   __m512 r[8], s[4], t[2];
+#pragma GCC unroll 8
   for (int a = 0; a < 8; ++a)
     r[a] = op(_mm512_shuffle_f32x4(v[2 * a], v[2 * a + 1], _MM_SHUFFLE(1, 0, 1, 0)),
               _mm512_shuffle_f32x4(v[2 * a], v[2 * a + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+#pragma GCC unroll 4
   for (int b = 0; b < 4; ++b)
     s[b] = op(_mm512_shuffle_f32x4(r[2 * b], r[2 * b + 1], _MM_SHUFFLE(2, 0, 2, 0)),
               _mm512_shuffle_f32x4(r[2 * b], r[2 * b + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+#pragma GCC unroll 2
   for (int c = 0; c < 2; ++c)
     t[c] = op(_mm512_shuffle_ps(s[2 * c], s[2 * c + 1], _MM_SHUFFLE(1, 0, 1, 0)),
               _mm512_shuffle_ps(s[2 * c], s[2 * c + 1], _MM_SHUFFLE(3, 2, 3, 2)));
