@@ -220,10 +220,13 @@ int RunAgentsBench(const Model& model, const std::string& doc_text, const Agents
     std::fprintf(out, "  chorus %s %.2f (%.2f-%.2f)", kv.c_str(), prefill[kv],
                  report["chorus"][kv]["prefill_spread"][0].get<double>(),
                  report["chorus"][kv]["prefill_spread"][1].get<double>());
-  for (const auto& t : peer_cols) {
-    if (peers.count(t) && peers[t]["agents"].contains(std::to_string(a.agents.front())))
+  for (const auto& t : peer_cols) {  // the best peer: its fastest prefill of any variant, with its settings
+    if (peers.count(t) && peers[t].contains("prefill_best"))
+      std::fprintf(out, "  llama.cpp %s %.2f (%s)", t.c_str(), peers[t]["prefill_best"].value("seconds", 0.0),
+                   peers[t]["prefill_best"].value("settings", "").c_str());
+    else if (peers.count(t) && peers[t]["agents"].contains(std::to_string(a.agents.front())))
       std::fprintf(out, "  llama.cpp %s %.2f", t.c_str(),
-                  peers[t]["agents"][std::to_string(a.agents.front())].value("prefill_seconds", 0.0));
+                   peers[t]["agents"][std::to_string(a.agents.front())].value("prefill_seconds", 0.0));
   }
   std::fprintf(out, "\npeak KV bytes held (measured), MiB:\n%-8s", "agents");
   for (const auto& kv : a.kv) std::fprintf(out, " %18s", ("chorus " + kv).c_str());

@@ -20,7 +20,8 @@ Usage: scripts/ref/llama_agents_best.py -m MODEL [--doc-tokens 4096] [--agents 1
            [--threads 2] [--reps 3] [--weights original,q4_0] [--fa on,off] [--kvu on,off]
            [--kv f16,q8_0,q4_0] [--bin-dir DIR] [--json]
 --json prints one JSON object: {"agents": {"15": {"decode_tokens_per_s": best median, "settings": "...",
-"spread": [min, max], "prefill_seconds": the winner's median}}, "variants": [...], "command": ...}
+"spread": [min, max], "prefill_seconds": the winner's median}}, "prefill_best": {"seconds": the fastest
+median prefill of any variant and agent count, "settings"}, "variants": [...], "command": ...}
 (tools/bench_agents.cc reads "agents"/N/"decode_tokens_per_s", "settings" and "prefill_seconds").
 Progress goes to stderr.
 """
@@ -125,6 +126,12 @@ def main() -> None:
                 out["agents"][str(n)] = {"decode_tokens_per_s": s["median"], "settings": v["settings"],
                                          "spread": [s["min"], s["max"]], "prefill_seconds": s["prefill_seconds"]}
         out["variants"].append(rec)
+    # The document's prefill at the peer's best: the fastest median over every variant and agent count
+    # (each -npp run prefills the document once), not the decode winner's.
+    pre = [(s["prefill_seconds"], rec["settings"]) for rec in out["variants"] for s in rec["agents"].values()]
+    if pre:
+        best_pre = min(pre)
+        out["prefill_best"] = {"seconds": best_pre[0], "settings": best_pre[1]}
     if a.json:
         print(json.dumps(out))
         return
