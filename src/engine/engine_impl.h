@@ -161,7 +161,14 @@ struct Engine::Impl {
   Status PrefillNow(AgentId id, Agent& a);
   // Offers the agent's newly sealed prompt blocks to the prefix cache.
   void InsertPromptBlocks(AgentId id, Agent& a);
-  void Accept(AgentId id, const float* row);
+  // An agent's next token and its logit row's log-sum-exp, computed before Accept (a step's rows over
+  // the pool: each agent's sampler has its own generator and scratch).
+  struct Pick {
+    int32_t token;
+    double lse;
+  };
+  Pick PickFor(AgentId id, const float* row);
+  void Accept(AgentId id, const float* row, const Pick* pick = nullptr);
   // comix: a context read by k running agents is one unit of weight k.
   void UpdateReaders(ContextId context);
   void Finish(AgentId id, const char* why, std::string error = "");

@@ -229,17 +229,24 @@ void Engine::Impl::InsertPromptBlocks(AgentId id, Agent& a) {
 
 // ---- generation ----------------------------------------------------------------------------
 
-void Engine::Impl::Accept(AgentId id, const float* row) {
+Engine::Impl::Pick Engine::Impl::PickFor(AgentId id, const float* row) {
   Agent& a = agents.at(id);
-  const Tokenizer& tok = model->tokenizer();
   const size_t V = model->config().n_vocab;
   const bool forced = !a.options.forced_tokens.empty();
-  const int32_t t = forced ? a.options.forced_tokens[a.state.tokens.size()] : a.sampler->Sample(row, V);
+  return {forced ? a.options.forced_tokens[a.state.tokens.size()] : a.sampler->Sample(row, V), LogSumExpFast(row, V)};
+}
+
+void Engine::Impl::Accept(AgentId id, const float* row, const Pick* pick) {
+  const Pick p = pick ? *pick : PickFor(id, row);
+  Agent& a = agents.at(id);
+  const Tokenizer& tok = model->tokenizer();
+  const bool forced = !a.options.forced_tokens.empty();
+  const int32_t t = p.token;
   if (!forced && tok.IsEndOfGeneration(t) && !a.options.ignore_eog) {
     Finish(id, "end of generation");
     return;
   }
-  a.state.nll += LogSumExpFast(row, V) - row[t];
+  a.state.nll += p.lse - row[t];
   a.state.tokens.push_back(t);
   a.state.text += tok.TokenToPiece(t);
   counters.generated_tokens++;
@@ -383,7 +390,20 @@ Status Engine::Impl::RunStep() {
     for (const Row& r : plan) Finish(r.id, "error", s.message());
     return s;
   }
-  const float* row = logits.data();
+  // The rows' tokens and log-sum-exps over the pool (a step of many agents sampled them one after
+  // another on the calling thread while the others waited), then accepted in plan order.
+  const size_t V = model->config().n_vocab;
+  std::vector<std::pair<AgentId, const float*>> rows;
+  for (const Row& r : plan)
+    if (r.logits) rows.emplace_back(r.id, logits.data() + rows.size() * V);
+  std::vector<Pick> picks(rows.size());
+  if (rows.size() > 1)
+    pool->ParallelFor(rows.size(), 1, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) picks[i] = PickFor(rows[i].first, rows[i].second);
+    });
+  else if (rows.size() == 1)
+    picks[0] = PickFor(rows[0].first, rows[0].second);
+  size_t pi = 0;
   for (const Row& r : plan) {
     Agent& a = agents.at(r.id);
     if (a.state.phase == AgentPhase::kPrefill) {
@@ -396,8 +416,8 @@ Status Engine::Impl::RunStep() {
       }
     }
     if (r.logits) {
-      Accept(r.id, row);
-      row += model->config().n_vocab;
+      Accept(r.id, rows[pi].second, &picks[pi]);
+      ++pi;
     }
   }
   return Status::Ok();
