@@ -397,12 +397,9 @@ Status Engine::Impl::RunStep() {
   for (const Row& r : plan)
     if (r.logits) rows.emplace_back(r.id, logits.data() + rows.size() * V);
   std::vector<Pick> picks(rows.size());
-  if (rows.size() > 1)
-    pool->ParallelFor(rows.size(), 1, [&](size_t b, size_t e) {
-      for (size_t i = b; i < e; ++i) picks[i] = PickFor(rows[i].first, rows[i].second);
-    });
-  else if (rows.size() == 1)
-    picks[0] = PickFor(rows[0].first, rows[0].second);
+  pool->ParallelFor(rows.size(), 1, [&](size_t b, size_t e) {  // one row: inline, no pool round trip
+    for (size_t i = b; i < e; ++i) picks[i] = PickFor(rows[i].first, rows[i].second);
+  });
   size_t pi = 0;
   for (const Row& r : plan) {
     Agent& a = agents.at(r.id);
