@@ -6,8 +6,9 @@
 #
 #   scripts/allocator_eval.sh OUT CORPUS=FILE[,CORPUS=FILE...] ROW[,ROW...] [CHUNKS] [CTX] [THREADS]
 #
-# ROW: "uniform" or FAMILY:AVG[:tTIERS][:kMIN][:cal] with FAMILY tq|kivi, e.g. tq:3, kivi:3:k4:cal,
-# tq:4:t348 (tiers 3,4,8). Corpora: `python3 scripts/make_corpora.py DIR` (code, docs, chat) and
+# ROW: "uniform" or FAMILY:AVG[:tTIERS][:kMIN][:cal|:m] with FAMILY tq|kivi, e.g. tq:3, kivi:3:k4:cal,
+# tq:4:t348 (tiers 3,4,8); :m ranks by the measured table in $SENSITIVITY_KIVI / $SENSITIVITY_TQ
+# (written by `chorus eval sensitivity -o FILE --comix-family FAMILY`). Corpora: `python3 scripts/make_corpora.py DIR` (code, docs, chat) and
 # WikiText-2 at ../shared/data/wikitext-2/test.txt.
 set -euo pipefail
 out=$1 corpora=$2 rows=$3 chunks=${4:-10} ctx=${5:-512} threads=${6:-2}
@@ -33,6 +34,8 @@ for c in "${cs[@]}"; do
           t*) args+=(--comix-tiers "$(echo "${opt:1}" | sed 's/./&,/g; s/,$//')") ;;
           k*) args+=(--comix-min-k-bits "${opt:1}") ;;
           cal) args+=(--comix-rank calibrated) ;;
+          m) var=SENSITIVITY_${p[0]^^}
+             args+=(--comix-rank measured --comix-sensitivity "${!var:?":m needs $var=FILE (chorus eval sensitivity)"}") ;;
           *) echo "unknown row option '$opt' in '$r'" >&2; exit 1 ;;
         esac
       done

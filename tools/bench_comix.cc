@@ -37,13 +37,14 @@ Result<ComixBenchConfig> ParseComixBenchConfig(const std::string& spec) {
         else if (suffix == "budget") c.fixed_budget = true;
         else if (suffix == "joint") c.joint = true;
         else if (suffix == "cal") c.calibrated = true;
+        else if (suffix == "m") c.measured = true;
         else if (suffix.size() == 2 && suffix[0] == 'k' && std::isdigit(static_cast<unsigned char>(suffix[1])))
           c.min_k_bits = suffix[1] - '0';
         else if (suffix.size() >= 2 && suffix[0] == 't' && suffix.find_first_not_of("2348", 1) == std::string::npos) {
           c.tiers.clear();
           for (size_t i = 1; i < suffix.size(); ++i) c.tiers.push_back(suffix[i] - '0');
         } else {
-          return Status::Error("'{}': a suffix is ':bound', ':budget', ':joint', ':cal', ':kB' (keys >= B bits) or "
+          return Status::Error("'{}': a suffix is ':bound', ':budget', ':joint', ':cal', ':m', ':kB' (keys >= B bits) or "
                                "':tBBB' (tiers, e.g. t348)", spec);
         }
       }
@@ -92,7 +93,7 @@ Result<ComixBenchResult> RunComixBench(const Model& model, const ComixBenchSetup
                     .sink_blocks = setup.sink_blocks, .worst_case = cfg.worst_case,
                     .split_kv = !cfg.joint, .window = setup.window, .threads = size_t(setup.threads),
                     .prefill_tokens = kBlockTokens, .tiers = cfg.tiers, .min_k_bits = cfg.min_k_bits,
-                    .calibrated = cfg.calibrated};
+                    .calibrated = cfg.calibrated, .measured = cfg.sensitivity};
     CHORUS_RETURN_IF_ERROR(ComixPolicy::Validate(co));
     auto p = std::make_unique<ComixPolicy>(co);
     comix = p.get();

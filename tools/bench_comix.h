@@ -6,11 +6,13 @@
 // are measured (KvStore::Usage) after every step.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "kv/window_codec.h"  // WindowFormat
 #include "model/model.h"
+#include "policy/comix_sensitivity.h"  // ComixSensitivity
 #include "util/status.h"
 
 namespace chorus::cli {
@@ -28,7 +30,8 @@ struct ComixBenchSetup {
 // "f16", "kivi3" (= kivi3/kivi3), "q8/tq3", "comix-tq:3", "comix-kivi:2.5", "comix-tq:3:bound",
 // "comix-tq:3:budget" (fixed budget: the measured peak bytes of the uniform tq3 run),
 // "comix-tq:3:joint" (K and V of a (unit, layer) share one bit width); suffixes combine:
-// ":cal" (calibrated sensitivity), ":k4" (keys never below 4 bits), ":t348" (tiers 3, 4, q8).
+// ":cal" (calibrated sensitivity), ":m" (measured sensitivity: the table of `eval sensitivity`),
+// ":k4" (keys never below 4 bits), ":t348" (tiers 3, 4, q8).
 struct ComixBenchConfig {
   std::string name;
   bool comix = false;
@@ -39,6 +42,8 @@ struct ComixBenchConfig {
   bool fixed_budget = false;  // comix-tq:3:budget — a fixed --kv-budget = the measured peak of uniform tq3
   size_t budget_bytes = 0;    // set by the caller for fixed_budget
   bool calibrated = false;    // :cal
+  bool measured = false;      // :m (the caller sets `sensitivity`)
+  std::shared_ptr<const ComixSensitivity> sensitivity;
   int min_k_bits = 0;         // :k4
   std::vector<int> tiers = {2, 3, 4};  // :t348
   std::string k = "f16", v = "f16";

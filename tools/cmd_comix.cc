@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "tools/bench_comix.h"
+#include "tools/policy_flags.h"  // LoadComixSensitivity
 #include "tools/common.h"
 #include "util/timer.h"
 
@@ -24,6 +25,7 @@ struct ComixArgs {
   int threads = 1;
   bool json = false;
   std::string window = "q8";
+  std::vector<std::string> sensitivity;  // tables for the :m configs (one per family)
 };
 
 int RunComixEval(const ComixArgs& a) {
@@ -32,9 +34,21 @@ int RunComixEval(const ComixArgs& a) {
   const Model& model = *model_r.value();
   const ModelConfig& c = model.config();
   std::vector<ComixBenchConfig> configs;
+  std::map<std::string, std::shared_ptr<const ComixSensitivity>> tables;  // family -> table
+  for (const std::string& path : a.sensitivity) {
+    auto t = LoadComixSensitivity(path);
+    if (!t.ok()) return Fail(t.status());
+    tables[(*t)->family == ComixFamily::kKivi ? "kivi" : "tq"] = *t;
+  }
   for (const std::string& s : a.configs) {
     auto cfg = ParseComixBenchConfig(s);
     if (!cfg.ok()) return Fail(cfg.status().Context("--configs"));
+    if (cfg->measured) {
+      if (!tables.count(cfg->family))
+        return Fail(Status::Error("--configs {}: ':m' needs --comix-sensitivity FILE measured for the {} family (`chorus "
+                                  "eval sensitivity --comix-family {} -o FILE`)", s, cfg->family, cfg->family));
+      cfg->sensitivity = tables[cfg->family];
+    }
     configs.push_back(*cfg);
   }
   auto text = ReadDefaultText(a.file, "-f");
@@ -155,9 +169,12 @@ std::pair<CLI::App*, RunFn> AddComixEval(CLI::App* eval) {
   cmd->add_option("--kv-window", a->window, "window rows of the compressed configs: q8 or f16 (the f16 base: f16)")
       ->capture_default_str();
   cmd->add_option("--configs", a->configs, "uniform K/V (kivi3, q8/tq3) and comix-tq:B / comix-kivi:B (B = average "
-                                           "bits 2..8; suffixes :cal, :k4, :t348, :bound, :joint, :budget)")
+                                           "bits 2..8; suffixes :cal, :m, :k4, :t348, :bound, :joint, :budget)")
       ->delimiter(',')
       ->capture_default_str();
+  cmd->add_option("--comix-sensitivity", a->sensitivity, "the tables of the ':m' configs (measured ranking), one per "
+                                                         "family, written by `chorus eval sensitivity -o FILE`")
+      ->delimiter(',');
   cmd->add_option("-t,--threads", a->threads, "threads")->check(CLI::Range(1, 256))->capture_default_str();
   cmd->add_flag("--json", a->json, "print one JSON object");
   return {cmd, [a] { return RunComixEval(*a); }};

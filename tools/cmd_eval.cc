@@ -176,16 +176,30 @@ RunFn AddEval(CLI::App& app) {
   CLI::App* kld = cmd->add_subcommand("kld", "Compressed KV vs f16 KV on the same positions: PPL delta, mean and "
                                              "p99 KL divergence, top-1 agreement, measured bits/element (--configs, and --policy comix|cocktail|"
                                              "cocktail-paper as one more row; --json: per-chunk KLD and NLL too).");
-  for (CLI::App* s : {ppl, lg, kld}) {
+  CLI::App* sens = cmd->add_subcommand(
+      "sensitivity", "Measure the KV's end-to-end sensitivity: for every layer, side (K/V) and width of a family, the "
+                     "mean KLD against f16 KV with only that layer's side at that width (chunks of -c, second halves "
+                     "scored); writes the table that `--comix-rank measured --comix-sensitivity FILE` allocates by.");
+  for (CLI::App* s : {ppl, lg, kld, sens}) {
     s->add_option("-m,--model", a->model, "GGUF model file")->required();
     s->add_option("-f,--file", a->file, "text file (e.g. ../shared/data/wikitext-2/test.txt)")->required();
     s->add_option("-t,--threads", a->threads, "threads")->check(CLI::Range(1, 256))->capture_default_str();
     s->add_flag("--json", a->json, "print one JSON object");
   }
+  for (CLI::App* s : {ppl, kld, sens}) {
+    s->add_option("-c,--ctx", a->ctx, "tokens per chunk (kld default: 2048; sensitivity: 256)")
+        ->check(CLI::Range(2, 1 << 20))->capture_default_str();
+    s->add_option("--chunks", a->chunks, "evaluate only the first N chunks (default: all; sensitivity: 4)")
+        ->check(CLI::Range(1, 1 << 30));
+  }
+  sens->add_option("-o,--out", a->out, "the table (JSON)")->required();
+  sens->add_option("--comix-family", a->pol.family, "formats: tq (tq2/3/4) or kivi (kivi2/3/4); 8 = q8 in either")
+      ->capture_default_str();
+  sens->add_option("--comix-tiers", a->pol.tiers, "widths to measure, ascending, of 2,3,4,8")->default_str("2,3,4,8");
+  sens->add_option("--kv-sink", a->kv.sink_blocks, "leading 32-token blocks kept f16 (as every compressed policy)")
+      ->capture_default_str();
+  sens->add_option("--kv-window", a->kv.window, "format of the newest < 32 rows: f16 or q8")->capture_default_str();
   for (CLI::App* s : {ppl, kld}) {
-    s->add_option("-c,--ctx", a->ctx, "tokens per chunk (kld default: 2048)")->check(CLI::Range(2, 1 << 20))
-        ->capture_default_str();
-    s->add_option("--chunks", a->chunks, "evaluate only the first N chunks (default: all)")->check(CLI::Range(1, 1 << 30));
     AddKvFlags(s, a->kv);
     AddPolicyFlags(s, a->pol, /*with_query=*/true,
                    "instead of --kv-k/--kv-v, each chunk of -c tokens is one sequence under it (cocktail: its "
@@ -199,7 +213,7 @@ RunFn AddEval(CLI::App& app) {
   auto [polykv, polykv_run] = AddPolykvEval(cmd);
   auto [comix, comix_run] = AddComixEval(cmd);
   auto [needle, needle_run] = AddNeedleEval(cmd);
-  return [a, ppl, kld, polykv = polykv, polykv_run = polykv_run, comix = comix, comix_run = comix_run,
+  return [a, ppl, kld, sens, polykv = polykv, polykv_run = polykv_run, comix = comix, comix_run = comix_run,
           needle = needle, needle_run = needle_run] {
     if (polykv->parsed()) return polykv_run();
     if (comix->parsed()) return comix_run();
@@ -212,6 +226,12 @@ RunFn AddEval(CLI::App& app) {
                                   "`eval kld --configs`", a->pol.policy));
     }
     if (ppl->parsed()) return RunPpl(*a);
+    if (sens->parsed()) {
+      if (sens->count("--ctx") == 0) a->ctx = 256;
+      if (sens->count("--chunks") == 0) a->chunks = 4;
+      if (sens->count("--comix-tiers") == 0) a->pol.tiers = "2,3,4,8";
+      return RunSensitivity(*a);
+    }
     if (kld->parsed()) {
       if (kld->count("--ctx") == 0) a->ctx = 2048;
       return RunKld(*a);

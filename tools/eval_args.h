@@ -44,5 +44,7 @@ Result<EvalChunks> LoadEvalChunks(const EvalArgs& a);
 
 // `chorus eval kld` (tools/cmd_kld.cc).
 int RunKld(const EvalArgs& a);
+// `chorus eval sensitivity` (tools/cmd_sensitivity.cc): -o, --comix-family and --comix-tiers from `a`.
+int RunSensitivity(const EvalArgs& a);
 
 }  // namespace chorus::cli

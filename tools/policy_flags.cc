@@ -1,6 +1,9 @@
 // --policy flags for eval and generate (see policy_flags.h).
 #include "tools/policy_flags.h"
 
+#include <nlohmann/json.hpp>
+
+#include <fstream>
 #include <sstream>
 
 #include "engine/cocktail_plan.h"  // ValidateCocktailOptions
@@ -27,9 +30,13 @@ void AddPolicyFlags(CLI::App* cmd, PolicyFlags& f, bool with_query, const std::s
       ->capture_default_str();
   cmd->add_option("--comix-min-k-bits", f.min_k_bits, "comix/cocktail: keys never below this many bits (0 = no floor)")
       ->capture_default_str();
-  if (with_query)
+  if (with_query) {
     cmd->add_option("--comix-rank", f.rank, "comix/cocktail sensitivity: expected, calibrated (x the measured/expected "
-                                            "ratio per side and width) or bound")->capture_default_str();
+                                            "ratio per side and width), bound, or measured (the end-to-end KLD per "
+                                            "layer, side and width of --comix-sensitivity)")->capture_default_str();
+    cmd->add_option("--comix-sensitivity", f.sensitivity, "comix/cocktail with --comix-rank measured: the table "
+                                                          "`chorus eval sensitivity -o FILE` wrote for this model and family");
+  }
   cmd->add_option("--relevance-gain", f.relevance_gain, "cocktail: a block's error weight = 1 + gain x its chunk's "
                                                         "relevance (min-max scaled to [0, 1]); 0 = comix exactly")
       ->capture_default_str();
@@ -68,7 +75,7 @@ Status CheckPolicyFlags(const CLI::App* cmd, PolicyFlags& f, bool need_query) {
   const bool allocator = f.policy == "comix" || f.policy == "cocktail";
   const bool relevance = f.policy == "cocktail" || f.policy == "cocktail-paper";
   for (const char* o : {"--kv-budget", "--kv-avg-bits", "--comix-family", "--comix-tiers", "--comix-min-k-bits",
-                        "--comix-rank"})
+                        "--comix-rank", "--comix-sensitivity"})
     if (given(o) && !allocator) return Status::Error("{} needs --policy comix or cocktail", o);
   for (const char* o : {"--relevance-gain", "--relevance-values-only"})
     if (given(o) && f.policy != "cocktail") return Status::Error("{} needs --policy cocktail", o);
@@ -79,8 +86,11 @@ Status CheckPolicyFlags(const CLI::App* cmd, PolicyFlags& f, bool need_query) {
   if (allocator) {
     if (f.family != "tq" && f.family != "kivi")
       return Status::Error("unknown --comix-family '{}' (valid: tq, kivi)", f.family);
-    if (f.rank != "expected" && f.rank != "calibrated" && f.rank != "bound")
-      return Status::Error("unknown --comix-rank '{}' (valid: expected, calibrated, bound)", f.rank);
+    if (f.rank != "expected" && f.rank != "calibrated" && f.rank != "bound" && f.rank != "measured")
+      return Status::Error("unknown --comix-rank '{}' (valid: expected, calibrated, bound, measured)", f.rank);
+    if ((f.rank == "measured") != !f.sensitivity.empty())
+      return Status::Error("--comix-rank measured and --comix-sensitivity FILE go together (the table is written by "
+                           "`chorus eval sensitivity -o FILE`)");
     CHORUS_ASSIGN_OR_RETURN(f.tier_bits, ParseTiers(f.tiers));
     if (!f.budget.empty()) {
       auto b = ParseBytes(f.budget);
@@ -100,6 +110,38 @@ Status CheckPolicyFlags(const CLI::App* cmd, PolicyFlags& f, bool need_query) {
   return Status::Ok();
 }
 
+Result<std::shared_ptr<const ComixSensitivity>> LoadComixSensitivity(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::Error("--comix-sensitivity: cannot read '{}'", path);
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return Status::Error("--comix-sensitivity '{}': not a JSON object", path);
+  auto t = std::make_shared<ComixSensitivity>();
+  try {
+    const std::string fam = j.at("family").get<std::string>();
+    if (fam != "kivi" && fam != "tq") return Status::Error("--comix-sensitivity '{}': unknown family '{}'", path, fam);
+    t->family = fam == "kivi" ? ComixFamily::kKivi : ComixFamily::kTq;
+    t->bits = j.at("bits").get<std::vector<int>>();
+    t->n_layer = j.at("n_layer").get<size_t>();
+    t->kld.assign(t->n_layer * 2 * t->bits.size(), -1);
+    const nlohmann::json& layers = j.at("layers");
+    if (!layers.is_array() || layers.size() != t->n_layer)
+      return Status::Error("--comix-sensitivity '{}': 'layers' must hold {} entries", path, t->n_layer);
+    for (size_t l = 0; l < t->n_layer; ++l)
+      for (KvSide side : {KvSide::kKey, KvSide::kValue}) {
+        const auto row = layers[l].at(side == KvSide::kKey ? "k" : "v").get<std::vector<double>>();
+        if (row.size() != t->bits.size())
+          return Status::Error("--comix-sensitivity '{}': layer {} has {} values for {} widths", path, l, row.size(),
+                               t->bits.size());
+        for (size_t w = 0; w < row.size(); ++w) t->kld[t->Index(l, side, w)] = row[w];
+      }
+    t->source = j.value("source", std::string());
+  } catch (const nlohmann::json::exception& e) {
+    return Status::Error("--comix-sensitivity '{}': {}", path, e.what());
+  }
+  if (Status st = t->Check(); !st.ok()) return st.Context("--comix-sensitivity '" + path + "'");
+  return std::shared_ptr<const ComixSensitivity>(std::move(t));
+}
+
 Result<ComixOptions> ComixOptionsFor(const PolicyFlags& f, const ModelConfig& c, size_t sink_blocks,
                                      const ComixOptions& store) {
   ComixOptions co = store;  // window, threads, prefill chunk: the store's
@@ -110,6 +152,9 @@ Result<ComixOptions> ComixOptionsFor(const PolicyFlags& f, const ModelConfig& c,
   co.min_k_bits = f.min_k_bits;
   co.worst_case = f.rank == "bound";
   co.calibrated = f.rank == "calibrated";
+  if (f.rank == "measured") {
+    CHORUS_ASSIGN_OR_RETURN(co.measured, LoadComixSensitivity(f.sensitivity));
+  }
   co.relevance_gain = f.relevance_gain;
   co.relevance_values_only = f.relevance_values_only;
   CHORUS_RETURN_IF_ERROR(ComixPolicy::Validate(co));

@@ -30,7 +30,8 @@ struct PolicyFlags {
   std::string query;             // cocktail on eval: --query TEXT
   std::string tiers = "2,3,4";   // comix/cocktail: --comix-tiers
   int min_k_bits = 0;            // comix/cocktail: --comix-min-k-bits
-  std::string rank = "expected"; // comix/cocktail (eval): expected | calibrated | bound
+  std::string rank = "expected"; // comix/cocktail (eval): expected | calibrated | bound | measured
+  std::string sensitivity;       // --comix-sensitivity FILE (rank measured): `eval sensitivity -o` JSON
   double relevance_gain = 4;     // cocktail: error weight 1 + gain × relevance
   bool relevance_values_only = false;
   size_t budget_bytes = 0;       // parsed --kv-budget (set by CheckPolicyFlags)
@@ -49,6 +50,9 @@ Status CheckPolicyFlags(const CLI::App* cmd, PolicyFlags& flags, bool need_query
 // "2,3,4" → {2, 3, 4}; an item that is not a number is an error naming it (the widths themselves
 // are checked by ComixPolicy::Validate).
 Result<std::vector<int>> ParseTiers(const std::string& list);
+
+// A table written by `chorus eval sensitivity -o FILE` (errors name the file and what is wrong).
+Result<std::shared_ptr<const ComixSensitivity>> LoadComixSensitivity(const std::string& path);
 
 // CoMix options for a model (budget or avg-bits, family, sink blocks), checked against the model's
 // minimum budget (ComixPolicy::Validate: the error names the minimum).

@@ -112,6 +112,16 @@ Status ComixPolicy::Validate(const ComixOptions& o) {
                          o.min_k_bits, o.tiers[0]);
   if (!(o.relevance_gain >= 0 && o.relevance_gain <= 1000))
     return Status::Error("relevance gain must be in [0, 1000], got {}", o.relevance_gain);
+  if (o.measured) {
+    CHORUS_RETURN_IF_ERROR(o.measured->Check());
+    if (o.measured->n_layer != o.n_layer)
+      return Status::Error("sensitivity table of {} layers for a model of {} layers", o.measured->n_layer, o.n_layer);
+    if (o.measured->family != o.family)
+      return Status::Error("sensitivity table measured for another format family (kivi vs tq)");
+    for (int b : o.tiers)
+      if (o.measured->At(0, KvSide::kKey, b) < 0)
+        return Status::Error("sensitivity table has no {}-bit column (measure it with `eval sensitivity --comix-tiers`)", b);
+  }
   if (o.budget_bytes == 0 && !(o.avg_bits >= 2 && o.avg_bits <= 8))
     return Status::Error("--kv-avg-bits must be between 2 and 8 (2, 3, 4: kivi/tq codes; up to 8: q8), got {}",
                          o.avg_bits);
@@ -296,11 +306,15 @@ Status ComixPolicy::Reallocate(const std::string& why) {
   for (auto& [id, u] : units_) {
     const size_t sinks = SinkBlocks(u), total = BlocksTotal(u);
     const size_t runs = u.run_start.size();
-    for (Layer& l : u.layers) {
+    for (size_t li = 0; li < u.layers.size(); ++li) {
+      Layer& l = u.layers[li];
       const size_t done = std::max(l.sealed, sinks);
       const size_t left = total > done ? total - done : 0;
       std::array<double, kComixMaxChoices> ke{}, ve{};  // the layer's sensitivity per tier (all of its blocks)
-      if (left > 0 && l.observed) {
+      if (left > 0 && options_.measured) {  // the measured end-to-end error of the side (no statistics needed)
+        for (size_t c = 0; c < kt.size(); ++c) ke[c] = options_.measured->At(li, KvSide::kKey, kt[c]);
+        for (size_t c = 0; c < vt.size(); ++c) ve[c] = options_.measured->At(li, KvSide::kValue, vt[c]);
+      } else if (left > 0 && l.observed) {
         for (size_t h = 0; h < options_.n_head_kv; ++h) {
           merged = l.cur[h];
           merged.Merge(l.prev[h]);

@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -30,6 +31,7 @@
 #include "kv/precision_policy.h"  // PrecisionPolicy
 #include "policy/comix_alloc.h"   // ComixAllocation
 #include "policy/comix_bound.h"   // HeadStats, ComixFamily
+#include "policy/comix_sensitivity.h"  // ComixSensitivity
 #include "util/status.h"
 
 namespace chorus {
@@ -63,6 +65,10 @@ struct ComixOptions {
   // Rank by SideExpected × the measured/expected ratio of its (family, side, bits)
   // (ComixCalibration, comix_bound.h) instead of SideExpected alone.
   bool calibrated = false;
+  // Rank by a measured table instead (`chorus eval sensitivity`): an item's error at b bits is the
+  // KLD measured with only its layer's side at b bits, × its share of the layer's blocks. Every tier
+  // must be in the table; overrides worst_case and calibrated.
+  std::shared_ptr<const ComixSensitivity> measured;
   // Relevance (Cocktail): a run's error weight is readers × (1 + relevance_gain · r), r ∈ [0, 1] its
   // blocks' min–max scaled relevance; with relevance_values_only the key items keep readers.
   double relevance_gain = 4;

@@ -1,0 +1,51 @@
+// Measured sensitivity of a model's KV to each (layer, side, width): the mean KL divergence of the
+// next-token distribution against f16 KV when only that layer's keys (or values) are stored at that
+// width and everything else stays f16 (`chorus eval sensitivity` measures it over a text with
+// LayerProbePolicy). The allocator's "measured" ranking (ComixOptions::measured) takes these as the
+// items' errors: the end-to-end error of a side, which the one-head estimates (comix_bound.h) rank
+// badly (docs/results/allocator.md: keys' errors propagate through every later layer).
+// Invariant: kld holds n_layer × 2 × bits.size() values, bits ascending, each of {2, 3, 4, 8}.
+#pragma once
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "kv/kv_format.h"          // KvSide
+#include "kv/precision_policy.h"   // PrecisionPolicy
+#include "policy/comix_bound.h"    // ComixFamily
+#include "util/status.h"
+
+namespace chorus {
+
+struct ComixSensitivity {
+  ComixFamily family = ComixFamily::kKivi;
+  size_t n_layer = 0;
+  std::vector<int> bits;    // widths measured, ascending
+  std::vector<double> kld;  // (layer, side: K then V, width index)
+  std::string source;       // what it was measured on (text, chunks, model), for reports
+
+  size_t Index(size_t layer, KvSide side, size_t width) const {
+    return (layer * 2 + (side == KvSide::kValue ? 1 : 0)) * bits.size() + width;
+  }
+  // The measured KLD of (layer, side) at `b` bits; -1 when that width was not measured.
+  double At(size_t layer, KvSide side, int b) const;
+  // Geometry, widths and values are consistent (names what is not).
+  Status Check() const;
+};
+
+// The probe: every block f16 except `side` of `layer`, which gets `format` (the sink blocks stay f16,
+// as under every compressed policy).
+class LayerProbePolicy : public PrecisionPolicy {
+ public:
+  LayerProbePolicy(size_t layer, KvSide side, KvFormat format, size_t sink_blocks)
+      : layer_(layer), side_(side), format_(format), sink_blocks_(sink_blocks) {}
+  BlockFormats FormatFor(const BlockInfo& info) override;
+
+ private:
+  size_t layer_;
+  KvSide side_;
+  KvFormat format_;
+  size_t sink_blocks_;
+};
+
+}  // namespace chorus

@@ -1,0 +1,122 @@
+// `chorus eval sensitivity`: the KV's end-to-end sensitivity per (layer, side, width), measured.
+// For every layer, side (K, V) and width of the family, the text's chunks are run with only that
+// layer's side stored at that width (LayerProbePolicy; everything else f16, the sink block f16) and
+// the next-token distributions of each chunk's second half are compared with the f16 KV run: the
+// mean KLD is the table's entry. `--comix-rank measured --comix-sensitivity FILE` ranks with it.
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <fstream>
+
+#include "engine/kv_config.h"          // KvConfig
+#include "model/forward.h"
+#include "ops/elementwise.h"           // LogSumExp
+#include "policy/comix_sensitivity.h"  // LayerProbePolicy
+#include "tools/eval_args.h"
+#include "tools/policy_flags.h"        // ParseTiers
+#include "util/timer.h"
+
+namespace chorus::cli {
+
+int RunSensitivity(const EvalArgs& a) {
+  if (a.out.empty()) return Fail(Status::Error("eval sensitivity needs -o FILE (the table, JSON)"));
+  if (a.pol.family != "kivi" && a.pol.family != "tq")
+    return Fail(Status::Error("unknown --comix-family '{}' (valid: tq, kivi)", a.pol.family));
+  auto bits = ParseTiers(a.pol.tiers);
+  if (!bits.ok()) return Fail(bits.status());
+  ComixSensitivity table;
+  table.family = a.pol.family == "kivi" ? ComixFamily::kKivi : ComixFamily::kTq;
+  table.bits = *bits;
+  auto in = LoadEvalChunks(a);
+  if (!in.ok()) return Fail(in.status());
+  const Model& model = *in->model;
+  const ModelConfig& c = model.config();
+  table.n_layer = c.n_layer;
+  table.kld.assign(c.n_layer * 2 * table.bits.size(), 0.0);
+  if (Status st = table.Check(); !st.ok()) return Fail(st.Context("--comix-tiers"));
+  auto kv_config = KvConfigFromFlags(a.kv, c);
+  if (!kv_config.ok()) return Fail(kv_config.status());
+  const size_t V = c.n_vocab, n_ctx = in->n_ctx, n_chunks = in->n_chunks;
+  const size_t first = n_ctx / 2, n_scored = n_ctx - first - 1;  // rows first .. n_ctx-2, as eval kld
+  std::vector<size_t> rows(n_scored);
+  for (size_t r = 0; r < n_scored; ++r) rows[r] = first + r;
+  ThreadPool pool(a.threads);
+  ForwardPass fwd(model, n_ctx);  // one micro-batch per chunk; logits of the scored rows only
+  const KvStoreOptions so{.n_layer = c.n_layer,
+                          .shape = {.n_head = c.n_head, .n_head_kv = c.n_head_kv, .head_dim = c.head_dim},
+                          .window = kv_config->window,
+                          .layer_window = c.layer_window};
+  std::vector<std::vector<int32_t>> chunks(n_chunks);
+  for (size_t ch = 0; ch < n_chunks; ++ch) chunks[ch] = in->Chunk(ch);
+  std::vector<float> base_lp(n_chunks * n_scored * V), logits(n_scored * V);
+  // Runs every chunk under `policy`; base: stores log-probs, else returns the mean KLD against them.
+  auto run_all = [&](PrecisionPolicy& policy, bool base) -> Result<double> {
+    KvStore store(so, &policy);
+    double kl_sum = 0;
+    for (size_t ch = 0; ch < n_chunks; ++ch) {
+      auto kv = store.NewSequence(n_ctx);
+      CHORUS_RETURN_IF_ERROR(fwd.RunRows(chunks[ch], *kv, pool, rows, logits.data()));
+      for (size_t r = 0; r < n_scored; ++r) {
+        const float* row = logits.data() + r * V;
+        const float lse = float(LogSumExp(row, V));
+        float* b = base_lp.data() + (ch * n_scored + r) * V;
+        if (base) {
+          for (size_t i = 0; i < V; ++i) b[i] = row[i] - lse;
+          continue;
+        }
+        double kl = 0;
+        for (size_t i = 0; i < V; ++i) kl += std::exp(double(b[i])) * (double(b[i]) - double(row[i] - lse));
+        kl_sum += std::max(0.0, kl);
+      }
+    }
+    return kl_sum / double(n_chunks * n_scored);
+  };
+  Timer timer;
+  LayerProbePolicy f16(c.n_layer, KvSide::kKey, KvFormat::kF16, a.kv.sink_blocks);  // no layer matches: all f16
+  if (auto r = run_all(f16, true); !r.ok()) return Fail(r.status());
+  const size_t total = c.n_layer * 2 * table.bits.size();
+  size_t done = 0;
+  for (size_t l = 0; l < c.n_layer; ++l)
+    for (KvSide side : {KvSide::kKey, KvSide::kValue})
+      for (size_t w = 0; w < table.bits.size(); ++w) {
+        LayerProbePolicy probe(l, side, ComixFormat(table.family, table.bits[w]), a.kv.sink_blocks);
+        auto kl = run_all(probe, false);
+        if (!kl.ok()) return Fail(kl.status().Context(fmt::format("layer {}", l)));
+        table.kld[table.Index(l, side, w)] = *kl;
+        ++done;
+        const double el = timer.Seconds();
+        std::fprintf(stderr, "\r[%zu/%zu] layer %zu %s %d bits: KLD %.5f  %.0f s, ~%.0f s left   ", done, total, l,
+                     side == KvSide::kKey ? "K" : "V", table.bits[w], *kl, el, el / done * double(total - done));
+      }
+  std::fprintf(stderr, "\n");
+  table.source = fmt::format("{} ({} chunks x {} tokens, second halves scored; {})", a.file, n_chunks, n_ctx, a.model);
+  nlohmann::json j = {{"family", a.pol.family}, {"bits", table.bits}, {"n_layer", c.n_layer},
+                      {"source", table.source}, {"kv_sink_blocks", a.kv.sink_blocks},
+                      {"scored_tokens", n_chunks * n_scored}, {"seconds", timer.Seconds()}, {"threads", a.threads}};
+  for (size_t l = 0; l < c.n_layer; ++l) {
+    nlohmann::json k = nlohmann::json::array(), v = nlohmann::json::array();
+    for (size_t w = 0; w < table.bits.size(); ++w) {
+      k.push_back(table.kld[table.Index(l, KvSide::kKey, w)]);
+      v.push_back(table.kld[table.Index(l, KvSide::kValue, w)]);
+    }
+    j["layers"].push_back({{"k", k}, {"v", v}});
+  }
+  std::ofstream out(a.out);
+  out << j.dump(1) << "\n";
+  if (!out) return Fail(Status::Error("cannot write '{}'", a.out));
+  std::printf("%-6s", "layer");
+  for (const char* s : {"K", "V"})
+    for (int b : table.bits) std::printf(" %9s", fmt::format("{}{}", s, b).c_str());
+  std::printf("\n");
+  for (size_t l = 0; l < c.n_layer; ++l) {
+    std::printf("%-6zu", l);
+    for (KvSide side : {KvSide::kKey, KvSide::kValue})
+      for (size_t w = 0; w < table.bits.size(); ++w) std::printf(" %9.5f", table.kld[table.Index(l, side, w)]);
+    std::printf("\n");
+  }
+  std::printf("wrote %s (%.0f s)\n", a.out.c_str(), timer.Seconds());
+  return 0;
+}
+
+}  // namespace chorus::cli
