@@ -28,6 +28,7 @@ struct AgentsArgs {
   std::string encoder;
   std::string tiers = "2,3,4";     // comix, cocktail
   int min_k_bits = 0;
+  std::string sensitivity;         // comix, cocktail: a measured table
   double relevance_gain = 4;       // cocktail
   bool relevance_values_only = false;
   std::string window;  // --kv-window; empty = the engine's default
@@ -35,7 +36,7 @@ struct AgentsArgs {
 
 int RunAgents(const AgentsArgs& a, const CLI::App& cmd) {
   const bool allocator = a.policy == "comix" || a.policy == "cocktail";
-  for (const char* o : {"--comix-tiers", "--comix-min-k-bits", "--kv-avg-bits", "--comix-family"})
+  for (const char* o : {"--comix-tiers", "--comix-min-k-bits", "--kv-avg-bits", "--comix-family", "--comix-sensitivity"})
     if (cmd.count(o) && !allocator) return Fail(Status::Error("{} needs --policy comix or cocktail", o));
   for (const char* o : {"--relevance-gain", "--relevance-values-only"})
     if (cmd.count(o) && a.policy != "cocktail") return Fail(Status::Error("{} needs --policy cocktail", o));
@@ -98,6 +99,7 @@ int RunAgents(const AgentsArgs& a, const CLI::App& cmd) {
     if (!tiers.ok()) return Fail(tiers.status());
     eo.comix_tiers = *tiers;
     eo.comix_min_k_bits = a.min_k_bits;
+    eo.comix_sensitivity = a.sensitivity;
   }
   if (!a.shared_k.empty()) eo.shared_k = a.shared_k;
   if (!a.shared_v.empty()) eo.shared_v = a.shared_v;
@@ -290,6 +292,9 @@ RunFn AddAgents(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--comix-min-k-bits", a->min_k_bits, "comix/cocktail: keys never below this many bits (0 = no floor)")
       ->capture_default_str();
+  cmd->add_option("--comix-sensitivity", a->sensitivity, "comix/cocktail: rank by this measured table (`chorus eval "
+                                                         "sensitivity -o FILE` for this model and --comix-family) "
+                                                         "instead of online statistics");
   cmd->add_option("--relevance-gain", a->relevance_gain, "cocktail: a block's error weight = 1 + gain x its chunk's "
                                                          "relevance (min-max scaled to [0, 1]); 0 = comix exactly")
       ->capture_default_str();

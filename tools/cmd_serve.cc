@@ -16,6 +16,7 @@ struct ServeArgs {
   int port = 8080, threads = DefaultThreads(), ctx = 0;
   std::string budget = "2G";
   std::string shared_k, shared_v, private_k = "q8", private_v = "q8", window, family = "tq";
+  std::string sensitivity;  // --comix-sensitivity
   size_t sink = 1;
   double avg_bits = 3;
   std::string kv_store, kv_store_queue = "64M";
@@ -41,6 +42,7 @@ int RunServe(const ServeArgs& a) {
               .max_running = a.max_running};
   auto queue = ParseBytes(a.kv_store_queue);
   if (!queue.ok()) return Fail(queue.status().Context("--kv-store-queue"));
+  eo.comix_sensitivity = a.sensitivity;  // the engine refuses it without --policy comix
   eo.kv_store_url = a.kv_store;
   eo.kv_store_timeout_ms = a.kv_store_timeout_ms;
   eo.kv_store_queue_bytes = *queue;
@@ -132,6 +134,8 @@ RunFn AddServe(CLI::App& app) {
                                                 EngineOptions{}.kv_window + ")");
   cmd->add_option("--kv-avg-bits", a->avg_bits, "comix without a budget: average bits target")->capture_default_str();
   cmd->add_option("--comix-family", a->family, "comix formats: tq or kivi")->capture_default_str();
+  cmd->add_option("--comix-sensitivity", a->sensitivity, "comix: rank by this measured table (`chorus eval "
+                                                         "sensitivity -o FILE` for this model and --comix-family)");
   cmd->add_option("--kv-store", a->kv_store, "share sealed prompt blocks with other replicas through Redis: "
                                              "redis://[:PASSWORD@]HOST[:PORT][/DB] (docs/SCALE_OUT.md); unreachable = "
                                              "serve locally and retry");

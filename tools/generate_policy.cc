@@ -50,6 +50,7 @@ int RunGenerateWithPolicy(const GenerateArgs& a) {
                    .cocktail_alpha = a.pol.alpha, .cocktail_beta = a.pol.beta,
                    .cocktail_chunk_tokens = a.pol.chunk, .encoder_path = a.pol.encoder};
   if (!a.pol.tier_bits.empty()) eo.comix_tiers = a.pol.tier_bits;
+  eo.comix_sensitivity = a.pol.sensitivity;
   eo.policy = a.pol.policy;  // comix | cocktail | cocktail-paper (CheckPolicyFlags)
   auto engine_r = Engine::Open(eo);
   if (!engine_r.ok()) return Fail(engine_r.status());

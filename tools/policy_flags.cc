@@ -1,9 +1,6 @@
 // --policy flags for eval and generate (see policy_flags.h).
 #include "tools/policy_flags.h"
 
-#include <nlohmann/json.hpp>
-
-#include <fstream>
 #include <sstream>
 
 #include "engine/cocktail_plan.h"  // ValidateCocktailOptions
@@ -30,13 +27,13 @@ void AddPolicyFlags(CLI::App* cmd, PolicyFlags& f, bool with_query, const std::s
       ->capture_default_str();
   cmd->add_option("--comix-min-k-bits", f.min_k_bits, "comix/cocktail: keys never below this many bits (0 = no floor)")
       ->capture_default_str();
-  if (with_query) {
+  if (with_query)
     cmd->add_option("--comix-rank", f.rank, "comix/cocktail sensitivity: expected, calibrated (x the measured/expected "
                                             "ratio per side and width), bound, or measured (the end-to-end KLD per "
                                             "layer, side and width of --comix-sensitivity)")->capture_default_str();
-    cmd->add_option("--comix-sensitivity", f.sensitivity, "comix/cocktail with --comix-rank measured: the table "
-                                                          "`chorus eval sensitivity -o FILE` wrote for this model and family");
-  }
+  cmd->add_option("--comix-sensitivity", f.sensitivity, "comix/cocktail: rank by this measured table (the one "
+                                                        "`chorus eval sensitivity -o FILE` wrote for this model and "
+                                                        "--comix-family) instead of online statistics");
   cmd->add_option("--relevance-gain", f.relevance_gain, "cocktail: a block's error weight = 1 + gain x its chunk's "
                                                         "relevance (min-max scaled to [0, 1]); 0 = comix exactly")
       ->capture_default_str();
@@ -88,6 +85,7 @@ Status CheckPolicyFlags(const CLI::App* cmd, PolicyFlags& f, bool need_query) {
       return Status::Error("unknown --comix-family '{}' (valid: tq, kivi)", f.family);
     if (f.rank != "expected" && f.rank != "calibrated" && f.rank != "bound" && f.rank != "measured")
       return Status::Error("unknown --comix-rank '{}' (valid: expected, calibrated, bound, measured)", f.rank);
+    if (!f.sensitivity.empty() && !given("--comix-rank")) f.rank = "measured";
     if ((f.rank == "measured") != !f.sensitivity.empty())
       return Status::Error("--comix-rank measured and --comix-sensitivity FILE go together (the table is written by "
                            "`chorus eval sensitivity -o FILE`)");
@@ -108,38 +106,6 @@ Status CheckPolicyFlags(const CLI::App* cmd, PolicyFlags& f, bool need_query) {
                            f.policy == "cocktail" ? "weights its blocks' errors" : "picks its precision");
   }
   return Status::Ok();
-}
-
-Result<std::shared_ptr<const ComixSensitivity>> LoadComixSensitivity(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Status::Error("--comix-sensitivity: cannot read '{}'", path);
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return Status::Error("--comix-sensitivity '{}': not a JSON object", path);
-  auto t = std::make_shared<ComixSensitivity>();
-  try {
-    const std::string fam = j.at("family").get<std::string>();
-    if (fam != "kivi" && fam != "tq") return Status::Error("--comix-sensitivity '{}': unknown family '{}'", path, fam);
-    t->family = fam == "kivi" ? ComixFamily::kKivi : ComixFamily::kTq;
-    t->bits = j.at("bits").get<std::vector<int>>();
-    t->n_layer = j.at("n_layer").get<size_t>();
-    t->kld.assign(t->n_layer * 2 * t->bits.size(), -1);
-    const nlohmann::json& layers = j.at("layers");
-    if (!layers.is_array() || layers.size() != t->n_layer)
-      return Status::Error("--comix-sensitivity '{}': 'layers' must hold {} entries", path, t->n_layer);
-    for (size_t l = 0; l < t->n_layer; ++l)
-      for (KvSide side : {KvSide::kKey, KvSide::kValue}) {
-        const auto row = layers[l].at(side == KvSide::kKey ? "k" : "v").get<std::vector<double>>();
-        if (row.size() != t->bits.size())
-          return Status::Error("--comix-sensitivity '{}': layer {} has {} values for {} widths", path, l, row.size(),
-                               t->bits.size());
-        for (size_t w = 0; w < row.size(); ++w) t->kld[t->Index(l, side, w)] = row[w];
-      }
-    t->source = j.value("source", std::string());
-  } catch (const nlohmann::json::exception& e) {
-    return Status::Error("--comix-sensitivity '{}': {}", path, e.what());
-  }
-  if (Status st = t->Check(); !st.ok()) return st.Context("--comix-sensitivity '" + path + "'");
-  return std::shared_ptr<const ComixSensitivity>(std::move(t));
 }
 
 Result<ComixOptions> ComixOptionsFor(const PolicyFlags& f, const ModelConfig& c, size_t sink_blocks,

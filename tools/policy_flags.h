@@ -51,9 +51,6 @@ Status CheckPolicyFlags(const CLI::App* cmd, PolicyFlags& flags, bool need_query
 // are checked by ComixPolicy::Validate).
 Result<std::vector<int>> ParseTiers(const std::string& list);
 
-// A table written by `chorus eval sensitivity -o FILE` (errors name the file and what is wrong).
-Result<std::shared_ptr<const ComixSensitivity>> LoadComixSensitivity(const std::string& path);
-
 // CoMix options for a model (budget or avg-bits, family, sink blocks), checked against the model's
 // minimum budget (ComixPolicy::Validate: the error names the minimum).
 // `store` carries the KV store's window rows, threads and prefill chunk (the projection's).

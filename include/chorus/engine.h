@@ -72,6 +72,9 @@ struct EngineOptions {
   // whether relevance weights the values only (the keys keep their readers' weight).
   std::vector<int> comix_tiers = {2, 3, 4};
   int comix_min_k_bits = 0;
+  // comix / cocktail: a measured sensitivity table (`chorus eval sensitivity -o FILE`, for this model
+  // and comix_family) ranks the allocation's items instead of online statistics; "" = statistics.
+  std::string comix_sensitivity;
   double relevance_gain = 4;
   bool relevance_values_only = false;
   // Cocktail (METHODS.md §3), for contexts made with ShareFor: α, β ∈ [0, 1], α + β ≤ 1; chunks of

@@ -272,6 +272,9 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options) {
   const int threads = options.threads > 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
   impl->policy = std::make_unique<RoutingPolicy>(impl->shared_cfg, impl->private_cfg);
   const bool allocator = options.policy == "comix" || options.policy == "cocktail";
+  std::string sensitivity_key;
+  if (!options.comix_sensitivity.empty() && !allocator)
+    return Status::Error("comix_sensitivity needs policy comix or cocktail (got '{}')", options.policy);
   if (allocator) {
     ComixOptions co{.n_layer = c.n_layer, .n_head = c.n_head, .n_head_kv = c.n_head_kv, .head_dim = c.head_dim,
                     .budget_bytes = options.kv_budget_bytes, .avg_bits = options.kv_avg_bits,
@@ -287,6 +290,10 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options) {
     if (options.comix_family == "kivi") co.family = ComixFamily::kKivi;
     else if (options.comix_family != "tq")
       return Status::Error("unknown comix family '{}' (valid: tq, kivi)", options.comix_family);
+    if (!options.comix_sensitivity.empty()) {
+      CHORUS_ASSIGN_OR_RETURN(co.measured, LoadComixSensitivity(options.comix_sensitivity));
+      for (double x : co.measured->kld) sensitivity_key += fmt::format("{:a},", x);  // its values key the prefixes
+    }
     CHORUS_RETURN_IF_ERROR(ComixPolicy::Validate(co).Context(fmt::format("policy {}", options.policy)));
     impl->comix = std::make_unique<ComixPolicy>(co);
     impl->policy->UseForAll(impl->comix.get());
@@ -308,8 +315,8 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options) {
                                            options.private_k, options.private_v, options.sink_blocks,
                                            WindowFormatName(*window), options.policy, options.comix_family,
                                            options.kv_avg_bits, options.kv_budget_bytes) +
-                               fmt::format("|{}|{}|{}|{}", TierString(options.comix_tiers), options.comix_min_k_bits,
-                                           options.relevance_gain, options.relevance_values_only);
+                               fmt::format("|{}|{}|{}|{}|{}", TierString(options.comix_tiers), options.comix_min_k_bits,
+                                           options.relevance_gain, options.relevance_values_only, sensitivity_key);
   impl->model_fp = ModelFingerprint(*impl->model);
   impl->salt = XXH3_64bits_withSeed(settings.data(), settings.size(), impl->model_fp);
   CHORUS_RETURN_IF_ERROR(impl->OpenRemote());

@@ -1,7 +1,10 @@
 // ComixSensitivity lookups and the one-layer probe policy.
 #include "policy/comix_sensitivity.h"
 
+#include <nlohmann/json.hpp>
+
 #include <cmath>
+#include <fstream>
 
 namespace chorus {
 
@@ -32,6 +35,38 @@ BlockFormats LayerProbePolicy::FormatFor(const BlockInfo& info) {
   if (info.layer != layer_ || info.first_pos < sink_blocks_ * kBlockTokens) return f;
   (side_ == KvSide::kKey ? f.k : f.v) = format_;
   return f;
+}
+
+Result<std::shared_ptr<const ComixSensitivity>> LoadComixSensitivity(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::Error("sensitivity table: cannot read '{}'", path);
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return Status::Error("sensitivity table '{}': not a JSON object", path);
+  auto t = std::make_shared<ComixSensitivity>();
+  try {
+    const std::string fam = j.at("family").get<std::string>();
+    if (fam != "kivi" && fam != "tq") return Status::Error("sensitivity table '{}': unknown family '{}'", path, fam);
+    t->family = fam == "kivi" ? ComixFamily::kKivi : ComixFamily::kTq;
+    t->bits = j.at("bits").get<std::vector<int>>();
+    t->n_layer = j.at("n_layer").get<size_t>();
+    t->kld.assign(t->n_layer * 2 * t->bits.size(), -1);
+    const nlohmann::json& layers = j.at("layers");
+    if (!layers.is_array() || layers.size() != t->n_layer)
+      return Status::Error("sensitivity table '{}': 'layers' must hold {} entries", path, t->n_layer);
+    for (size_t l = 0; l < t->n_layer; ++l)
+      for (KvSide side : {KvSide::kKey, KvSide::kValue}) {
+        const auto row = layers[l].at(side == KvSide::kKey ? "k" : "v").get<std::vector<double>>();
+        if (row.size() != t->bits.size())
+          return Status::Error("sensitivity table '{}': layer {} has {} values for {} widths", path, l, row.size(),
+                               t->bits.size());
+        for (size_t w = 0; w < row.size(); ++w) t->kld[t->Index(l, side, w)] = row[w];
+      }
+    t->source = j.value("source", std::string());
+  } catch (const nlohmann::json::exception& e) {
+    return Status::Error("sensitivity table '{}': {}", path, e.what());
+  }
+  if (Status st = t->Check(); !st.ok()) return st.Context("'" + path + "'");
+  return std::shared_ptr<const ComixSensitivity>(std::move(t));
 }
 
 }  // namespace chorus

@@ -7,6 +7,7 @@
 // Invariant: kld holds n_layer × 2 × bits.size() values, bits ascending, each of {2, 3, 4, 8}.
 #pragma once
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,10 @@ struct ComixSensitivity {
   // Geometry, widths and values are consistent (names what is not).
   Status Check() const;
 };
+
+// A table written by `chorus eval sensitivity -o FILE` (JSON: family, bits, n_layer, layers[i].k / .v
+// one KLD per width); errors name the file and what is wrong.
+Result<std::shared_ptr<const ComixSensitivity>> LoadComixSensitivity(const std::string& path);
 
 // The probe: every block f16 except `side` of `layer`, which gets `format` (the sink blocks stay f16,
 // as under every compressed policy).

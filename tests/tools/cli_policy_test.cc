@@ -170,6 +170,15 @@ TEST(CliPolicy, EvalSensitivityTableDrivesTheMeasuredRank) {
   ASSERT_EQ(bits.size(), 30u) << c.dump();
   EXPECT_EQ(bits[best_layer], '4') << best_side << " " << best_layer << " " << bits;
   EXPECT_NE(bits.find('2'), std::string::npos) << bits;  // and something paid for it
+  // The engine takes the same table (generate, agents, serve: --comix-sensitivity), for its family only.
+  const std::string doc = WriteLongDoc();
+  const std::string gen = std::string("generate -m ") + kModel + " -f " + doc + " -n 4 -t 2 --policy comix "
+                          "--comix-tiers 2,4 --kv-avg-bits 3 --comix-sensitivity " + table;
+  const CliRun ok = Chorus(gen + " --comix-family kivi");
+  EXPECT_EQ(ok.code, 0) << ok.err;
+  const CliRun other = Chorus(gen + " --comix-family tq");
+  EXPECT_EQ(other.code, 1);
+  EXPECT_NE(other.err.find("sensitivity table measured for another format family"), std::string::npos) << other.err;
   std::remove(table.c_str());
 }
 
@@ -297,6 +306,8 @@ TEST(CliPolicy, BadInputIsAnErrorThatNamesTheProblem) {
       {ppl + "--policy comix --comix-rank best", "unknown --comix-rank 'best'"},
       {ppl + "--policy comix --comix-rank measured", "--comix-rank measured and --comix-sensitivity FILE go together"},
       {ppl + "--policy comix --comix-rank measured --comix-sensitivity /no/such.json", "cannot read '/no/such.json'"},
+      {ppl + "--policy comix --comix-rank bound --comix-sensitivity /no/such.json", "go together"},
+      {gen + "--comix-sensitivity /no/such.json -p q", "--comix-sensitivity needs --policy comix or cocktail"},
       {ppl + "--policy comix --comix-rank measured --comix-sensitivity " + doc, "not a JSON object"},
       {std::string("eval comix -m ") + kModel + " -f " + kText + " --configs comix-kivi:3:m",
        "':m' needs --comix-sensitivity FILE measured for the kivi family"},
