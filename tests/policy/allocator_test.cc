@@ -22,18 +22,8 @@ constexpr size_t kLayers = test::kComixLayers;
 
 ComixOptions Options(double avg_bits) { return test::ComixTestOptions(0, avg_bits, 32); }
 
-// Appends `n` rows of Gaussian keys/values/queries to every layer of `seq` (the store seals full
-// blocks with the policy's formats and hands the policy its observations).
 void Append(KvSequence& seq, size_t n, std::mt19937& rng, ThreadPool& pool) {
-  std::normal_distribution<float> nd;
-  std::vector<float> k(n * kShape.kv_dim()), v(k.size()), q(n * kShape.q_dim()), out(q.size());
-  for (size_t l = 0; l < kLayers; ++l) {
-    for (auto& x : k) x = nd(rng) * (1.0f + float(l));
-    for (auto& x : v) x = nd(rng) * (2.0f - 0.5f * float(l));
-    for (auto& x : q) x = nd(rng) * 0.3f;
-    ASSERT_TRUE(seq.AppendAndAttend(l, n, k.data(), v.data(), q.data(), out.data(), pool).ok());
-  }
-  seq.Commit(n);
+  test::AppendGaussianRows(seq, n, rng, pool, /*layer_scaled=*/true);
 }
 
 // Catches: items that ignore `choices` (a choice past the item's tiers) or overspend the capacity
@@ -131,16 +121,12 @@ TEST(Allocator, TiersAndKeyFloorAreRespected) {
     ComixOptions o = Options(c.avg);
     o.tiers = c.tiers, o.min_k_bits = c.min_k;
     ASSERT_TRUE(ComixPolicy::Validate(o).ok()) << ComixPolicy::Validate(o).message();
-    ComixPolicy policy(o);
-    KvStore store(KvStoreOptions{.n_layer = kLayers, .shape = kShape}, &policy);
-    ThreadPool pool(1);
-    std::mt19937 rng(9);
-    auto seq = store.NewSequence(8 * 32);
-    ASSERT_TRUE(policy.AddUnit(seq->id(), 8 * 32, 0, 1.0, "chunk").ok());
-    for (int i = 0; i < 8; ++i) Append(*seq, 32, rng, pool);
+    test::FilledChunk run(o, 9);
+    KvStore& store = run.store;
+    ComixPolicy& policy = run.policy;
     size_t sealed = 0;
     for (size_t l = 0; l < kLayers; ++l)
-      for (BlockId id : seq->blocks(l)) {
+      for (BlockId id : run.seq->blocks(l)) {
         const BlockMeta& m = store.pool().meta(id);
         if (m.k_format == KvFormat::kF16) continue;  // the sink block
         ++sealed;
@@ -149,7 +135,6 @@ TEST(Allocator, TiersAndKeyFloorAreRespected) {
       }
     EXPECT_GE(sealed, kLayers * 6);
     EXPECT_GE(policy.Capacity(), 0) << "sealed blocks cost more than the uniform target";
-    policy.RemoveUnit(seq->id());
   }
 }
 

@@ -21,18 +21,6 @@ namespace {
 constexpr AttentionShape kShape = test::kComixShape;
 constexpr size_t kLayers = test::kComixLayers;
 
-void Append(KvSequence& seq, size_t n, std::mt19937& rng, ThreadPool& pool) {
-  std::normal_distribution<float> nd;
-  std::vector<float> k(n * kShape.kv_dim()), v(k.size()), q(n * kShape.q_dim()), out(q.size());
-  for (size_t l = 0; l < kLayers; ++l) {
-    for (auto& x : k) x = nd(rng);
-    for (auto& x : v) x = nd(rng);
-    for (auto& x : q) x = nd(rng) * 0.3f;
-    ASSERT_TRUE(seq.AppendAndAttend(l, n, k.data(), v.data(), q.data(), out.data(), pool).ok());
-  }
-  seq.Commit(n);
-}
-
 // A TQ table over widths 2, 3, 4: every side 1e-3 / 5e-4 / 2.5e-4, except `hot` (layer, side) 100×.
 std::shared_ptr<ComixSensitivity> Table(size_t hot_layer, KvSide hot_side) {
   auto t = std::make_shared<ComixSensitivity>();
@@ -54,17 +42,12 @@ TEST(MeasuredRank, BitsGoWhereTheTableSaysTheErrorHurts) {
     ComixOptions o = test::ComixTestOptions(0, 3, 32);
     o.measured = Table(hot_layer, hot_side);
     ASSERT_TRUE(ComixPolicy::Validate(o).ok()) << ComixPolicy::Validate(o).message();
-    ComixPolicy policy(o);
-    KvStore store(KvStoreOptions{.n_layer = kLayers, .shape = kShape}, &policy);
-    ThreadPool pool(1);
-    std::mt19937 rng(5);
-    auto seq = store.NewSequence(8 * 32);
-    ASSERT_TRUE(policy.AddUnit(seq->id(), 8 * 32, 0, 1.0, "chunk").ok());
-    for (int i = 0; i < 8; ++i) Append(*seq, 32, rng, pool);
+    test::FilledChunk run(o, 5);
+    const ComixPolicy& policy = run.policy;
     size_t two = 0;
     for (size_t l = 0; l < kLayers; ++l)
       for (KvSide s : {KvSide::kKey, KvSide::kValue}) {
-        const std::string sealed = policy.SealedBits(seq->id(), l, s);
+        const std::string sealed = policy.SealedBits(run.seq->id(), l, s);
         ASSERT_EQ(sealed.size(), 8u);
         EXPECT_EQ(sealed[0], 'F');  // the sink
         if (l == hot_layer && s == hot_side) {
@@ -74,7 +57,6 @@ TEST(MeasuredRank, BitsGoWhereTheTableSaysTheErrorHurts) {
       }
     EXPECT_GT(two, 0u) << policy.HeatMap();
     EXPECT_GE(policy.Capacity(), 0) << "sealed blocks cost more than the uniform target";
-    policy.RemoveUnit(seq->id());
   }
 }
 
@@ -107,7 +89,7 @@ TEST(MeasuredRank, ProbeCompressesOneLayersSideOnly) {
   ThreadPool pool(1);
   std::mt19937 rng(7);
   auto seq = store.NewSequence(4 * 32);
-  Append(*seq, 4 * 32, rng, pool);
+  test::AppendGaussianRows(*seq, 4 * 32, rng, pool, /*layer_scaled=*/false);
   for (size_t l = 0; l < kLayers; ++l) {
     const auto& blocks = seq->blocks(l);
     ASSERT_EQ(blocks.size(), 4u);
