@@ -31,6 +31,7 @@ struct NeedleArgs {
   std::string encoder, kv_window = EngineOptions{}.kv_window;
   int threads = DefaultThreads(), max_tokens = 8;
   bool json = false, ignore_eog = false, shared_questions = false;
+  std::vector<std::string> sensitivity;  // tables of the ':m' allocator configs (one per family)
 };
 
 struct Config {
@@ -43,6 +44,7 @@ struct Config {
   std::string k = "f16", v = "f16";
   double alpha = 0.6, beta = 0.1;
   size_t chunk = 32;
+  std::string sensitivity;  // ':m': the table of its family (RunNeedle sets it)
 };
 
 // "f16", "kivi4", "q8/kivi2" (K/V), "cocktail-paper" or "cocktail-paper:ALPHA:BETA[:CHUNK]", and
@@ -88,7 +90,7 @@ Result<Config> ParseConfig(const std::string& s) {
     if (!alloc.ok()) return Status::Error("config '{}': {}", s, alloc.status().message());
     c.alloc = *alloc;
     if (!c.alloc.comix || c.alloc.worst_case || c.alloc.fixed_budget || c.alloc.joint || c.alloc.calibrated)
-      return Status::Error("config '{}': the needle allocator takes FAMILY:AVG with :tTIERS, :kB{}", s,
+      return Status::Error("config '{}': the needle allocator takes FAMILY:AVG with :tTIERS, :kB, :m{}", s,
                            c.policy == "cocktail" ? ", :gGAIN, :v" : "");
     return c;
   }
@@ -184,6 +186,17 @@ int RunNeedle(const NeedleArgs& a) {
     auto c = ParseConfig(s);
     if (!c.ok()) return Fail(c.status());
     if (a.shared_questions && (c->cocktail || c->policy == "cocktail")) c->name += "@shared";  // kept apart in summaries
+    if (c->alloc.measured) {
+      for (const std::string& path : a.sensitivity) {
+        auto t = LoadComixSensitivity(path);
+        if (!t.ok()) return Fail(t.status());
+        if (((*t)->family == ComixFamily::kKivi ? "kivi" : "tq") == c->alloc.family) c->sensitivity = path;
+      }
+      if (c->sensitivity.empty())
+        return Fail(Status::Error("config '{}': ':m' needs --comix-sensitivity FILE measured for the {} family "
+                                  "(`chorus eval sensitivity --comix-family {} -o FILE`)", s, c->alloc.family,
+                                  c->alloc.family));
+    }
     configs.push_back(*c);
   }
   if (Status s = CheckEngineWindowFlag(a.kv_window); !s.ok()) return Fail(s);
@@ -226,6 +239,7 @@ int RunNeedle(const NeedleArgs& a) {
       eo.kv_avg_bits = c.alloc.avg_bits;
       eo.comix_tiers = c.alloc.tiers;
       eo.comix_min_k_bits = c.alloc.min_k_bits;
+      eo.comix_sensitivity = c.sensitivity;
       eo.relevance_gain = c.gain;
       eo.relevance_values_only = c.values_only;
       eo.encoder_path = a.encoder;
@@ -378,8 +392,11 @@ std::pair<CLI::App*, RunFn> AddNeedleEval(CLI::App* eval) {
   cmd->add_option("--facts", a->gen.facts, "facts planted per document")->capture_default_str();
   cmd->add_option("--seed", a->gen.seed, "generator seed")->capture_default_str();
   cmd->add_option("--configs", a->configs, "f16, kivi4, K/V pairs, cocktail-paper[:ALPHA:BETA[:CHUNK]], "
-                                           "comix-FAMILY:AVG[:tTIERS][:kB], cocktail-FAMILY:AVG[:tTIERS][:kB][:gGAIN][:v]")
+                                           "comix-FAMILY:AVG[:tTIERS][:kB][:m], cocktail-FAMILY:AVG[:tTIERS][:kB][:gGAIN][:v][:m]")
       ->delimiter(',')->capture_default_str();
+  cmd->add_option("--comix-sensitivity", a->sensitivity, "tables of the ':m' allocator configs (the measured "
+                                                         "ranking), one per family: `chorus eval sensitivity -o FILE`")
+      ->delimiter(',');
   cmd->add_option("--encoder", a->encoder, "cocktail(-paper): sentence-embedding model directory (default: all-MiniLM-L6-v2 next to the model if installed, else the LLM's hidden states; 'hidden-states' forces those)");
   cmd->add_option("-n,--answer-tokens", a->max_tokens, "tokens generated per answer")->check(CLI::Range(1, 256))
       ->capture_default_str();

@@ -55,6 +55,9 @@ TEST(CliNeedle, AnswerLikelihoodPerCaseAndConfig) {
 // costs no more than kivi4's measured bytes at average 4 bits; a name answer is exact only when the
 // output begins with it. Catches the engine path ignoring the allocator config, the byte target,
 // or scoring a non-digit answer by its digits.
+// SmolLM2's measured sensitivity table, committed with its results (docs/results/allocator.md).
+constexpr const char* kTable = "docs/results/allocator/measured/smollm2-kivi-wikivalid.json";
+
 TEST(CliNeedle, CasesFileWithTheAllocatorWithRelevance) {
   const std::string doc =
       "Varnholm was founded in 1873. The mayor of Varnholm is Maria Kessel. Its old quarter is a maze of narrow "
@@ -74,9 +77,10 @@ TEST(CliNeedle, CasesFileWithTheAllocatorWithRelevance) {
                         {"lead", "Tosbrin has a population of"}, {"kind", "read:number"}}.dump() << "\n";
   }
   const nlohmann::json j = Json(Chorus(std::string("eval needle -m ") + kModel + " --cases-file " + path +
-                                       " --configs kivi4,cocktail-kivi:4:t348:k4:g8 -t 2 --json"));
+                                       " --configs kivi4,cocktail-kivi:4:t348:k4:g8,cocktail-kivi:4:t348:k4:g8:m -t 2 "
+                                       "--json --comix-sensitivity " + kTable));
   std::remove(path.c_str());
-  ASSERT_EQ(j["configs"].size(), 2u) << j.dump();
+  ASSERT_EQ(j["configs"].size(), 3u) << j.dump();
   const auto& kivi4 = j["configs"][0];
   const auto& alloc = j["configs"][1];
   EXPECT_EQ(alloc["config"], "cocktail-kivi:4:t348:k4:g8");
@@ -91,7 +95,13 @@ TEST(CliNeedle, CasesFileWithTheAllocatorWithRelevance) {
                                                 out.substr(out.find_first_not_of(' '), 12) == answer) << out;
       EXPECT_TRUE(std::isfinite(r["answer_nll"].get<double>())) << r.dump();
     }
-  for (const auto& r : alloc["cases"]) {
+  // The measured ranking (the committed SmolLM2 table) under the same target and floors.
+  const auto& measured = j["configs"][2];
+  EXPECT_EQ(measured["config"], "cocktail-kivi:4:t348:k4:g8:m");
+  EXPECT_LE(measured["bytes"].get<size_t>(), kivi4["bytes"].get<size_t>());
+  nlohmann::json cases = alloc["cases"];
+  for (const auto& r : measured["cases"]) cases.push_back(r);
+  for (const auto& r : cases) {
     const std::string k = r["k_bits_mid"], rel = r["map"];
     ASSERT_FALSE(k.empty()) << r.dump();
     EXPECT_EQ(k[0], 'F');  // the sink block
@@ -103,6 +113,10 @@ TEST(CliNeedle, CasesFileWithTheAllocatorWithRelevance) {
                                       " -f examples/du_fu.txt --configs cocktail-kivi:4:zz");
   EXPECT_EQ(bad.code, 1);
   EXPECT_NE(bad.err.find("suffix"), std::string::npos) << bad.err;
+  const cli_test::CliRun no_table = Chorus(std::string("eval needle -m ") + kModel +
+                                           " -f examples/du_fu.txt --configs cocktail-kivi:4:m");
+  EXPECT_EQ(no_table.code, 1);
+  EXPECT_NE(no_table.err.find("':m' needs --comix-sensitivity"), std::string::npos) << no_table.err;
   const cli_test::CliRun none = Chorus(std::string("eval needle -m ") + kModel + " --configs f16");
   EXPECT_EQ(none.code, 1);
   EXPECT_NE(none.err.find("--cases-file"), std::string::npos) << none.err;
