@@ -16,6 +16,7 @@
 #include "ops/elementwise.h"        // LogSumExp
 #include "policy/comix_policy.h"    // ComixPolicy
 #include "policy/uniform_policy.h"  // UniformPolicy
+#include "tools/common.h"  // KlFromLogProbs
 #include "util/timer.h"
 
 namespace chorus::cli {
@@ -135,9 +136,7 @@ Result<ComixBenchResult> RunComixBench(const Model& model, const ComixBenchSetup
       if (is_base) {
         for (size_t i = 0; i < V; ++i) b[i] = row[i] - lse;
       } else {
-        double kl = 0;
-        for (size_t i = 0; i < V; ++i) kl += std::exp(double(b[i])) * (double(b[i]) - (row[i] - lse));
-        r.kld.push_back(float(std::max(0.0, kl)));
+        r.kld.push_back(float(KlFromLogProbs(b, row, lse, V)));
         r.top1 += ArgMax(b, V) == ArgMax(row, V);
       }
       r.nll -= row[text[consumed]] - lse;

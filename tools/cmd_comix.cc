@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 
 #include "tools/bench_comix.h"
-#include "tools/policy_flags.h"  // LoadComixSensitivity
+#include "tools/policy_flags.h"  // LoadSensitivityTables, SensitivityFor
 #include "tools/common.h"
 #include "util/timer.h"
 
@@ -34,20 +34,15 @@ int RunComixEval(const ComixArgs& a) {
   const Model& model = *model_r.value();
   const ModelConfig& c = model.config();
   std::vector<ComixBenchConfig> configs;
-  std::map<std::string, std::shared_ptr<const ComixSensitivity>> tables;  // family -> table
-  for (const std::string& path : a.sensitivity) {
-    auto t = LoadComixSensitivity(path);
-    if (!t.ok()) return Fail(t.status());
-    tables[(*t)->family == ComixFamily::kKivi ? "kivi" : "tq"] = *t;
-  }
+  auto tables = LoadSensitivityTables(a.sensitivity);
+  if (!tables.ok()) return Fail(tables.status());
   for (const std::string& s : a.configs) {
     auto cfg = ParseComixBenchConfig(s);
     if (!cfg.ok()) return Fail(cfg.status().Context("--configs"));
     if (cfg->measured) {
-      if (!tables.count(cfg->family))
-        return Fail(Status::Error("--configs {}: ':m' needs --comix-sensitivity FILE measured for the {} family (`chorus "
-                                  "eval sensitivity --comix-family {} -o FILE`)", s, cfg->family, cfg->family));
-      cfg->sensitivity = tables[cfg->family];
+      auto t = SensitivityFor(*tables, cfg->family, s);
+      if (!t.ok()) return Fail(t.status());
+      cfg->sensitivity = t->table;
     }
     configs.push_back(*cfg);
   }

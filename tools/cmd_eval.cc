@@ -184,8 +184,8 @@ RunFn AddEval(CLI::App& app) {
     s->add_option("-m,--model", a->model, "GGUF model file")->required();
     s->add_option("-f,--file", a->file, "text file (e.g. ../shared/data/wikitext-2/test.txt)")->required();
     s->add_option("-t,--threads", a->threads, "threads")->check(CLI::Range(1, 256))->capture_default_str();
-    s->add_flag("--json", a->json, "print one JSON object");
   }
+  for (CLI::App* s : {ppl, lg, kld}) s->add_flag("--json", a->json, "print one JSON object");
   for (CLI::App* s : {ppl, kld, sens}) {
     s->add_option("-c,--ctx", a->ctx, "tokens per chunk (kld default: 2048; sensitivity: 256)")
         ->check(CLI::Range(2, 1 << 20))->capture_default_str();

@@ -19,6 +19,7 @@
 #include "tools/bench_comix.h"  // ParseComixBenchConfig (the allocator's config spec)
 #include "tools/common.h"
 #include "tools/needle_gen.h"
+#include "tools/policy_flags.h"  // LoadSensitivityTables, SensitivityFor
 #include "util/timer.h"
 
 namespace chorus::cli {
@@ -181,21 +182,17 @@ Result<PromptAnswer> PromptAnswerTokens(const Tokenizer& tok, const std::string&
 }
 
 int RunNeedle(const NeedleArgs& a) {
+  auto tables = LoadSensitivityTables(a.sensitivity);
+  if (!tables.ok()) return Fail(tables.status());
   std::vector<Config> configs;
   for (const auto& s : a.configs) {
     auto c = ParseConfig(s);
     if (!c.ok()) return Fail(c.status());
     if (a.shared_questions && (c->cocktail || c->policy == "cocktail")) c->name += "@shared";  // kept apart in summaries
     if (c->alloc.measured) {
-      for (const std::string& path : a.sensitivity) {
-        auto t = LoadComixSensitivity(path);
-        if (!t.ok()) return Fail(t.status());
-        if (((*t)->family == ComixFamily::kKivi ? "kivi" : "tq") == c->alloc.family) c->sensitivity = path;
-      }
-      if (c->sensitivity.empty())
-        return Fail(Status::Error("config '{}': ':m' needs --comix-sensitivity FILE measured for the {} family "
-                                  "(`chorus eval sensitivity --comix-family {} -o FILE`)", s, c->alloc.family,
-                                  c->alloc.family));
+      auto t = SensitivityFor(*tables, c->alloc.family, s);
+      if (!t.ok()) return Fail(t.status());
+      c->sensitivity = t->path;  // the engine reads it (EngineOptions::comix_sensitivity)
     }
     configs.push_back(*c);
   }

@@ -4,15 +4,11 @@
 // the next-token distributions of each chunk's second half are compared with the f16 KV run: the
 // mean KLD is the table's entry. `--comix-rank measured --comix-sensitivity FILE` ranks with it.
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
-#include <cmath>
-#include <fstream>
-
-#include "engine/kv_config.h"          // KvConfig
 #include "model/forward.h"
 #include "ops/elementwise.h"           // LogSumExp
-#include "policy/comix_sensitivity.h"  // LayerProbePolicy
+#include "policy/comix_sensitivity.h"  // ComixSensitivity, LayerProbePolicy, SaveComixSensitivity
+#include "policy/uniform_policy.h"     // UniformPolicy (the f16 run)
 #include "tools/eval_args.h"
 #include "tools/policy_flags.h"        // ParseTiers
 #include "util/timer.h"
@@ -20,19 +16,16 @@
 namespace chorus::cli {
 
 int RunSensitivity(const EvalArgs& a) {
-  if (a.out.empty()) return Fail(Status::Error("eval sensitivity needs -o FILE (the table, JSON)"));
   if (a.pol.family != "kivi" && a.pol.family != "tq")
     return Fail(Status::Error("unknown --comix-family '{}' (valid: tq, kivi)", a.pol.family));
   auto bits = ParseTiers(a.pol.tiers);
   if (!bits.ok()) return Fail(bits.status());
-  ComixSensitivity table;
-  table.family = a.pol.family == "kivi" ? ComixFamily::kKivi : ComixFamily::kTq;
-  table.bits = *bits;
   auto in = LoadEvalChunks(a);
   if (!in.ok()) return Fail(in.status());
   const Model& model = *in->model;
   const ModelConfig& c = model.config();
-  table.n_layer = c.n_layer;
+  ComixSensitivity table{.family = a.pol.family == "kivi" ? ComixFamily::kKivi : ComixFamily::kTq,
+                         .n_layer = c.n_layer, .bits = *bits};
   table.kld.assign(c.n_layer * 2 * table.bits.size(), 0.0);
   if (Status st = table.Check(); !st.ok()) return Fail(st.Context("--comix-tiers"));
   auto kv_config = KvConfigFromFlags(a.kv, c);
@@ -43,10 +36,8 @@ int RunSensitivity(const EvalArgs& a) {
   for (size_t r = 0; r < n_scored; ++r) rows[r] = first + r;
   ThreadPool pool(a.threads);
   ForwardPass fwd(model, n_ctx);  // one micro-batch per chunk; logits of the scored rows only
-  const KvStoreOptions so{.n_layer = c.n_layer,
-                          .shape = {.n_head = c.n_head, .n_head_kv = c.n_head_kv, .head_dim = c.head_dim},
-                          .window = kv_config->window,
-                          .layer_window = c.layer_window};
+  KvStoreOptions so = fwd.StoreOptions();
+  so.window = kv_config->window;
   std::vector<std::vector<int32_t>> chunks(n_chunks);
   for (size_t ch = 0; ch < n_chunks; ++ch) chunks[ch] = in->Chunk(ch);
   std::vector<float> base_lp(n_chunks * n_scored * V), logits(n_scored * V);
@@ -63,19 +54,17 @@ int RunSensitivity(const EvalArgs& a) {
         float* b = base_lp.data() + (ch * n_scored + r) * V;
         if (base) {
           for (size_t i = 0; i < V; ++i) b[i] = row[i] - lse;
-          continue;
+        } else {
+          kl_sum += KlFromLogProbs(b, row, lse, V);
         }
-        double kl = 0;
-        for (size_t i = 0; i < V; ++i) kl += std::exp(double(b[i])) * (double(b[i]) - double(row[i] - lse));
-        kl_sum += std::max(0.0, kl);
       }
     }
     return kl_sum / double(n_chunks * n_scored);
   };
   Timer timer;
-  LayerProbePolicy f16(c.n_layer, KvSide::kKey, KvFormat::kF16, a.kv.sink_blocks);  // no layer matches: all f16
+  UniformPolicy f16(KvFormat::kF16, KvFormat::kF16);
   if (auto r = run_all(f16, true); !r.ok()) return Fail(r.status());
-  const size_t total = c.n_layer * 2 * table.bits.size();
+  const size_t total = table.kld.size();
   size_t done = 0;
   for (size_t l = 0; l < c.n_layer; ++l)
     for (KvSide side : {KvSide::kKey, KvSide::kValue})
@@ -91,20 +80,13 @@ int RunSensitivity(const EvalArgs& a) {
       }
   std::fprintf(stderr, "\n");
   table.source = fmt::format("{} ({} chunks x {} tokens, second halves scored; {})", a.file, n_chunks, n_ctx, a.model);
-  nlohmann::json j = {{"family", a.pol.family}, {"bits", table.bits}, {"n_layer", c.n_layer},
-                      {"source", table.source}, {"kv_sink_blocks", a.kv.sink_blocks},
-                      {"scored_tokens", n_chunks * n_scored}, {"seconds", timer.Seconds()}, {"threads", a.threads}};
-  for (size_t l = 0; l < c.n_layer; ++l) {
-    nlohmann::json k = nlohmann::json::array(), v = nlohmann::json::array();
-    for (size_t w = 0; w < table.bits.size(); ++w) {
-      k.push_back(table.kld[table.Index(l, KvSide::kKey, w)]);
-      v.push_back(table.kld[table.Index(l, KvSide::kValue, w)]);
-    }
-    j["layers"].push_back({{"k", k}, {"v", v}});
-  }
-  std::ofstream out(a.out);
-  out << j.dump(1) << "\n";
-  if (!out) return Fail(Status::Error("cannot write '{}'", a.out));
+  if (Status st = SaveComixSensitivity(table, a.out,
+                                       {{"kv_sink_blocks", double(a.kv.sink_blocks)},
+                                        {"scored_tokens", double(n_chunks * n_scored)},
+                                        {"seconds", timer.Seconds()},
+                                        {"threads", double(a.threads)}});
+      !st.ok())
+    return Fail(st);
   std::printf("%-6s", "layer");
   for (const char* s : {"K", "V"})
     for (int b : table.bits) std::printf(" %9s", fmt::format("{}{}", s, b).c_str());

@@ -3,6 +3,8 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <memory>
@@ -15,6 +17,14 @@
 #include "util/status.h"
 
 namespace chorus::cli {
+
+// KL(base || softmax(row)) in nats, clamped at 0: `base_lp` holds log-probabilities, lse = LogSumExp(row)
+// (eval sensitivity, eval comix: every scored position against the f16 KV run).
+inline double KlFromLogProbs(const float* base_lp, const float* row, float lse, size_t n) {
+  double kl = 0;
+  for (size_t i = 0; i < n; ++i) kl += std::exp(double(base_lp[i])) * (double(base_lp[i]) - double(row[i] - lse));
+  return std::max(0.0, kl);
+}
 
 // Each subcommand registers itself on the app and returns the function that runs it.
 using RunFn = std::function<int()>;

@@ -108,6 +108,24 @@ Status CheckPolicyFlags(const CLI::App* cmd, PolicyFlags& f, bool need_query) {
   return Status::Ok();
 }
 
+Result<std::map<std::string, SensitivityFile>> LoadSensitivityTables(const std::vector<std::string>& paths) {
+  std::map<std::string, SensitivityFile> tables;
+  for (const std::string& path : paths) {
+    CHORUS_ASSIGN_OR_RETURN(auto table, LoadComixSensitivity(path));
+    tables[table->family_name()] = {path, table};
+  }
+  return tables;
+}
+
+Result<SensitivityFile> SensitivityFor(const std::map<std::string, SensitivityFile>& tables, const std::string& family,
+                                       const std::string& spec) {
+  const auto it = tables.find(family);
+  if (it == tables.end())
+    return Status::Error("config '{}': ':m' needs --comix-sensitivity FILE measured for the {} family (`chorus eval "
+                         "sensitivity --comix-family {} -o FILE`)", spec, family, family);
+  return it->second;
+}
+
 Result<ComixOptions> ComixOptionsFor(const PolicyFlags& f, const ModelConfig& c, size_t sink_blocks,
                                      const ComixOptions& store) {
   ComixOptions co = store;  // window, threads, prefill chunk: the store's

@@ -10,6 +10,8 @@
 #include <CLI/CLI.hpp>
 
 #include <cstddef>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -50,6 +52,18 @@ Status CheckPolicyFlags(const CLI::App* cmd, PolicyFlags& flags, bool need_query
 // "2,3,4" → {2, 3, 4}; an item that is not a number is an error naming it (the widths themselves
 // are checked by ComixPolicy::Validate).
 Result<std::vector<int>> ParseTiers(const std::string& list);
+
+// The tables of --comix-sensitivity FILE[,FILE] (eval comix, eval needle: one per family), each file read
+// once, by family name ("kivi", "tq").
+struct SensitivityFile {
+  std::string path;
+  std::shared_ptr<const ComixSensitivity> table;
+};
+Result<std::map<std::string, SensitivityFile>> LoadSensitivityTables(const std::vector<std::string>& paths);
+// The table of `family` for the ':m' config `spec`; missing: an error naming the flag and the command
+// that writes one.
+Result<SensitivityFile> SensitivityFor(const std::map<std::string, SensitivityFile>& tables, const std::string& family,
+                                       const std::string& spec);
 
 // CoMix options for a model (budget or avg-bits, family, sink blocks), checked against the model's
 // minimum budget (ComixPolicy::Validate: the error names the minimum).

@@ -119,7 +119,7 @@ Status ComixPolicy::Validate(const ComixOptions& o) {
     if (o.measured->family != o.family)
       return Status::Error("sensitivity table measured for another format family (kivi vs tq)");
     for (int b : o.tiers)
-      if (o.measured->At(0, KvSide::kKey, b) < 0)
+      if (!o.measured->HasWidth(b))
         return Status::Error("sensitivity table has no {}-bit column (measure it with `eval sensitivity --comix-tiers`)", b);
   }
   if (o.budget_bytes == 0 && !(o.avg_bits >= 2 && o.avg_bits <= 8))

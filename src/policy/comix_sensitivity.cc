@@ -37,6 +37,25 @@ BlockFormats LayerProbePolicy::FormatFor(const BlockInfo& info) {
   return f;
 }
 
+Status SaveComixSensitivity(const ComixSensitivity& t, const std::string& path,
+                            const std::vector<std::pair<std::string, double>>& extra) {
+  CHORUS_RETURN_IF_ERROR(t.Check());
+  nlohmann::json j = {{"family", t.family_name()}, {"bits", t.bits}, {"n_layer", t.n_layer}, {"source", t.source}};
+  for (const auto& [key, value] : extra) j[key] = value;
+  for (size_t l = 0; l < t.n_layer; ++l) {
+    nlohmann::json k = nlohmann::json::array(), v = nlohmann::json::array();
+    for (size_t w = 0; w < t.bits.size(); ++w) {
+      k.push_back(t.kld[t.Index(l, KvSide::kKey, w)]);
+      v.push_back(t.kld[t.Index(l, KvSide::kValue, w)]);
+    }
+    j["layers"].push_back({{"k", k}, {"v", v}});
+  }
+  std::ofstream out(path);
+  out << j.dump(1) << "\n";
+  if (!out) return Status::Error("sensitivity table: cannot write '{}'", path);
+  return Status::Ok();
+}
+
 Result<std::shared_ptr<const ComixSensitivity>> LoadComixSensitivity(const std::string& path) {
   std::ifstream in(path);
   if (!in) return Status::Error("sensitivity table: cannot read '{}'", path);

@@ -6,9 +6,11 @@
 // badly (docs/results/allocator.md: keys' errors propagate through every later layer).
 // Invariant: kld holds n_layer × 2 × bits.size() values, bits ascending, each of {2, 3, 4, 8}.
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kv/kv_format.h"          // KvSide
@@ -30,12 +32,17 @@ struct ComixSensitivity {
   }
   // The measured KLD of (layer, side) at `b` bits; -1 when that width was not measured.
   double At(size_t layer, KvSide side, int b) const;
+  bool HasWidth(int b) const { return std::find(bits.begin(), bits.end(), b) != bits.end(); }
+  const char* family_name() const { return family == ComixFamily::kKivi ? "kivi" : "tq"; }
   // Geometry, widths and values are consistent (names what is not).
   Status Check() const;
 };
 
-// A table written by `chorus eval sensitivity -o FILE` (JSON: family, bits, n_layer, layers[i].k / .v
-// one KLD per width); errors name the file and what is wrong.
+// The table's file (JSON: family, bits, n_layer, source, layers[i].k / .v one KLD per width, then any
+// `extra` numbers, e.g. how it was measured): written by `chorus eval sensitivity -o FILE`, read by every
+// --comix-sensitivity. Errors name the file and what is wrong.
+Status SaveComixSensitivity(const ComixSensitivity& table, const std::string& path,
+                            const std::vector<std::pair<std::string, double>>& extra = {});
 Result<std::shared_ptr<const ComixSensitivity>> LoadComixSensitivity(const std::string& path);
 
 // The probe: every block f16 except `side` of `layer`, which gets `format` (the sink blocks stay f16,
