@@ -17,7 +17,7 @@ namespace chorus::cli {
 Result<EvalInputs> LoadInputs(const EvalArgs& a) {
   auto text = ReadFile(a.file);
   if (!text.ok()) return text.status();
-  auto model = LoadModel(a.model);
+  auto model = LoadModel(a.model, {.f32_weights = a.f32_weights});
   if (!model.ok()) return model.status();
   return EvalInputs{std::move(text).value(), std::move(model).value()};
 }
@@ -186,6 +186,12 @@ RunFn AddEval(CLI::App& app) {
     s->add_option("-t,--threads", a->threads, "threads")->check(CLI::Range(1, 256))->capture_default_str();
   }
   for (CLI::App* s : {ppl, lg, kld}) s->add_flag("--json", a->json, "print one JSON object");
+  for (CLI::App* s : {ppl, lg, kld, sens})
+    s->add_flag("--f32-weights", a->f32_weights,
+                "a reference: dequantize the weight matrices to f32 at load, so their products take f32 activations "
+                "(the engine rounds activations to int8 per 32 columns; any change upstream, a KV format of any "
+                "width, re-draws that rounding downstream: ~0.003 KLD on SmolLM2 whatever the change's size). About "
+                "4 bytes per weight, several times slower");
   for (CLI::App* s : {ppl, kld, sens}) {
     s->add_option("-c,--ctx", a->ctx, "tokens per chunk (kld default: 2048; sensitivity: 256)")
         ->check(CLI::Range(2, 1 << 20))->capture_default_str();

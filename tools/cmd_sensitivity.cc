@@ -79,12 +79,14 @@ int RunSensitivity(const EvalArgs& a) {
                      side == KvSide::kKey ? "K" : "V", table.bits[w], *kl, el, el / done * double(total - done));
       }
   std::fprintf(stderr, "\n");
-  table.source = fmt::format("{} ({} chunks x {} tokens, second halves scored; {})", a.file, n_chunks, n_ctx, a.model);
+  table.source = fmt::format("{} ({} chunks x {} tokens, second halves scored; {}{})", a.file, n_chunks, n_ctx, a.model,
+                             a.f32_weights ? ", f32 weights" : "");
   if (Status st = SaveComixSensitivity(table, a.out,
                                        {{"kv_sink_blocks", double(a.kv.sink_blocks)},
                                         {"scored_tokens", double(n_chunks * n_scored)},
                                         {"seconds", timer.Seconds()},
-                                        {"threads", double(a.threads)}});
+                                        {"threads", double(a.threads)},
+                                        {"f32_weights", a.f32_weights ? 1.0 : 0.0}});
       !st.ok())
     return Fail(st);
   std::printf("%-6s", "layer");

@@ -19,9 +19,9 @@ int Fail(const Status& s) {
   return 1;
 }
 
-Result<std::unique_ptr<Model>> LoadModel(const std::string& path) {
+Result<std::unique_ptr<Model>> LoadModel(const std::string& path, const ModelLoadOptions& options) {
   if (path.empty()) return Status::Error("no model given (use -m MODEL.gguf; scripts/fetch_model.sh fetches one)");
-  return Model::Load(path);
+  return Model::Load(path, options);
 }
 
 double Median(std::vector<double> v) {

@@ -43,7 +43,7 @@ std::pair<CLI::App*, RunFn> AddNeedleEval(CLI::App* eval);
 int Fail(const Status& s);
 
 // Loads a model or returns an error naming the path and problem.
-Result<std::unique_ptr<Model>> LoadModel(const std::string& path);
+Result<std::unique_ptr<Model>> LoadModel(const std::string& path, const ModelLoadOptions& options = {});
 
 // The median of repeated measurements (the upper middle for an even count; 0 for none).
 double Median(std::vector<double> v);

@@ -21,6 +21,7 @@ struct EvalArgs {
   int n_tokens = 1024;
   int threads = DefaultThreads();
   bool json = false;
+  bool f32_weights = false;  // --f32-weights: ModelLoadOptions::f32_weights
 };
 
 struct EvalInputs {

@@ -10,6 +10,7 @@
 
 #include "gguf/gguf.h"              // GgufFile, GgufTensor
 #include "model/tokenizer_gguf.h"   // TokenizerDataFromGguf
+#include "ops/dequant.h"            // DequantizeRow
 #include "ops/repack.h"             // RepackPanels
 
 namespace chorus {
@@ -125,7 +126,7 @@ Result<ModelWeights> BindWeights(const GgufFile& f, ModelConfig& c) {
 
 Model::~Model() = default;
 
-Result<std::unique_ptr<Model>> Model::Load(const std::string& path) {
+Result<std::unique_ptr<Model>> Model::Load(const std::string& path, const ModelLoadOptions& options) {
   auto file = GgufFile::Open(path);
   if (!file.ok()) return file.status().Context(fmt::format("cannot load model '{}'", path));
   std::unique_ptr<Model> m(new Model());
@@ -136,7 +137,11 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path) {
   auto weights = BindWeights(*m->file_, m->config_);
   if (!weights.ok()) return weights.status().Context(fmt::format("model '{}'", path));
   m->weights_ = std::move(weights).value();
-  if (Status st = m->Repack(); !st.ok()) return st.Context(fmt::format("model '{}'", path));
+  if (options.f32_weights) {
+    m->DequantizeMatrices();
+  } else if (Status st = m->Repack(); !st.ok()) {
+    return st.Context(fmt::format("model '{}'", path));
+  }
   auto tok_data = TokenizerDataFromGguf(*m->file_);
   if (!tok_data.ok()) return tok_data.status().Context(fmt::format("tokenizer of '{}'", path));
   auto tok = Tokenizer::Create(tok_data.value());
@@ -182,6 +187,22 @@ Status Model::Repack() {
     for (WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) one(*w);
   one(weights_.output);
   return Status::Ok();
+}
+
+void Model::DequantizeMatrices() {
+  auto one = [&](WeightView& w) {
+    if (w.rows == 0 || w.type == GgmlType::kF32) return;
+    AlignedBuffer<float>& buf = f32_.emplace_back(w.rows * w.cols);
+    for (size_t r = 0; r < w.rows; ++r) DequantizeRow(w.type, w.data + r * w.row_bytes, buf.data() + r * w.cols, w.cols);
+    w = WeightView{.type = GgmlType::kF32,
+                   .data = reinterpret_cast<const uint8_t*>(buf.data()),
+                   .rows = w.rows,
+                   .cols = w.cols,
+                   .row_bytes = w.cols * sizeof(float)};
+  };
+  for (LayerWeights& L : weights_.layers)
+    for (WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) one(*w);
+  one(weights_.output);  // a tied output gets its own copy; token_embd (the lookup) stays as it is
 }
 
 size_t Model::weight_bytes() const {

@@ -1,7 +1,8 @@
 // Model: an opened GGUF file (mmap), its validated config, weight views into the mapping, and the
-// tokenizer. Invariant: weights are never dequantized, and copied only to be repacked — Q4_0 / Q4_1 /
-// Q8_0 matrices the matmul path reads in 16-row panels (MatMulReadsPacked, ops/repack.h) get a packed copy
-// at load (WeightView::packed; `data` stays a view into the mapping, its pages released).
+// tokenizer. Invariant: weights are copied only to be repacked — Q4_0 / Q4_1 / Q8_0 matrices the matmul
+// path reads in 16-row panels (MatMulReadsPacked, ops/repack.h) get a packed copy at load
+// (WeightView::packed; `data` stays a view into the mapping, its pages released) — or, on request only
+// (ModelLoadOptions::f32_weights, a reference for measurements), dequantized.
 #pragma once
 #include <memory>
 #include <optional>
@@ -49,9 +50,18 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;   // (n_layer)
 };
 
+struct ModelLoadOptions {
+  // Every quantized matrix dequantized to an f32 copy at load (no repacking): products then take their
+  // activations in f32 instead of rounding them to int8 per 32 columns. Any change upstream (a KV
+  // format, a thread count) re-draws that rounding everywhere downstream, a KLD of ~0.003 on SmolLM2
+  // whatever the change's size; with f32 weights a change costs only its own error. A reference for
+  // measurements (eval --f32-weights): ~4 bytes per weight and several times slower.
+  bool f32_weights = false;
+};
+
 class Model {
  public:
-  static Result<std::unique_ptr<Model>> Load(const std::string& path);
+  static Result<std::unique_ptr<Model>> Load(const std::string& path, const ModelLoadOptions& options = {});
   ~Model();
 
   const ModelConfig& config() const { return config_; }
@@ -68,11 +78,14 @@ class Model {
   // The Q4_0 / Q4_1 / Q8_0 matrices MatMul reads packed; CHORUS_REPACK=0 turns it off (1: on, the default;
   // another value is an error naming it).
   Status Repack();
+  // ModelLoadOptions::f32_weights: every quantized matrix (embeddings excepted) becomes an F32 view of a copy.
+  void DequantizeMatrices();
   std::unique_ptr<GgufFile> file_;
   ModelConfig config_;
   ModelWeights weights_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::vector<AlignedBuffer<uint8_t>> packed_;  // the repacked copies (WeightView::packed)
+  std::vector<AlignedBuffer<float>> f32_;       // the dequantized copies (ModelLoadOptions::f32_weights)
 };
 
 }  // namespace chorus

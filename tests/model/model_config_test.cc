@@ -8,11 +8,14 @@
 
 #include <cstdio>
 #include <cstdlib>  // setenv
+#include <cstring>  // memcmp
 #include <functional>
 #include <string>
 
 #include "gguf/gguf.h"
 #include "model/forward.h"
+#include "ops/dequant.h"  // DequantizeRow
+#include "util/thread_pool.h"
 #include "synthetic_model.h"
 
 namespace chorus {
@@ -26,7 +29,8 @@ SyntheticSpec Small(std::string arch = "llama") {
 }
 
 // Writes the spec (changed by `edit` first) to a temp file and loads it.
-Result<std::unique_ptr<Model>> LoadEdited(const SyntheticSpec& s, const std::function<void(GgufWriter&)>& edit = {}) {
+Result<std::unique_ptr<Model>> LoadEdited(const SyntheticSpec& s, const std::function<void(GgufWriter&)>& edit = {},
+                                          const ModelLoadOptions& options = {}) {
   GgufWriter w = testing::SyntheticModel(s);
   if (edit) edit(w);
   // ctest runs this binary's tests as parallel processes: the name must be unique to this process and call.
@@ -34,7 +38,7 @@ Result<std::unique_ptr<Model>> LoadEdited(const SyntheticSpec& s, const std::fun
   const std::string path = std::string(::testing::TempDir()) + "/model_config_test_" + s.name + "." +
                            std::to_string(getpid()) + "." + std::to_string(calls++) + ".gguf";
   EXPECT_TRUE(w.WriteFile(path).ok());
-  auto m = Model::Load(path);
+  auto m = Model::Load(path, options);
   std::remove(path.c_str());
   return m;
 }
@@ -164,6 +168,54 @@ TEST(ModelConfig, RepackSwitchOtherThanZeroOrOneIsAnErrorNamingIt) {
   ExpectRefused(bad, "CHORUS_REPACK must be 0");
   ExpectRefused(bad, "'off'");
   ASSERT_TRUE(off.ok()) << off.status().message();
+}
+
+// f32_weights: every matrix becomes an F32 copy of its dequantized rows, and a product then takes its
+// activations in f32 — MatMulRef's result, not the int8-rounded one the quantized view gives.
+TEST(ModelConfig, F32WeightsDequantizeEveryMatrixAndSkipActivationRounding) {
+  SyntheticSpec s = Small();
+  s.matrix_type = GgmlType::kQ8_0;
+  s.n_embd = 128;
+  s.n_ff = 128;
+  auto q = LoadEdited(s);
+  auto f = LoadEdited(s, {}, {.f32_weights = true});
+  ASSERT_TRUE(q.ok() && f.ok());
+  auto views = [](const ModelWeights& w) {
+    std::vector<const WeightView*> v;
+    for (const LayerWeights& L : w.layers)
+      for (const WeightView* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) v.push_back(m);
+    v.push_back(&w.output);
+    return v;
+  };
+  const auto qv = views((*q)->weights()), fv = views((*f)->weights());
+  ASSERT_EQ(qv.size(), fv.size());
+  EXPECT_EQ((*f)->weights().token_embd.type, GgmlType::kQ8_0);  // the lookup is not a product: left as it is
+  testing::SplitMix rng(7);
+  ThreadPool pool(1);
+  double worst_f32 = 0, worst_int8 = 0;
+  for (size_t i = 0; i < qv.size(); ++i) {
+    const WeightView &a = *qv[i], &b = *fv[i];
+    ASSERT_EQ(a.type, GgmlType::kQ8_0) << i;
+    ASSERT_EQ(b.type, GgmlType::kF32) << i;
+    ASSERT_EQ(b.rows, a.rows);
+    ASSERT_EQ(b.cols, a.cols);
+    std::vector<float> row(a.cols);
+    for (size_t r = 0; r < a.rows; ++r) {
+      DequantizeRow(a.type, a.data + r * a.row_bytes, row.data(), a.cols);
+      ASSERT_EQ(std::memcmp(row.data(), b.data + r * b.row_bytes, a.cols * sizeof(float)), 0) << i << " row " << r;
+    }
+    std::vector<float> x(2 * a.cols), ref(2 * a.rows), yf(2 * a.rows), yq(2 * a.rows);
+    for (float& v : x) v = rng.Uniform();
+    MatMulRef(a, x.data(), 2, ref.data());
+    MatMul(b, x.data(), 2, yf.data(), pool);
+    MatMul(a, x.data(), 2, yq.data(), pool);
+    for (size_t j = 0; j < ref.size(); ++j) {
+      worst_f32 = std::max(worst_f32, double(std::fabs(yf[j] - ref[j])));
+      worst_int8 = std::max(worst_int8, double(std::fabs(yq[j] - ref[j])));
+    }
+  }
+  EXPECT_LT(worst_f32, 1e-4);     // f32 sums in another order
+  EXPECT_GT(worst_int8, 10 * worst_f32);  // the int8 rounding of x, which f32 weights do not have
 }
 
 }  // namespace
