@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <set>
 #include <string_view>
 
@@ -183,9 +184,7 @@ Status Model::Repack() {
     }
     w.packed = buf.data();
   };
-  for (LayerWeights& L : weights_.layers)
-    for (WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) one(*w);
-  one(weights_.output);
+  ForEachMatrix(one);
   return Status::Ok();
 }
 
@@ -200,9 +199,13 @@ void Model::DequantizeMatrices() {
                    .cols = w.cols,
                    .row_bytes = w.cols * sizeof(float)};
   };
+  ForEachMatrix(one);  // a tied output gets its own copy; token_embd (the lookup) stays as it is
+}
+
+void Model::ForEachMatrix(const std::function<void(WeightView&)>& fn) {
   for (LayerWeights& L : weights_.layers)
-    for (WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) one(*w);
-  one(weights_.output);  // a tied output gets its own copy; token_embd (the lookup) stays as it is
+    for (WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) fn(*w);
+  fn(weights_.output);
 }
 
 size_t Model::weight_bytes() const {

@@ -4,6 +4,7 @@
 // (WeightView::packed; `data` stays a view into the mapping, its pages released) — or, on request only
 // (ModelLoadOptions::f32_weights, a reference for measurements), dequantized.
 #pragma once
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -80,6 +81,8 @@ class Model {
   Status Repack();
   // ModelLoadOptions::f32_weights: every quantized matrix (embeddings excepted) becomes an F32 view of a copy.
   void DequantizeMatrices();
+  // The matrices products read (every layer's seven and the output; not token_embd, a lookup).
+  void ForEachMatrix(const std::function<void(WeightView&)>& fn);
   std::unique_ptr<GgufFile> file_;
   ModelConfig config_;
   ModelWeights weights_;
