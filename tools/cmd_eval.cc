@@ -182,7 +182,7 @@ RunFn AddEval(CLI::App& app) {
                      "scored); writes the table that `--comix-rank measured --comix-sensitivity FILE` allocates by.");
   for (CLI::App* s : {ppl, lg, kld, sens}) {
     s->add_option("-m,--model", a->model, "GGUF model file")->required();
-    s->add_option("-f,--file", a->file, "text file (e.g. ../shared/data/wikitext-2/test.txt)")->required();
+    s->add_option("-f,--file", a->file, "text file: e.g. WikiText-2's test.txt (where to get it: docs/EVAL.md) or examples/du_fu.txt, which the repository ships")->required();
     s->add_option("-t,--threads", a->threads, "threads")->check(CLI::Range(1, 256))->capture_default_str();
   }
   for (CLI::App* s : {ppl, lg, kld}) s->add_flag("--json", a->json, "print one JSON object");
