@@ -3,6 +3,7 @@
 // and high nibbles of each by an and, a shift + and; Q8_0: 8 loads of codes stored + 128), each met by
 // one vpdpbusd per token against 4 broadcast activation bytes — no per-call packing, no transposes,
 // no per-row reduction.
+// The first token pass over a panel prefetches the next one (CHORUS_WEIGHT_PREFETCH=0 turns it off).
 // Invariant: per (row, token) the arithmetic of int8_ref.h in its order (exact integer block sums,
 // then acc = fma(float(isum), d · dx, acc), acc = fma(m, s, acc)): bit-identical to the int8 twin
 // and independent of n_tok, the panel grouping and the threads.
@@ -13,6 +14,7 @@
 #define CHORUS_OPS_INT8_PACKED_INL_H_
 #endif
 
+#include <cstdlib>
 #include <cstring>
 
 #include "hwy/highway.h"
@@ -42,7 +44,7 @@ HWY_INLINE __m512i Bcast4At(const uint8_t* p) {
 template <GgmlType kType, int kT>
 HWY_INLINE void PackedPanelTokens(const uint8_t* panel, size_t nb, const uint8_t* act, size_t ld_act,
                                   const Int8ActLayout& l, const int32_t* xsum, float* y, size_t ldy,
-                                  __mmask16 mask) {
+                                  __mmask16 mask, const uint8_t* pf) {
   constexpr bool kQ8 = kType == GgmlType::kQ8_0, kHasMin = kType == GgmlType::kQ4_1;
   constexpr size_t kBlock = PackedBlockBytes(kType), kScales = kQ8 ? 512 : 256;
   const __m512i low4 = _mm512_set1_epi8(0x0F);
@@ -59,9 +61,13 @@ HWY_INLINE void PackedPanelTokens(const uint8_t* panel, size_t nb, const uint8_t
   }
   for (size_t b = 0; b < nb; ++b) {
     const uint8_t* blk = panel + b * kBlock;
-    // No software prefetch: a thread's panels are one contiguous stream, which the hardware prefetcher
-    // follows (matmul_bench ModelMatMuls n_tok 1, 1 thread, Zen 4, 3 alternated rounds: none 3.66–3.78 ms,
-    // all 5 lines 1280 bytes ahead into L2 3.75–3.85, into L1 4.17–4.20).
+    // pf (the next panel, or null): its block b into L2 beside this one. Only the first of several token
+    // passes asks for it, so DRAM streams the next panel while the later passes compute from cache; a
+    // single pass is one contiguous stream the hardware prefetcher follows alone (n_tok 1, 1 thread,
+    // Zen 4: none 3.66–3.78 ms, 5 lines 1280 bytes ahead into L2 3.75–3.85, into L1 4.17–4.20).
+    if (pf) {
+      for (size_t o = 0; o < kBlock; o += 64) _mm_prefetch(reinterpret_cast<const char*>(pf + b * kBlock + o), _MM_HINT_T1);
+    }
     __m512i c[8];  // c[k]: the codes of elements 4k .. 4k + 3 of the block, 16 rows
     if constexpr (kQ8) {
 #pragma GCC unroll 8
@@ -131,6 +137,10 @@ inline void PackedInt8Path(const WeightView* ws, float* const* ys, size_t n, con
   }
   const ops_internal::JobList jobs(ws, ys, n, kPackedRows);
   const size_t panel_bytes = nb * PackedBlockBytes(type);
+  static const bool prefetch = [] {
+    const char* e = std::getenv("CHORUS_WEIGHT_PREFETCH");
+    return e == nullptr || std::strcmp(e, "0") != 0;
+  }();
   ops_internal::ParallelRanges(pool, jobs.total(), 1, [&](size_t g0, size_t g1) {
     for (size_t c0 = 0; c0 < n_tok; c0 += ops_internal::kPanelTokChunk) {
       const size_t nc = std::min(n_tok - c0, ops_internal::kPanelTokChunk);
@@ -144,15 +154,16 @@ inline void PackedInt8Path(const WeightView* ws, float* const* ys, size_t n, con
             const size_t t = c0 + t0;
             const uint8_t* a = act + t * l.stride;
             float* y = jobs.ys[j] + t * w.rows + r0;
+            const uint8_t* pf = (prefetch && t0 == 0 && nc > 4) ? panel + panel_bytes : nullptr;
             auto run = [&]<int kT>() {
               switch (type) {
                 case GgmlType::kQ4_0:
-                  return PackedPanelTokens<GgmlType::kQ4_0, kT>(panel, nb, a, l.stride, l, nullptr, y, w.rows, mask);
+                  return PackedPanelTokens<GgmlType::kQ4_0, kT>(panel, nb, a, l.stride, l, nullptr, y, w.rows, mask, pf);
                 case GgmlType::kQ4_1:
-                  return PackedPanelTokens<GgmlType::kQ4_1, kT>(panel, nb, a, l.stride, l, nullptr, y, w.rows, mask);
+                  return PackedPanelTokens<GgmlType::kQ4_1, kT>(panel, nb, a, l.stride, l, nullptr, y, w.rows, mask, pf);
                 default:
                   return PackedPanelTokens<GgmlType::kQ8_0, kT>(panel, nb, a, l.stride, l, xsum + t * nb, y, w.rows,
-                                                                mask);
+                                                                mask, pf);
               }
             };
             switch (nt) {
