@@ -409,16 +409,24 @@ Status KvBatch::AppendAndAttend(size_t layer, size_t n, const float* k, const fl
                                 ThreadPool& pool) {
   if (n != rows()) return Status::Error("KvBatch: {} rows given, {} planned", n, rows());
   const size_t kv_dim = store_.options().shape.kv_dim(), q_dim = store_.options().shape.q_dim();
+  // The blocks these appends seal are encoded together over the pool before the attention reads them.
+  store_.BeginDeferredSeals();
   for (const BatchRows& e : entries_) {
     store_.policy().Observe(Observation{.seq_id = e.seq->id(), .layer = layer, .n = e.n, .q = q + e.row0 * q_dim,
                                         .k = k + e.row0 * kv_dim, .v = v + e.row0 * kv_dim, .q_dim = q_dim,
                                         .kv_dim = kv_dim});
     if (Status s = e.seq->Append(layer, e.n, k + e.row0 * kv_dim, v + e.row0 * kv_dim); !s.ok()) {
+      store_.DropDeferredSeals();  // the caller's Rollback gives their blocks back
       failed_ = e.seq;
       return s;
     }
   }
-  CHORUS_RETURN_IF_ERROR(store_.PrepareScratch(std::max(1, pool.size())));
+  Status s = store_.PrepareScratch(std::max(1, pool.size()));
+  if (s.ok()) s = store_.EncodeDeferredSeals(pool);
+  if (!s.ok()) {
+    store_.DropDeferredSeals();
+    return s;
+  }
   AttendRows(store_, layer, entries_, q, out, pool);
   return Status::Ok();
 }

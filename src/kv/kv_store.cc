@@ -34,7 +34,9 @@ KvGeometry KvStore::geometry() const {
 
 size_t KvStore::ScratchBytes() const {
   size_t b = seal_k_.bytes() + seal_v_.bytes() + attn_.capacity() * sizeof(attn_[0]) +
-             stack_q_.capacity() * sizeof(stack_q_[0]);
+             stack_q_.capacity() * sizeof(stack_q_[0]) + seal_more_.capacity() * sizeof(seal_more_[0]) +
+             pending_.capacity() * sizeof(PendingSeal);
+  for (const auto& s : seal_more_) b += s.bytes();
   for (const auto& a : attn_) b += a->bytes();
   for (const auto& q : stack_q_) b += q.capacity() * sizeof(float);
   return b + parts_.capacity() * sizeof(float);
@@ -48,14 +50,18 @@ Status KvStore::PrepareScratch(size_t threads) {
   // Guard the budget with the projection's bytes, then count what was really allocated.
   const size_t part_floats =
       parts_.empty() ? kPartSlots * options_.shape.n_head * BlockAttention::PartStateFloats(options_.shape.head_dim) : 0;
+  const size_t seal_floats = 2 * kBlockTokens * options_.shape.kv_dim();
   const size_t more = (threads - attn_.size()) * (BlockAttention::BytesFor(geometry(), max_q) +
                                                   max_q * options_.shape.head_dim * sizeof(float) +
-                                                  sizeof(attn_[0]) + sizeof(stack_q_[0])) +
+                                                  sizeof(attn_[0]) + sizeof(stack_q_[0]) +
+                                                  seal_floats * sizeof(float) + sizeof(seal_more_[0])) +
                       part_floats * sizeof(float);
   CHORUS_RETURN_IF_ERROR(Reserve(more, "attention scratch"));
   if (part_floats > 0) parts_.resize(part_floats);
   attn_.reserve(threads);
   stack_q_.reserve(threads);
+  seal_more_.reserve(threads - 1);
+  while (seal_more_.size() + 1 < threads) seal_more_.emplace_back(seal_floats);
   while (attn_.size() < threads) {
     attn_.push_back(std::make_unique<BlockAttention>(geometry()));
     attn_.back()->Reserve(max_q);
@@ -63,6 +69,36 @@ Status KvStore::PrepareScratch(size_t threads) {
   }
   counted_ = counted_ - more + (ScratchBytes() - before);
   NoteHeld();
+  return Status::Ok();
+}
+
+Status KvStore::EncodeDeferredSeals(ThreadPool& pool) {
+  defer_seals_ = false;
+  if (pending_.empty()) return Status::Ok();
+  CHORUS_CHECK(seal_more_.size() + 1 >= static_cast<size_t>(std::max(1, pool.size())));  // PrepareScratch first
+  const Timer timer;
+  const KvGeometry g = geometry();
+  const size_t n = kBlockTokens * options_.shape.kv_dim();
+  std::vector<Status> status(pending_.size(), Status::Ok());
+  // Blocks dealt round-robin: each thread converts its blocks to f32 in its own scratch and encodes
+  // them (the same bits as an immediate seal: one block's encoding does not depend on another's).
+  pool.Run([&](int ti, int nt) {
+    float* k = ti == 0 ? seal_k_.data() : seal_more_[ti - 1].data();
+    float* v = ti == 0 ? seal_v_.data() : seal_more_[ti - 1].data() + n;
+    for (size_t i = static_cast<size_t>(ti); i < pending_.size(); i += static_cast<size_t>(nt)) {
+      const PendingSeal& s = pending_[i];
+      for (size_t j = 0; j < n; ++j) {
+        k[j] = F16ToF32(s.k[j]);
+        v[j] = F16ToF32(s.v[j]);
+      }
+      status[i] = EncodeKvBlock(s.f.k, KvSide::kKey, g, k, pool_.mutable_k(s.id), s.f.k_params);
+      if (status[i].ok()) status[i] = EncodeKvBlock(s.f.v, KvSide::kValue, g, v, pool_.mutable_v(s.id), s.f.v_params);
+    }
+  });
+  pending_.clear();
+  seal_stats_.seconds += timer.Seconds();
+  for (const Status& s : status)
+    if (!s.ok()) return s;
   return Status::Ok();
 }
 
@@ -319,8 +355,13 @@ Status KvSequence::Seal(size_t layer, size_t n_full, const uint16_t* nat_k, cons
       } else {
         tables_[layer].push_back(*id);  // reserved: no reallocation
         store_.NoteHeld();
-        st = EncodeKvBlock(f.k, KvSide::kKey, g, store_.seal_k_.data(), pool.mutable_k(*id), f.k_params);
-        if (st.ok()) st = EncodeKvBlock(f.v, KvSide::kValue, g, store_.seal_v_.data(), pool.mutable_v(*id), f.v_params);
+        if (store_.defer_seals_) {
+          store_.pending_.push_back({*id, f, sk, sv});
+        } else {
+          st = EncodeKvBlock(f.k, KvSide::kKey, g, store_.seal_k_.data(), pool.mutable_k(*id), f.k_params);
+          if (st.ok())
+            st = EncodeKvBlock(f.v, KvSide::kValue, g, store_.seal_v_.data(), pool.mutable_v(*id), f.v_params);
+        }
       }
     }
     if (!st.ok()) {

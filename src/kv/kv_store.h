@@ -25,6 +25,7 @@
 #include "kv/sequence_kv.h"      // SequenceKv, AttentionShape
 #include "kv/window_codec.h"     // WindowFormat
 #include "util/aligned_buffer.h"
+#include "util/thread_pool.h"     // ThreadPool
 
 namespace chorus {
 
@@ -127,6 +128,17 @@ class KvStore {
   // said). Shared by every sequence and batch: one batch attends at a time.
   Status PrepareScratch(size_t threads);
   BlockAttention& attention(size_t ti) { return *attn_[ti]; }
+  // Seals deferred (KvBatch): between BeginDeferredSeals and EncodeDeferredSeals a sealed block is
+  // allocated, counted and given its formats at once (the policy sees it in order), and only its
+  // encoding waits, to run over the pool. EncodeDeferredSeals needs PrepareScratch(pool.size())
+  // first; on an error (a block it could not encode, or an Append that failed) the caller rolls the
+  // batch back, and DropDeferredSeals forgets what was not encoded.
+  void BeginDeferredSeals() { defer_seals_ = true; }
+  Status EncodeDeferredSeals(ThreadPool& pool);
+  void DropDeferredSeals() {
+    defer_seals_ = false;
+    pending_.clear();
+  }
   std::vector<float>& stack(size_t ti) { return stack_q_[ti]; }
   // Part states shared by the threads of one attention: kPartSlots × n_head states of
   // BlockAttention::PartStateFloats(head_dim) floats.
@@ -166,6 +178,15 @@ class KvStore {
   // encoded, and per pool thread an attention state and a stack of queries sized for
   // kStackTokens tokens × the GQA group. Held once per store, not once per agent.
   AlignedBuffer<float> seal_k_, seal_v_;                // (32, kv_dim) f32
+  std::vector<AlignedBuffer<float>> seal_more_;         // pool threads 1..: (2, 32, kv_dim) f32 each
+  struct PendingSeal {  // a block allocated and given its formats, whose encoding is deferred
+    BlockId id;
+    BlockFormats f;
+    const uint16_t* k;  // (32, kv_dim) fp16: the sequence's native rows, alive until its next Append
+    const uint16_t* v;
+  };
+  bool defer_seals_ = false;
+  std::vector<PendingSeal> pending_;
   std::vector<std::unique_ptr<BlockAttention>> attn_;  // per pool thread
   std::vector<std::vector<float>> stack_q_;           // per pool thread: (kStackTokens·group, head_dim)
   std::vector<float> parts_;                          // (kPartSlots · n_head, head_dim + 2)

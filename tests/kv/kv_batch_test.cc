@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -140,6 +141,66 @@ TEST(KvBatch, MixedDecodeAndPrefillRowsEqualAlone) {
       r0 += rows[i];
     }
     for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << "layer " << l << " i " << i;
+  }
+}
+
+// A step in which every agent seals a block: the batch defers the encodings and runs them over the
+// pool (KvStore::EncodeDeferredSeals, blocks dealt round-robin to the threads). Each new block's bytes
+// and every attention output equal the same agent advanced alone (its seal encoded at once), at 1, 2
+// and 3 threads, with prefill rows sealing several blocks in the same step.
+TEST(KvBatch, SealsEncodedOverThePoolEqualSealsAlone) {
+  for (int threads : {1, 2, 3}) {
+    SCOPED_TRACE(testing::Message() << threads << " threads");
+    Mixed policy;
+    KvStore store({.n_layer = 2, .shape = kShape}, &policy);
+    ThreadPool pool(threads);
+    std::mt19937 rng(23);
+    const std::vector<size_t> pre = {31, 63, 31, 95, 31, 0, 31}, rows = {1, 1, 1, 1, 1, 70, 1};
+    std::vector<std::unique_ptr<KvSequence>> a, b;
+    for (size_t i = 0; i < pre.size(); ++i) {
+      a.push_back(store.NewSequence(200));
+      b.push_back(store.NewSequence(200));
+      if (pre[i]) {
+        std::mt19937 r1(80 + i), r2(80 + i);
+        Feed(*a[i], pre[i], r1, pool, 2);
+        Feed(*b[i], pre[i], r2, pool, 2);
+      }
+    }
+    size_t total = 0;
+    for (size_t r : rows) total += r;
+    auto k = Randn(total * kShape.kv_dim(), rng, 2), v = Randn(total * kShape.kv_dim(), rng, 1);
+    auto q = Randn(total * kShape.q_dim(), rng, 0.125f);
+    KvBatch batch(store);
+    for (size_t i = 0; i < a.size(); ++i) batch.Add(a[i].get(), rows[i]);
+    for (size_t l = 0; l < 2; ++l) {
+      std::vector<float> got(total * kShape.q_dim()), want(total * kShape.q_dim());
+      ASSERT_TRUE(batch.AppendAndAttend(l, total, k.data(), v.data(), q.data(), got.data(), pool).ok());
+      size_t r0 = 0;
+      for (size_t i = 0; i < b.size(); ++i) {
+        ASSERT_TRUE(b[i]->AppendAndAttend(l, rows[i], k.data() + r0 * kShape.kv_dim(), v.data() + r0 * kShape.kv_dim(),
+                                          q.data() + r0 * kShape.q_dim(), want.data() + r0 * kShape.q_dim(), pool)
+                        .ok());
+        r0 += rows[i];
+      }
+      for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << "layer " << l << " i " << i;
+    }
+    batch.Commit(total);
+    for (size_t i = 0; i < b.size(); ++i) b[i]->Commit(rows[i]);
+    size_t sealed = 0;
+    for (size_t i = 0; i < a.size(); ++i)
+      for (size_t l = 0; l < 2; ++l) {
+        const std::vector<BlockId> ta = a[i]->blocks(l), tb = b[i]->blocks(l);
+        ASSERT_EQ(ta.size(), (pre[i] + rows[i]) / kBlockTokens);
+        ASSERT_EQ(ta.size(), tb.size());
+        for (size_t j = pre[i] / kBlockTokens; j < ta.size(); ++j, ++sealed) {
+          const BlockMeta &ma = store.pool().meta(ta[j]), &mb = store.pool().meta(tb[j]);
+          ASSERT_EQ(ma.k_bytes, mb.k_bytes);
+          const size_t n = ma.k_bytes + ma.v_bytes;
+          ASSERT_EQ(n, mb.k_bytes + mb.v_bytes);
+          ASSERT_TRUE(std::equal(ma.data, ma.data + n, mb.data)) << "agent " << i << " layer " << l << " block " << j;
+        }
+      }
+    EXPECT_EQ(sealed, 2u * (6 + 2));  // 6 decode rows seal one block each, the prefill two; per layer
   }
 }
 
