@@ -3,7 +3,7 @@
 // and high nibbles of each by an and, a shift + and; Q8_0: 8 loads of codes stored + 128), each met by
 // one vpdpbusd per token against 4 broadcast activation bytes — no per-call packing, no transposes,
 // no per-row reduction.
-// The first token pass over a panel prefetches the next one (CHORUS_WEIGHT_PREFETCH=0 turns it off).
+// Token passes over a panel prefetch the next one (CHORUS_WEIGHT_PREFETCH=0 turns it off).
 // Invariant: per (row, token) the arithmetic of int8_ref.h in its order (exact integer block sums,
 // then acc = fma(float(isum), d · dx, acc), acc = fma(m, s, acc)): bit-identical to the int8 twin
 // and independent of n_tok, the panel grouping and the threads.
@@ -44,7 +44,7 @@ HWY_INLINE __m512i Bcast4At(const uint8_t* p) {
 template <GgmlType kType, int kT>
 HWY_INLINE void PackedPanelTokens(const uint8_t* panel, size_t nb, const uint8_t* act, size_t ld_act,
                                   const Int8ActLayout& l, const int32_t* xsum, float* y, size_t ldy,
-                                  __mmask16 mask, const uint8_t* pf) {
+                                  __mmask16 mask, const uint8_t* pf, size_t pf_phase, size_t pf_step) {
   constexpr bool kQ8 = kType == GgmlType::kQ8_0, kHasMin = kType == GgmlType::kQ4_1;
   constexpr size_t kBlock = PackedBlockBytes(kType), kScales = kQ8 ? 512 : 256;
   const __m512i low4 = _mm512_set1_epi8(0x0F);
@@ -61,11 +61,13 @@ HWY_INLINE void PackedPanelTokens(const uint8_t* panel, size_t nb, const uint8_t
   }
   for (size_t b = 0; b < nb; ++b) {
     const uint8_t* blk = panel + b * kBlock;
-    // pf (the next panel, or null): its block b into L2 beside this one. Only the first of several token
-    // passes asks for it, so DRAM streams the next panel while the later passes compute from cache; a
-    // single pass is one contiguous stream the hardware prefetcher follows alone (n_tok 1, 1 thread,
-    // Zen 4: none 3.66–3.78 ms, 5 lines 1280 bytes ahead into L2 3.75–3.85, into L1 4.17–4.20).
-    if (pf) {
+    // pf (the next panel, or null): its block b into L2 when b % pf_step == pf_phase. With several token
+    // passes over this panel, each pass asks for its share of the next one, so DRAM streams the next
+    // panel the whole time the passes compute from cache (15 tokens, 1 thread, Zen 4: none 18.3–21.0 ms,
+    // all of it in the first pass 15.1–17.0, spread over the passes 14.8–15.2). A single pass is one
+    // contiguous stream the hardware prefetcher follows alone (n_tok 1: none 3.66–3.78 ms, 5 lines
+    // 1280 bytes ahead into L2 3.75–3.85, into L1 4.17–4.20).
+    if (pf && b % pf_step == pf_phase) {
       for (size_t o = 0; o < kBlock; o += 64) _mm_prefetch(reinterpret_cast<const char*>(pf + b * kBlock + o), _MM_HINT_T1);
     }
     __m512i c[8];  // c[k]: the codes of elements 4k .. 4k + 3 of the block, 16 rows
@@ -154,16 +156,19 @@ inline void PackedInt8Path(const WeightView* ws, float* const* ys, size_t n, con
             const size_t t = c0 + t0;
             const uint8_t* a = act + t * l.stride;
             float* y = jobs.ys[j] + t * w.rows + r0;
-            const uint8_t* pf = (prefetch && t0 == 0 && nc > 4) ? panel + panel_bytes : nullptr;
+            // pass `pass` of `passes` (TokenPasses' t0 = nc · pass / passes, rounded down) prefetches
+            // the next panel's blocks b with b % passes == pass
+            const size_t passes = (nc + 3) / 4, pass = (t0 * passes + nc - 1) / nc;
+            const uint8_t* pf = prefetch && passes > 1 ? panel + panel_bytes : nullptr;
             auto run = [&]<int kT>() {
               switch (type) {
                 case GgmlType::kQ4_0:
-                  return PackedPanelTokens<GgmlType::kQ4_0, kT>(panel, nb, a, l.stride, l, nullptr, y, w.rows, mask, pf);
+                  return PackedPanelTokens<GgmlType::kQ4_0, kT>(panel, nb, a, l.stride, l, nullptr, y, w.rows, mask, pf, pass, passes);
                 case GgmlType::kQ4_1:
-                  return PackedPanelTokens<GgmlType::kQ4_1, kT>(panel, nb, a, l.stride, l, nullptr, y, w.rows, mask, pf);
+                  return PackedPanelTokens<GgmlType::kQ4_1, kT>(panel, nb, a, l.stride, l, nullptr, y, w.rows, mask, pf, pass, passes);
                 default:
                   return PackedPanelTokens<GgmlType::kQ8_0, kT>(panel, nb, a, l.stride, l, xsum + t * nb, y, w.rows,
-                                                                mask, pf);
+                                                                mask, pf, pass, passes);
               }
             };
             switch (nt) {
