@@ -93,6 +93,8 @@ def main() -> None:
                          f"{fmt(pre, 2)}{spread(c.get('prefill_spread'), 2)}", fmt(pp, 2),
                          best.get("settings", ""), ratio(pp, pre), None))
     print(f"Raw outputs: {d}/ (JSON per row group; the human tables and load averages in the .log files)\n")
+    if machine and machine.get("cpu"):
+        print(f"CPU: {machine['cpu']}\n")
     if machine:
         print("| threads | read GB/s | f32 GFLOP/s | int8 GOP/s |\n|---|---|---|---|")
         for m in machine.get("machine", []):

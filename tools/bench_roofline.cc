@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "kv/kv_kernels.h"  // GetKvBlockKernels (Int8AttentionShare)
+#include "ops/cpu_target.h"  // CpuModel
 #include "tools/common.h"  // PrintJson
 #include "util/thread_pool.h"
 
@@ -94,8 +95,10 @@ nlohmann::json RoofJson(const StepCost& cost, size_t tokens, const Roof& r, doub
 
 int RunMachineProbe(const std::vector<int>& threads, bool json) {
   nlohmann::json report = {{"load_average", LoadAverage()}};
-  if (!json)
+  if (!json) {
+    std::printf("cpu: %s\n", CpuModel().c_str());
     std::printf("%-8s %16s %14s %14s  %s\n", "threads", "read GB/s", "f32 GFLOP/s", "int8 GOP/s", "SIMD / int8 path");
+  }
   for (int t : threads) {
     ThreadPool pool(t);
     const MachineLimits m = ProbeMachine(pool);

@@ -138,6 +138,7 @@ void PrintJson(const nlohmann::json& j) {
   if (j.is_object() && !j.contains("kernel_path")) {
     nlohmann::json out = j;
     out["kernel_path"] = MatMulPath();
+    if (!out.contains("cpu")) out["cpu"] = CpuModel();
     std::printf("%s\n", out.dump().c_str());
     return;
   }

@@ -4,6 +4,8 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
+#include <thread>
 
 #include "hwy/targets.h"  // DisableTargets, SupportedTargets, TargetName
 
@@ -142,6 +144,26 @@ std::string CpuFeatures() {
   hwy::DisableTargets(~AllowedMask(g_target.load()));
   for (int64_t bits = all; bits != 0; bits &= bits - 1) s += std::string(" ") + hwy::TargetName(bits & ~(bits - 1));
   return s;
+}
+
+std::string CpuModel() {
+  std::string name;
+  if (std::FILE* f = std::fopen("/proc/cpuinfo", "r")) {
+    char line[512];
+    while (name.empty() && std::fgets(line, sizeof line, f)) {
+      std::string_view l(line);
+      if (!l.starts_with("model name") && !l.starts_with("CPU part")) continue;
+      const size_t colon = l.find(':');
+      if (colon == std::string_view::npos) continue;
+      l.remove_prefix(colon + 1);
+      while (!l.empty() && (l.front() == ' ' || l.front() == '\t')) l.remove_prefix(1);
+      while (!l.empty() && (l.back() == '\n' || l.back() == ' ')) l.remove_suffix(1);
+      name = l;
+    }
+    std::fclose(f);
+  }
+  if (name.empty()) name = "unknown";
+  return name + " (" + std::to_string(std::thread::hardware_concurrency()) + " CPUs)";
 }
 
 bool AvxVnniEnabled() {

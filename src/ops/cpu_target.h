@@ -34,6 +34,10 @@ CpuTarget CurrentCpuTarget();
 
 // What this CPU offers, e.g. "x86: avx2 fma f16c; Highway targets AVX2 SSE4 SSSE3 EMU128".
 std::string CpuFeatures();
+// The processor's name as the OS gives it (Linux: /proc/cpuinfo "model name", or "CPU part" on Arm),
+// with the number of logical CPUs, e.g. "AMD EPYC 9R14 (2 CPUs)"; "unknown (N CPUs)" elsewhere. A
+// benchmark's JSON records it: a VM can move to another host between two runs.
+std::string CpuModel();
 
 // True when the AVX2 target may use AVX-VNNI: the CPU has it and the cap allows it.
 bool AvxVnniEnabled();
