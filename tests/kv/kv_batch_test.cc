@@ -100,6 +100,33 @@ TEST(KvBatch, BatchedStepEqualsAgentsAlone) {
   BatchedEqualsAlone(15, 3);
 }
 
+// One step: a's sequences batched (rows[i] rows each, every layer) against b's, the same sequences
+// advanced alone: every output equal, bit for bit. Commits both.
+void BatchedStepEqualsAlone(KvStore& store, ThreadPool& pool, std::mt19937& rng,
+                            const std::vector<std::unique_ptr<KvSequence>>& a,
+                            const std::vector<std::unique_ptr<KvSequence>>& b, const std::vector<size_t>& rows) {
+  size_t total = 0;
+  for (size_t r : rows) total += r;
+  auto k = Randn(total * kShape.kv_dim(), rng, 2), v = Randn(total * kShape.kv_dim(), rng, 1);
+  auto q = Randn(total * kShape.q_dim(), rng, 0.125f);
+  KvBatch batch(store);
+  for (size_t i = 0; i < a.size(); ++i) batch.Add(a[i].get(), rows[i]);
+  for (size_t l = 0; l < 2; ++l) {
+    std::vector<float> got(total * kShape.q_dim()), want(total * kShape.q_dim());
+    ASSERT_TRUE(batch.AppendAndAttend(l, total, k.data(), v.data(), q.data(), got.data(), pool).ok());
+    size_t r0 = 0;
+    for (size_t i = 0; i < b.size(); ++i) {
+      ASSERT_TRUE(b[i]->AppendAndAttend(l, rows[i], k.data() + r0 * kShape.kv_dim(), v.data() + r0 * kShape.kv_dim(),
+                                        q.data() + r0 * kShape.q_dim(), want.data() + r0 * kShape.q_dim(), pool)
+                      .ok());
+      r0 += rows[i];
+    }
+    for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << "layer " << l << " i " << i;
+  }
+  batch.Commit(total);
+  for (size_t i = 0; i < b.size(); ++i) b[i]->Commit(rows[i]);
+}
+
 // A step mixing decode rows of agents on a shared run, a prefill chunk of one of them (60 rows,
 // crossing block boundaries), and an unrelated sequence: every row equals the same sequence
 // advanced alone, bit for bit (the grouping and stacking change no result).
@@ -124,24 +151,7 @@ TEST(KvBatch, MixedDecodeAndPrefillRowsEqualAlone) {
       Feed(*b[i], pre[i], r2, pool, 2);
     }
   }
-  size_t total = 0;
-  for (size_t r : rows) total += r;
-  auto k = Randn(total * kShape.kv_dim(), rng, 2), v = Randn(total * kShape.kv_dim(), rng, 1);
-  auto q = Randn(total * kShape.q_dim(), rng, 0.125f);
-  KvBatch batch(store);
-  for (size_t i = 0; i < a.size(); ++i) batch.Add(a[i].get(), rows[i]);
-  for (size_t l = 0; l < 2; ++l) {
-    std::vector<float> got(total * kShape.q_dim()), want(total * kShape.q_dim());
-    ASSERT_TRUE(batch.AppendAndAttend(l, total, k.data(), v.data(), q.data(), got.data(), pool).ok());
-    size_t r0 = 0;
-    for (size_t i = 0; i < b.size(); ++i) {
-      ASSERT_TRUE(b[i]->AppendAndAttend(l, rows[i], k.data() + r0 * kShape.kv_dim(), v.data() + r0 * kShape.kv_dim(),
-                                        q.data() + r0 * kShape.q_dim(), want.data() + r0 * kShape.q_dim(), pool)
-                      .ok());
-      r0 += rows[i];
-    }
-    for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << "layer " << l << " i " << i;
-  }
+  ASSERT_NO_FATAL_FAILURE(BatchedStepEqualsAlone(store, pool, rng, a, b, rows));
 }
 
 // A step in which every agent seals a block: the batch defers the encodings and runs them over the
@@ -166,26 +176,7 @@ TEST(KvBatch, SealsEncodedOverThePoolEqualSealsAlone) {
         Feed(*b[i], pre[i], r2, pool, 2);
       }
     }
-    size_t total = 0;
-    for (size_t r : rows) total += r;
-    auto k = Randn(total * kShape.kv_dim(), rng, 2), v = Randn(total * kShape.kv_dim(), rng, 1);
-    auto q = Randn(total * kShape.q_dim(), rng, 0.125f);
-    KvBatch batch(store);
-    for (size_t i = 0; i < a.size(); ++i) batch.Add(a[i].get(), rows[i]);
-    for (size_t l = 0; l < 2; ++l) {
-      std::vector<float> got(total * kShape.q_dim()), want(total * kShape.q_dim());
-      ASSERT_TRUE(batch.AppendAndAttend(l, total, k.data(), v.data(), q.data(), got.data(), pool).ok());
-      size_t r0 = 0;
-      for (size_t i = 0; i < b.size(); ++i) {
-        ASSERT_TRUE(b[i]->AppendAndAttend(l, rows[i], k.data() + r0 * kShape.kv_dim(), v.data() + r0 * kShape.kv_dim(),
-                                          q.data() + r0 * kShape.q_dim(), want.data() + r0 * kShape.q_dim(), pool)
-                        .ok());
-        r0 += rows[i];
-      }
-      for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << "layer " << l << " i " << i;
-    }
-    batch.Commit(total);
-    for (size_t i = 0; i < b.size(); ++i) b[i]->Commit(rows[i]);
+    ASSERT_NO_FATAL_FAILURE(BatchedStepEqualsAlone(store, pool, rng, a, b, rows));
     size_t sealed = 0;
     for (size_t i = 0; i < a.size(); ++i)
       for (size_t l = 0; l < 2; ++l) {
