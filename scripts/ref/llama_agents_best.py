@@ -35,7 +35,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from llama_best import convert, peer_bin_dir  # noqa: E402
+from llama_best import convert, crash_hint, peer_bin_dir  # noqa: E402
 
 
 def variant_cmd(bin_dir: str, model: str, a, agents: list[int], fa: str, kvu: str, kv: str) -> list[str]:
@@ -53,7 +53,7 @@ def variant_cmd(bin_dir: str, model: str, a, agents: list[int], fa: str, kvu: st
 def run_variant(cmd: list[str]) -> dict[int, dict]:
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
-        raise RuntimeError(f"llama-batched-bench failed ({r.returncode}): {r.stderr[-1500:]}")
+        raise RuntimeError(f"llama-batched-bench failed ({r.returncode}){crash_hint(r.returncode)}: {r.stderr[-1500:]}")
     rows = {}
     for line in r.stdout.splitlines():
         line = line.strip()

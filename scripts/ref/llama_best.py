@@ -44,6 +44,22 @@ def peer_bin_dir(explicit: str | None) -> str:
     return d
 
 
+def crash_hint(returncode: int) -> str:
+    """What to do when a llama.cpp tool dies by a signal (returncode -N)."""
+    if returncode >= 0:
+        return ""
+    import signal
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        name = f"signal {-returncode}"
+    hint = f" (killed by {name})"
+    if returncode in (-signal.SIGSEGV, -signal.SIGILL) and os.environ.get("CHORUS_PEER_VARIANT", "native") == "native":
+        hint += ("; on a Xeon with AMX llama.cpp's native build crashes in its AMX path: build it without AMX "
+                 "(scripts/build_peer.sh --variant noamx) and run with CHORUS_PEER_VARIANT=noamx")
+    return hint
+
+
 def convert(bin_dir: str, model: str, qtype: str) -> str:
     """The model converted to qtype by llama-quantize, cached beside the peer build."""
     cache = os.path.join(os.environ.get("CHORUS_PEER_DIR", os.path.join(ROOT, ".cache", "peer")), "models")
@@ -94,7 +110,7 @@ def main() -> None:
     print("llama_best.py: " + " ".join(cmd), file=sys.stderr)
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
-        sys.exit(f"llama_best.py: llama-bench failed ({r.returncode}):\n{r.stderr[-2000:]}")
+        sys.exit(f"llama_best.py: llama-bench failed ({r.returncode}){crash_hint(r.returncode)}:\n{r.stderr[-2000:]}")
     rows = json.loads(r.stdout)
     variants, best = [], {}
     for row in rows:
