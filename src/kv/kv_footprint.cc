@@ -6,6 +6,7 @@
 #include "kv/block_attention.h"  // BlockAttention::BytesFor
 #include "kv/block_pool.h"       // BlockPool::BlockCost
 #include "util/aligned_alloc.h"  // AlignedBytes
+#include "util/aligned_buffer.h" // AlignedBuffer (the deferred seals' scratch)
 
 namespace chorus {
 namespace {
@@ -58,6 +59,8 @@ size_t KvFootprint::Overhead(size_t threads) const {
   b += threads * (BlockAttention::BytesFor(g, max_q) + max_q * o_.shape.head_dim * sizeof(float) +
                   sizeof(void*) + sizeof(std::vector<float>));
   b += kPartSlots * o_.shape.n_head * BlockAttention::PartStateFloats(o_.shape.head_dim) * sizeof(float);
+  // each further thread's f32 pair for the seals a batch encodes over the pool (KvStore::EncodeDeferredSeals)
+  b += (threads - 1) * (AlignedBytes(2 * kBlockTokens * kv_dim * sizeof(float)) + sizeof(AlignedBuffer<float>));
   return b;
 }
 

@@ -34,8 +34,7 @@ KvGeometry KvStore::geometry() const {
 
 size_t KvStore::ScratchBytes() const {
   size_t b = seal_k_.bytes() + seal_v_.bytes() + attn_.capacity() * sizeof(attn_[0]) +
-             stack_q_.capacity() * sizeof(stack_q_[0]) + seal_more_.capacity() * sizeof(seal_more_[0]) +
-             pending_.capacity() * sizeof(PendingSeal);
+             stack_q_.capacity() * sizeof(stack_q_[0]) + seal_more_.capacity() * sizeof(seal_more_[0]);
   for (const auto& s : seal_more_) b += s.bytes();
   for (const auto& a : attn_) b += a->bytes();
   for (const auto& q : stack_q_) b += q.capacity() * sizeof(float);
@@ -95,7 +94,7 @@ Status KvStore::EncodeDeferredSeals(ThreadPool& pool) {
       if (status[i].ok()) status[i] = EncodeKvBlock(s.f.v, KvSide::kValue, g, v, pool_.mutable_v(s.id), s.f.v_params);
     }
   });
-  pending_.clear();
+  std::vector<PendingSeal>().swap(pending_);  // a step's transient list, like AttendRows' plan
   seal_stats_.seconds += timer.Seconds();
   for (const Status& s : status)
     if (!s.ok()) return s;

@@ -137,7 +137,7 @@ class KvStore {
   Status EncodeDeferredSeals(ThreadPool& pool);
   void DropDeferredSeals() {
     defer_seals_ = false;
-    pending_.clear();
+    std::vector<PendingSeal>().swap(pending_);
   }
   std::vector<float>& stack(size_t ti) { return stack_q_[ti]; }
   // Part states shared by the threads of one attention: kPartSlots × n_head states of
@@ -186,6 +186,8 @@ class KvStore {
     const uint16_t* v;
   };
   bool defer_seals_ = false;
+  // Filled by one batch's appends and freed when they are encoded: transient bookkeeping of a step
+  // (one entry per block sealed in it), like AttendRows' plan, not held between steps and not counted.
   std::vector<PendingSeal> pending_;
   std::vector<std::unique_ptr<BlockAttention>> attn_;  // per pool thread
   std::vector<std::vector<float>> stack_q_;           // per pool thread: (kStackTokens·group, head_dim)
