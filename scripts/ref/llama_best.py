@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import statistics
+import signal
 import subprocess
 import sys
 
@@ -48,7 +49,6 @@ def crash_hint(returncode: int) -> str:
     """What to do when a llama.cpp tool dies by a signal (returncode -N)."""
     if returncode >= 0:
         return ""
-    import signal
     try:
         name = signal.Signals(-returncode).name
     except ValueError:

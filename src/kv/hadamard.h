@@ -20,9 +20,8 @@ float HadamardSign(size_t i);
 void HadamardRotate(float* x, size_t d);
 // x ← Rᵀ x = D·H·x / sqrt(d) (the inverse: R is orthonormal).
 void HadamardRotateInverse(float* x, size_t d);
-// x ← H x (unnormalized fast Walsh–Hadamard transform), d a power of two.
-// In place, unnormalized, d a power of two: on the best target this CPU runs (hadamard_simd.cc),
-// bit for bit the scalar reference FastWalshHadamardRef.
+// x ← H x (unnormalized fast Walsh–Hadamard transform), d a power of two: on the best target this CPU
+// runs (hadamard_simd.cc), bit for bit the scalar reference FastWalshHadamardRef.
 void FastWalshHadamard(float* x, size_t d);
 void FastWalshHadamardRef(float* x, size_t d);
 

@@ -49,11 +49,13 @@ Status KvStore::PrepareScratch(size_t threads) {
   // Guard the budget with the projection's bytes, then count what was really allocated.
   const size_t part_floats =
       parts_.empty() ? kPartSlots * options_.shape.n_head * BlockAttention::PartStateFloats(options_.shape.head_dim) : 0;
+  // seal pairs for threads 1.. (thread 0 encodes in seal_k_ / seal_v_)
   const size_t seal_floats = 2 * kBlockTokens * options_.shape.kv_dim();
+  const size_t more_seals = threads - 1 - seal_more_.size();
   const size_t more = (threads - attn_.size()) * (BlockAttention::BytesFor(geometry(), max_q) +
                                                   max_q * options_.shape.head_dim * sizeof(float) +
-                                                  sizeof(attn_[0]) + sizeof(stack_q_[0]) +
-                                                  seal_floats * sizeof(float) + sizeof(seal_more_[0])) +
+                                                  sizeof(attn_[0]) + sizeof(stack_q_[0])) +
+                      more_seals * (AlignedBytes(seal_floats * sizeof(float)) + sizeof(seal_more_[0])) +
                       part_floats * sizeof(float);
   CHORUS_RETURN_IF_ERROR(Reserve(more, "attention scratch"));
   if (part_floats > 0) parts_.resize(part_floats);

@@ -146,7 +146,9 @@ std::string CpuFeatures() {
   return s;
 }
 
-std::string CpuModel() {
+namespace {
+
+std::string ReadCpuModel() {
   std::string name;
   if (std::FILE* f = std::fopen("/proc/cpuinfo", "r")) {
     char line[512];
@@ -164,6 +166,13 @@ std::string CpuModel() {
   }
   if (name.empty()) name = "unknown";
   return name + " (" + std::to_string(std::thread::hardware_concurrency()) + " CPUs)";
+}
+
+}  // namespace
+
+std::string CpuModel() {
+  static const std::string model = ReadCpuModel();  // read once: every JSON a tool prints carries it
+  return model;
 }
 
 bool AvxVnniEnabled() {

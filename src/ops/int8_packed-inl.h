@@ -61,16 +61,17 @@ HWY_INLINE void PackedPanelTokens(const uint8_t* panel, size_t nb, const uint8_t
   }
   for (size_t b = 0; b < nb; ++b) {
     const uint8_t* blk = panel + b * kBlock;
-    // pf (the next panel, or null): its block b into L2 when b % pf_step == pf_phase. With several token
+    // pf (the next panel, or null): its blocks pf_phase, pf_phase + pf_step, ... into L2. With several token
     // passes over this panel, each pass asks for its share of the next one, so DRAM streams the next
     // panel the whole time the passes compute from cache (matmul_bench ModelMatMuls, 15 tokens, 1 thread,
     // a 2-vCPU Xeon with AMX: none 18.3–21.0 ms, all of it in the first pass 15.1–17.4, spread over the
     // passes 14.8–15.2; 24 tokens 28.3–28.9 / 25.3–26.0 / 21.2–21.7). A single pass is one contiguous
     // stream the hardware prefetcher follows alone (n_tok 1, Zen 4: none 3.66–3.78 ms, 5 lines 1280 bytes
     // ahead into L2 3.75–3.85, into L1 4.17–4.20).
-    if (pf && b % pf_step == pf_phase) {
+    if (pf && b == pf_phase) {
       for (size_t o = 0; o < kBlock; o += 64)
         _mm_prefetch(reinterpret_cast<const char*>(pf + b * kBlock + o), _MM_HINT_T1);
+      pf_phase += pf_step;
     }
     __m512i c[8];  // c[k]: the codes of elements 4k .. 4k + 3 of the block, 16 rows
     if constexpr (kQ8) {
