@@ -14,7 +14,6 @@
 #define CHORUS_OPS_INT8_PACKED_INL_H_
 #endif
 
-#include <cstdlib>
 #include <cstring>
 
 #include "hwy/highway.h"
@@ -142,10 +141,7 @@ inline void PackedInt8Path(const WeightView* ws, float* const* ys, size_t n, con
   }
   const ops_internal::JobList jobs(ws, ys, n, kPackedRows);
   const size_t panel_bytes = nb * PackedBlockBytes(type);
-  static const bool prefetch = [] {
-    const char* e = std::getenv("CHORUS_WEIGHT_PREFETCH");
-    return e == nullptr || std::strcmp(e, "0") != 0;
-  }();
+  const bool prefetch = ops_internal::WeightPrefetch();
   ops_internal::ParallelRanges(pool, jobs.total(), 1, [&](size_t g0, size_t g1) {
     for (size_t c0 = 0; c0 < n_tok; c0 += ops_internal::kPanelTokChunk) {
       const size_t nc = std::min(n_tok - c0, ops_internal::kPanelTokChunk);

@@ -2,6 +2,9 @@
 #include "ops/matmul.h"
 
 #include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <string_view>
 #include <vector>
 
 #include "ops/int8_ref.h"         // MatMulInt8Scalar
@@ -10,6 +13,19 @@
 
 namespace chorus {
 namespace ops_internal {
+namespace {
+// Read before main, like CHORUS_CPU_TARGET: a bad value is a clear error, not a silent default.
+const bool g_weight_prefetch = [] {
+  const char* v = std::getenv("CHORUS_WEIGHT_PREFETCH");
+  if (v == nullptr || std::string_view(v) == "1") return true;
+  if (std::string_view(v) == "0") return false;
+  std::fprintf(stderr, "chorus: CHORUS_WEIGHT_PREFETCH must be 0 (off) or 1 (on, the default), not '%s'\n", v);
+  std::exit(2);
+}();
+}  // namespace
+
+bool WeightPrefetch() { return g_weight_prefetch; }
+
 Scratch& ActScratch() {
   thread_local Scratch s;
   return s;

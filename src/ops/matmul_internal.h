@@ -27,6 +27,10 @@ class Scratch {
 Scratch& ActScratch();
 Scratch& TileScratch();
 
+// The packed kernels' prefetch of the next weight panel (int8_packed-inl.h): CHORUS_WEIGHT_PREFETCH=0
+// turns it off, 1 (the default) on; another value stops the program before main with a message.
+bool WeightPrefetch();
+
 // ThreadPool::ParallelFor without its per-call std::function allocations: [0, n) in contiguous
 // ranges whose bounds are multiples of grain, fn(begin, end) per non-empty range.
 template <class Fn>

@@ -44,6 +44,16 @@ TEST(CliCpuTarget, EnvironmentVariableIsCheckedToo) {
   EXPECT_NE(bad.err.find("CHORUS_CPU_TARGET=fast: unknown CPU target 'fast'"), std::string::npos) << bad.err;
 }
 
+// The weight prefetch's switch (ops_internal::WeightPrefetch) is checked the same way, before main.
+TEST(CliCpuTarget, WeightPrefetchVariableIsChecked) {
+  const auto off = Chorus("--version; CHORUS_WEIGHT_PREFETCH=0 " CHORUS_BIN " --version");
+  EXPECT_EQ(off.code, 0) << off.err;
+  const auto bad = Chorus("--version; CHORUS_WEIGHT_PREFETCH=off " CHORUS_BIN " --version");
+  EXPECT_EQ(bad.code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("CHORUS_WEIGHT_PREFETCH must be 0 (off) or 1 (on, the default), not 'off'"), std::string::npos)
+      << bad.err;
+}
+
 TEST(CliCpuTarget, CappedRunsNameTheirPath) {
   // Catches a cap that does not reach the kernels, or a --json output that does not say which ran.
   // (Texts are not compared: the cap also moves the KV kernels and norms to other float orders.)
