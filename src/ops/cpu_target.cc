@@ -9,6 +9,12 @@
 
 #include "hwy/targets.h"  // DisableTargets, SupportedTargets, TargetName
 
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__linux__)
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 #if defined(__aarch64__) && defined(__linux__)
 #include <sys/auxv.h>
 #ifndef HWCAP_ASIMDDP
@@ -133,6 +139,7 @@ std::string CpuFeatures() {
   s = "x86:";
   for (const char* f : {"avx2", "fma", "avxvnni", "avx512f", "avx512vnni", "avx512vbmi"})
     if (CpuHas(f)) s += std::string(" ") + f;
+  if (AmxInt8Enabled()) s += " amx-int8";
 #elif HWY_ARCH_ARM
   s = "arm:";
   if (CpuHas("dotprod")) s += " dotprod";
@@ -190,6 +197,55 @@ bool NeonDotprodEnabled() {
   static const bool has = CpuHas("dotprod");
   return has && g_target.load(std::memory_order_relaxed) != CpuTarget::kScalar;
 }
+
+namespace {
+// The CPU has AMX-TILE and AMX-INT8 (CPUID.(7,0):EDX bits 24, 25) and Linux lets this process use the
+// tile data (XTILEDATA, state component 18: asked for once; the kernel grants it process-wide).
+bool AmxInt8Usable() {
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__linux__)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid_count(7, 0, &a, &b, &c, &d) == 0) return false;
+  if ((d & (1u << 24)) == 0 || (d & (1u << 25)) == 0) return false;
+  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+  return false;
+#endif
+}
+
+// CHORUS_AMX, read before main like CHORUS_CPU_TARGET: a bad value is a clear error, not a silent default.
+const bool g_amx_allowed = [] {
+  const char* v = std::getenv("CHORUS_AMX");
+  if (v == nullptr || std::string_view(v) == "1") return true;
+  if (std::string_view(v) == "0") return false;
+  std::fprintf(stderr, "chorus: CHORUS_AMX must be 0 (off) or 1 (on where the CPU has it, the default), not '%s'\n", v);
+  std::exit(2);
+}();
+}  // namespace
+
+bool AmxInt8Enabled() {
+  static const bool usable = g_amx_allowed && AmxInt8Usable();
+  const CpuTarget t = g_target.load(std::memory_order_relaxed);
+  return usable && (t == CpuTarget::kAuto || t == CpuTarget::kAvx512);
+}
+
+#if defined(__x86_64__) && defined(__linux__)
+__attribute__((target("amx-tile"))) void AmxEnsureTileConfig() {
+  struct alignas(64) Config {
+    uint8_t palette = 1, start_row = 0;
+    uint8_t reserved[14] = {};
+    uint16_t colsb[16] = {64, 64, 32, 32, 64, 64, 64, 64};
+    uint8_t rows[16] = {16, 16, 16, 16, 8, 8, 16, 16};
+  };
+  thread_local bool configured = false;
+  if (configured) return;
+  static const Config config;
+  __asm__ volatile("ldtilecfg %0" ::"m"(config));
+  configured = true;
+}
+#else
+void AmxEnsureTileConfig() {}
+#endif
 
 namespace {
 // CHORUS_CPU_TARGET, applied before main; a bad value is a clear error, not a silent default.

@@ -44,6 +44,18 @@ bool AvxVnniEnabled();
 // True when this CPU has AVX-512 VNNI and VBMI (what the AVX3_DL int8 kernels use). Detected once,
 // after __builtin_cpu_init, so a call from any static initializer or sanitizer build gets the truth.
 bool Avx512VnniVbmi();
+// True when the packed int8 matmuls may use AMX (int8_amx-inl.h): the CPU has AMX-TILE and AMX-INT8,
+// Linux granted this process the tile data state (arch_prctl ARCH_REQ_XCOMP_PERM, asked once), and
+// CHORUS_AMX is not 0. CHORUS_AMX is read before main: 0 (off) or 1 (on where the CPU has it, the
+// default); another value stops the program with a clear error (exit 2).
+bool AmxInt8Enabled();
+// Loads chorus's one AMX tile configuration into this thread once (the configuration is thread state
+// and survives context switches); every AMX kernel calls it first. Only where AmxInt8Enabled().
+//   tiles 0, 1: 16 rows × 64 bytes (C sums; the scores' query tile)
+//   tiles 2, 3: 16 rows × 32 bytes (A: 16 tokens or queries × 32 bytes, K = 32)
+//   tiles 4, 5:  8 rows × 64 bytes (B for K = 32)
+//   tiles 6, 7: 16 rows × 64 bytes (B for K = 64)
+void AmxEnsureTileConfig();
 // True when the Arm targets may use sdot: the CPU has the dot-product extension and the cap is
 // not scalar (NEON is Arm's Highway baseline, so the scalar cap must also switch these kernels off).
 bool NeonDotprodEnabled();

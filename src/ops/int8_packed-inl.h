@@ -17,6 +17,8 @@
 #include <cstring>
 
 #include "hwy/highway.h"
+#include "ops/cpu_target.h"       // AmxInt8Enabled
+#include "ops/int8_amx-inl.h"     // AmxPanelTokens
 #include "ops/int8_ref.h"         // Int8ActLayout
 #include "ops/int8_x86-inl.h"     // QuantizeActsPool
 #include "ops/matmul_internal.h"  // JobList, ParallelRanges, TokenPasses
@@ -24,7 +26,7 @@
 
 HWY_BEFORE_NAMESPACE();
 #if HWY_TARGET == HWY_AVX3_DL
-#pragma GCC target("avx512vnni")
+#pragma GCC target("avx512vnni,amx-tile,amx-int8")  // amx: PackedAmxPanels (int8_amx-inl.h)
 #include <immintrin.h>
 
 namespace chorus {
@@ -117,6 +119,52 @@ HWY_INLINE void PackedPanelTokens(const uint8_t* panel, size_t nb, const uint8_t
   for (int t = 0; t < kT; ++t) _mm512_mask_storeu_ps(y + t * ldy, mask, acc[t]);
 }
 
+// Below this many tokens the VNNI kernel is faster than a tile product (matmul_bench, see kAmxMinTokens' note).
+inline constexpr size_t kAmxMinTokens = 4;
+
+// PackedInt8Path on AMX: act holds the tokens' codes as xq + 128, and kAmxTokens readable rows past the
+// last. Panels over the pool; per panel and chunk of kPanelTokChunk tokens, tile products of ≤ 16 tokens.
+inline void PackedAmxPanels(const WeightView* ws, float* const* ys, size_t n, const uint8_t* act,
+                            const ops_internal::Int8ActLayout& l, size_t n_tok, ThreadPool& pool) {
+  const GgmlType type = ws[0].type;
+  const size_t nb = ws[0].cols / 32;
+  const ops_internal::JobList jobs(ws, ys, n, kPackedRows);
+  const size_t panel_bytes = nb * PackedBlockBytes(type);
+  const bool prefetch = ops_internal::WeightPrefetch();
+  ops_internal::ParallelRanges(pool, jobs.total(), 1, [&](size_t g0, size_t g1) {
+    AmxEnsureTileConfig();
+    uint8_t* st = ops_internal::TileScratch().Get(nb * kAmxStageBlock);
+    for (size_t c0 = 0; c0 < n_tok; c0 += ops_internal::kPanelTokChunk) {
+      const size_t nc = std::min(n_tok - c0, ops_internal::kPanelTokChunk);
+      jobs.ForRange(g0, g1, [&](size_t j, size_t p0, size_t p1) {
+        const WeightView& w = jobs.ws[j];
+        for (size_t p = p0; p < p1; ++p) {
+          const uint8_t* panel = w.packed + p * panel_bytes;
+          const size_t r0 = p * kPackedRows, n_rows = std::min(kPackedRows, w.rows - r0);
+          const __mmask16 mask = static_cast<__mmask16>((1u << n_rows) - 1);
+          switch (type) {
+            case GgmlType::kQ4_0: AmxStagePanel<GgmlType::kQ4_0>(panel, nb, st); break;
+            case GgmlType::kQ4_1: AmxStagePanel<GgmlType::kQ4_1>(panel, nb, st); break;
+            default: AmxStagePanel<GgmlType::kQ8_0>(panel, nb, st); break;
+          }
+          ops_internal::TokenPasses<kAmxTokens>(nc, [&](size_t t0, size_t nt) {
+            const size_t t = c0 + t0;
+            const uint8_t* a = act + t * l.stride;
+            float* y = jobs.ys[j] + t * w.rows + r0;
+            // the first group over a panel asks for the next one, spread over its blocks
+            const uint8_t* pf = prefetch && t0 == 0 ? panel + panel_bytes : nullptr;
+            switch (type) {
+              case GgmlType::kQ4_0: return AmxPanelTokens<GgmlType::kQ4_0>(panel, st, nb, a, l.stride, l, nt, y, w.rows, mask, pf);
+              case GgmlType::kQ4_1: return AmxPanelTokens<GgmlType::kQ4_1>(panel, st, nb, a, l.stride, l, nt, y, w.rows, mask, pf);
+              default: return AmxPanelTokens<GgmlType::kQ8_0>(panel, st, nb, a, l.stride, l, nt, y, w.rows, mask, pf);
+            }
+          });
+        }
+      });
+    }
+  });
+}
+
 // ws[0, n): Q4_0, Q4_1 or Q8_0 (one type and cols), every one with `packed`. Quantize x once (the int8
 // layout of int8_ref.h; Q8_0: and each block's Σ xq), then panels over the pool; tokens in chunks of
 // kPanelTokChunk (their activations stay in L2 while a panel meets them ≤ 4 at a time).
@@ -126,9 +174,24 @@ inline void PackedInt8Path(const WeightView* ws, float* const* ys, size_t n, con
   const size_t cols = ws[0].cols, nb = cols / 32;
   const Int8ActLayout l = Int8ActLayoutOf(cols, 32);
   const bool q8 = type == GgmlType::kQ8_0;
-  const size_t sums_off = Align64(l.stride * n_tok);
+  const bool amx = n_tok >= kAmxMinTokens && AmxInt8Enabled();
+  // AMX: a tile reads kAmxTokens rows from its first token on, so the rows past n_tok exist (zeros)
+  const size_t act_rows = amx ? n_tok + kAmxTokens : n_tok;
+  const size_t sums_off = Align64(l.stride * act_rows);
   uint8_t* act = ops_internal::ActScratch().Get(sums_off + (q8 ? n_tok * nb * sizeof(int32_t) : 0));
   QuantizeActsPool(x, cols, n_tok, 32, act, pool);
+  if (amx) {
+    std::memset(act + n_tok * l.stride, 0, (act_rows - n_tok) * l.stride);
+    const __m512i k128 = _mm512_set1_epi8(static_cast<char>(0x80));
+    for (size_t t = 0; t < n_tok; ++t) {  // xq → xq + 128 (u8), the tile product's unsigned operand
+      uint8_t* q = act + t * l.stride;
+      for (size_t c = 0; c < cols; c += 64) {
+        const __mmask64 m = cols - c >= 64 ? ~__mmask64{0} : (__mmask64{1} << (cols - c)) - 1;
+        _mm512_mask_storeu_epi8(q + c, m, _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, q + c), k128));
+      }
+    }
+    return PackedAmxPanels(ws, ys, n, act, l, n_tok, pool);
+  }
   auto* xsum = reinterpret_cast<int32_t*>(act + sums_off);
   if (q8) {
     for (size_t t = 0; t < n_tok; ++t)

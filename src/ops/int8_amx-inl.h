@@ -1,0 +1,159 @@
+// AMX kernel for the repacked Q4_0 / Q4_1 / Q8_0 panels (repack.h), AVX3_DL target on a CPU with
+// AMX-INT8 (AmxInt8Enabled): one 16-row panel × up to 16 tokens per tile product. Per 32-column block:
+//   A (tile 2 or 3): 16 tokens × 32 activation bytes, made unsigned (xq + 128, PackedInt8Path flips them);
+//   B (tile 4 or 5): the block's codes as signed bytes, 8 rows of 64 — exactly the panel's 8 code
+//                    vectors (row g: elements 4g .. 4g + 3 of the 16 rows), so no transpose;
+//   C (tile 0 or 1): 16 tokens × 16 rows of int32, started at −128 · Σ q (a row loaded with stride 0),
+//                    plus Σ (xq + 128) · q: the exact integer sum Σ xq · q the VNNI kernel forms.
+// The float epilogue is the VNNI kernel's, op for op: bit-identical to int8_packed-inl.h and the int8
+// twin (int8_ref.h), for any n_tok, grouping and thread count. Each panel's B tiles are staged once
+// (nibbles unpacked) and serve every token group; two tile sets alternate.
+#if defined(CHORUS_OPS_INT8_AMX_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef CHORUS_OPS_INT8_AMX_INL_H_
+#undef CHORUS_OPS_INT8_AMX_INL_H_
+#else
+#define CHORUS_OPS_INT8_AMX_INL_H_
+#endif
+
+#include <cstring>
+
+#include "hwy/highway.h"
+#include "ops/int8_ref.h"  // Int8ActLayout
+#include "ops/repack.h"    // PackedBlockBytes
+
+HWY_BEFORE_NAMESPACE();
+#if HWY_TARGET == HWY_AVX3_DL
+#pragma GCC push_options
+#pragma GCC target("avx512vnni,amx-tile,amx-int8")
+#include <immintrin.h>
+
+namespace chorus {
+namespace HWY_NAMESPACE {
+namespace mm {
+
+// Tokens one tile product takes (the tile's rows).
+inline constexpr size_t kAmxTokens = 16;
+
+// Bytes StagePanel writes per block: the B tile (512) and −128 · Σ q per row (64).
+inline constexpr size_t kAmxStageBlock = 576;
+
+// A panel's B tiles and C starts, once per panel: block b at st + b · kAmxStageBlock, its 8 code rows
+// as signed bytes (row g: elements 4g .. 4g + 3 of the 16 weight rows), then −128 · Σ q per row (int32
+// lane i: row i), the C tile's first value in every token row (loaded with stride 0).
+template <GgmlType kType>
+HWY_INLINE void AmxStagePanel(const uint8_t* panel, size_t nb, uint8_t* st) {
+  constexpr size_t kBlock = PackedBlockBytes(kType);
+  const __m512i k128 = _mm512_set1_epi8(static_cast<char>(0x80)), low4 = _mm512_set1_epi8(0x0F);
+  for (size_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = panel + b * kBlock;
+    uint8_t* bt = st + b * kAmxStageBlock;
+    __m512i c[8];
+    if constexpr (kType == GgmlType::kQ8_0) {
+#pragma GCC unroll 8
+      for (int g = 0; g < 8; ++g) c[g] = _mm512_xor_si512(_mm512_load_si512(blk + 64 * g), k128);  // q + 128 → q
+    } else {
+#pragma GCC unroll 4
+      for (int g = 0; g < 4; ++g) {
+        const __m512i v = _mm512_load_si512(blk + 64 * g);
+        c[g] = _mm512_and_si512(v, low4);
+        c[4 + g] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+      }
+    }
+    __m512i e = _mm512_setzero_si512(), o = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int g = 0; g < 8; g += 2) {
+      _mm512_store_si512(bt + 64 * g, c[g]);
+      _mm512_store_si512(bt + 64 * (g + 1), c[g + 1]);
+      e = _mm512_dpbusd_epi32(e, k128, c[g]);
+      o = _mm512_dpbusd_epi32(o, k128, c[g + 1]);
+    }
+    _mm512_store_si512(bt + 512, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_add_epi32(e, o)));
+  }
+}
+
+// One staged block's tile product into C tile kSlot (A kSlot + 2, B kSlot + 4). GCC's tile intrinsics
+// are macros that paste the tile number into the instruction text, hence the two spelled-out slots.
+HWY_INLINE void AmxProduct(size_t slot, const uint8_t* bt, const uint8_t* a, long lda) {
+  if (slot == 0) {
+    _tile_loadd(0, bt + 512, 0);
+    _tile_loadd(2, a, lda);
+    _tile_loadd(4, bt, 64);
+    _tile_dpbusd(0, 2, 4);
+  } else {
+    _tile_loadd(1, bt + 512, 0);
+    _tile_loadd(3, a, lda);
+    _tile_loadd(5, bt, 64);
+    _tile_dpbusd(1, 3, 5);
+  }
+}
+HWY_INLINE void AmxStore(size_t slot, int32_t* c) {
+  if (slot == 0) {
+    _tile_stored(0, c, 64);
+  } else {
+    _tile_stored(1, c, 64);
+  }
+}
+
+// Staged panel (AmxStagePanel; `panel` for its scales) × 16 tokens: `actu` token rows ld_act apart
+// whose code bytes are xq + 128, dx / s as the VNNI kernel reads them; the first nt ≤ 16 tokens' rows
+// are stored (all 16 are computed: the rows past the last token are zeros). Pipelined over blocks:
+// while the tile unit multiplies block b, block b − 1's sums are stored (a ring of 4) and block
+// b − 2's are read out. pf: the next panel (block b of it into L2 with block b), or null.
+template <GgmlType kType>
+HWY_INLINE void AmxPanelTokens(const uint8_t* panel, const uint8_t* st, size_t nb, const uint8_t* actu,
+                               size_t ld_act, const ops_internal::Int8ActLayout& l, size_t nt, float* y,
+                               size_t ldy, __mmask16 mask, const uint8_t* pf) {
+  constexpr bool kQ8 = kType == GgmlType::kQ8_0, kHasMin = kType == GgmlType::kQ4_1;
+  constexpr size_t kBlock = PackedBlockBytes(kType), kScales = kQ8 ? 512 : 256, kRing = 4;
+  alignas(64) int32_t ring[kRing][kAmxTokens * 16];
+  const float* dx[kAmxTokens];
+  const float* sx[kAmxTokens];
+  __m512 acc[kAmxTokens];
+#pragma GCC unroll 16
+  for (size_t t = 0; t < kAmxTokens; ++t) {
+    acc[t] = _mm512_setzero_ps();
+    dx[t] = reinterpret_cast<const float*>(actu + t * ld_act + l.dx_off);
+    sx[t] = reinterpret_cast<const float*>(actu + t * ld_act + l.s_off);
+  }
+  const long lda = static_cast<long>(ld_act);
+  for (size_t i = 0; i < nb + 2; ++i) {
+    if (i < nb) {
+      AmxProduct(i & 1, st + i * kAmxStageBlock, actu + 32 * i, lda);
+      if (pf) {
+        for (size_t o = 0; o < kBlock; o += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(pf + i * kBlock + o), _MM_HINT_T1);
+      }
+    }
+    if (i >= 1 && i - 1 < nb) AmxStore((i - 1) & 1, ring[(i - 1) % kRing]);
+    if (i < 2) continue;
+    const size_t b = i - 2;
+    const int32_t* cs = ring[b % kRing];
+    const uint8_t* blk = panel + b * kBlock;
+    const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + kScales)));
+    __m512 mv = _mm512_setzero_ps();
+    if constexpr (kHasMin) {
+      mv = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + kScales + 32)));
+    } else if constexpr (!kQ8) {
+      mv = _mm512_mul_ps(dw, _mm512_set1_ps(-8.0f));
+    }
+#pragma GCC unroll 16
+    for (size_t t = 0; t < kAmxTokens; ++t) {
+      const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(dx[t][b]));
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(cs + 16 * t)), sc, acc[t]);
+      if constexpr (!kQ8) acc[t] = _mm512_fmadd_ps(mv, _mm512_set1_ps(sx[t][b]), acc[t]);
+    }
+  }
+#pragma GCC unroll 16
+  for (size_t t = 0; t < kAmxTokens; ++t) {
+    if (t < nt) _mm512_mask_storeu_ps(y + t * ldy, mask, acc[t]);
+  }
+}
+
+}  // namespace mm
+}  // namespace HWY_NAMESPACE
+}  // namespace chorus
+#pragma GCC pop_options
+#endif  // HWY_TARGET == HWY_AVX3_DL
+HWY_AFTER_NAMESPACE();
+
+#endif  // include guard toggle
