@@ -243,8 +243,13 @@ __attribute__((target("amx-tile"))) void AmxEnsureTileConfig() {
   __asm__ volatile("ldtilecfg %0" ::"m"(config));
   configured = true;
 }
+__attribute__((target("amx-tile,amx-int8"))) void AmxWake() {
+  AmxEnsureTileConfig();
+  __asm__ volatile("tdpbusd %%tmm4, %%tmm2, %%tmm0" ::);
+}
 #else
 void AmxEnsureTileConfig() {}
+void AmxWake() {}
 #endif
 
 namespace {

@@ -17,7 +17,7 @@
 #include <cstring>
 
 #include "hwy/highway.h"
-#include "ops/cpu_target.h"       // AmxInt8Enabled
+#include "ops/cpu_target.h"       // AmxInt8Enabled, AmxWake
 #include "ops/int8_amx-inl.h"     // AmxPanelTokens
 #include "ops/int8_ref.h"         // Int8ActLayout
 #include "ops/int8_x86-inl.h"     // QuantizeActsPool
@@ -119,8 +119,9 @@ HWY_INLINE void PackedPanelTokens(const uint8_t* panel, size_t nb, const uint8_t
   for (int t = 0; t < kT; ++t) _mm512_mask_storeu_ps(y + t * ldy, mask, acc[t]);
 }
 
-// Below this many tokens the VNNI kernel is faster than a tile product (matmul_bench, see kAmxMinTokens' note).
-inline constexpr size_t kAmxMinTokens = 4;
+// Below this many tokens the VNNI kernel is faster (matmul_bench ModelMatMuls, 1 thread, Xeon: 8 tokens
+// VNNI 9.1-9.3 ms, AMX 11.6-11.9; 15 tokens 14.3-14.7 / 12.7-13.1).
+inline constexpr size_t kAmxMinTokens = 12;
 
 // PackedInt8Path on AMX: act holds the tokens' codes as xq + 128, and kAmxTokens readable rows past the
 // last. Panels over the pool; per panel and chunk of kPanelTokChunk tokens, tile products of ≤ 16 tokens.
@@ -132,7 +133,7 @@ inline void PackedAmxPanels(const WeightView* ws, float* const* ys, size_t n, co
   const size_t panel_bytes = nb * PackedBlockBytes(type);
   const bool prefetch = ops_internal::WeightPrefetch();
   ops_internal::ParallelRanges(pool, jobs.total(), 1, [&](size_t g0, size_t g1) {
-    AmxEnsureTileConfig();
+    AmxWake();  // while the first panel is staged
     uint8_t* st = ops_internal::TileScratch().Get(nb * kAmxStageBlock);
     for (size_t c0 = 0; c0 < n_tok; c0 += ops_internal::kPanelTokChunk) {
       const size_t nc = std::min(n_tok - c0, ops_internal::kPanelTokChunk);
@@ -179,6 +180,7 @@ inline void PackedInt8Path(const WeightView* ws, float* const* ys, size_t n, con
   const size_t act_rows = amx ? n_tok + kAmxTokens : n_tok;
   const size_t sums_off = Align64(l.stride * act_rows);
   uint8_t* act = ops_internal::ActScratch().Get(sums_off + (q8 ? n_tok * nb * sizeof(int32_t) : 0));
+  if (amx) AmxWake();  // this thread's tile unit, while the activations are quantized
   QuantizeActsPool(x, cols, n_tok, 32, act, pool);
   if (amx) {
     std::memset(act + n_tok * l.stride, 0, (act_rows - n_tok) * l.stride);

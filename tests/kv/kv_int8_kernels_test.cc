@@ -49,12 +49,15 @@ struct Q8 {
   std::vector<int8_t> q;
   std::vector<float> scale;
   std::vector<int32_t> bias;
-  QueryQ8 view() const { return {q.data(), scale.data(), bias.data()}; }
+  std::vector<uint8_t> qu;  // q + 128 and 16 zero rows, as BlockAttention gives the AMX kernels
+  QueryQ8 view() const { return {q.data(), scale.data(), bias.data(), qu.data()}; }
 };
 
 Q8 Quantize(const std::vector<float>& q, size_t n_q, size_t d, KvFormat keys = KvFormat::kTq4) {
-  Q8 r{std::vector<int8_t>(n_q * d), std::vector<float>(n_q), std::vector<int32_t>(n_q)};
+  Q8 r{std::vector<int8_t>(n_q * d), std::vector<float>(n_q), std::vector<int32_t>(n_q),
+       std::vector<uint8_t>((n_q + 16) * d, 0)};
   QuantizeQueriesQ8(q.data(), n_q, d, r.q.data(), r.scale.data(), r.bias.data(), keys);
+  for (size_t i = 0; i < n_q * d; ++i) r.qu[i] = static_cast<uint8_t>(r.q[i] + 128);
   return r;
 }
 
@@ -167,7 +170,7 @@ TEST(ScoreQ8, KernelMatchesItsScalarModelBitForBitOnEveryTargetThatHasIt) {
       for (const KvGeometry& g : kGeometries) {
         const size_t d = g.head_dim;
         const std::vector<uint8_t> block = MakeKeys(f, g, rng);
-        for (size_t n_q : {1, 3, 8, 9, 45}) {
+        for (size_t n_q : {1, 3, 8, 9, 16, 17, 45}) {  // from 16 on AMX where the CPU has it
           const uint32_t h = static_cast<uint32_t>(n_q % g.n_head_kv);
           const size_t ld = n_q == 3 ? 40 : kBlockTokens;
           std::vector<float> q = RandomQueries(n_q, d, rng);
