@@ -294,7 +294,7 @@ TEST(CliPolicy, BadInputIsAnErrorThatNamesTheProblem) {
       {ppl + "--policy cocktail-paper --query q --encoder /no/such/encoder", "--encoder '/no/such/encoder' does not exist"},
       {ppl + "--policy cocktail --query q --encoder /no/such/encoder", "--encoder '/no/such/encoder' does not exist"},
       {ppl + "--policy comix --kv-budget 100K", "below this model's minimum of"},
-      {ppl + "--policy comix --kv-budget 1701976", "chunk 1 (128 tokens): refused"},  // 9 KiB over the minimum
+      {ppl + "--policy comix --kv-budget 1716360", "chunk 1 (128 tokens): refused"},  // 9 KiB over the minimum
       {ppl + "--policy comix --kv-avg-bits 9", "--kv-avg-bits must be between 2 and 8"},
       {ppl + "--policy comix --comix-family q8", "unknown --comix-family 'q8'"},
       {ppl + "--policy comix --kv-budget lots", "'lots' is not a byte size"},
