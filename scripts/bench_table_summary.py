@@ -96,10 +96,11 @@ def main() -> None:
     if machine and machine.get("cpu"):
         print(f"CPU: {machine['cpu']}\n")
     if machine:
-        print("| threads | read GB/s | f32 GFLOP/s | int8 GOP/s |\n|---|---|---|---|")
+        print("| threads | read GB/s | f32 GFLOP/s | int8 GOP/s | AMX int8 GOP/s |\n|---|---|---|---|---|")
         for m in machine.get("machine", []):
+            amx = m.get("amx_int8_ops_per_s", 0)
             print(f"| {m['threads']} | {m['read_bytes_per_s'] * 1e-9:.1f} | {m['f32_flops_per_s'] * 1e-9:.1f} "
-                  f"| {m['int8_ops_per_s'] * 1e-9:.1f} |")
+                  f"| {m['int8_ops_per_s'] * 1e-9:.1f} | {f'{amx * 1e-9:.1f}' if amx else 'none'} |")
         print()
     print("| threads | workload | chorus tok/s (spread) | llama.cpp best (spread) | peer settings | ratio | chorus % of roof |")
     print("|---|---|---|---|---|---|---|")

@@ -237,9 +237,10 @@ int RunAgentsBench(const Model& model, const std::string& doc_text, const Agents
     std::fprintf(out, "\n");
   }
   std::fprintf(out,
-               "\nroofline: %% of min(read %.1f GB/s / bytes per step, 1 / (matmul ops / int8 %.1f GOP/s + attention "
+               "\nroofline: %% of min(read %.1f GB/s / bytes per step, 1 / (matmul ops / %s %.1f GOP/s + attention "
                "ops / f32 %.1f GFLOP/s, the integer KV kernels' share at the int8 peak)) x agents\n%-8s",
-               limits.read_bytes_per_s * 1e-9, limits.int8_ops_per_s * 1e-9, limits.f32_flops_per_s * 1e-9, "agents");
+               limits.read_bytes_per_s * 1e-9, Int8PeakName(limits), Int8Peak(limits) * 1e-9, limits.f32_flops_per_s * 1e-9,
+               "agents");
   for (const auto& kv : a.kv) std::fprintf(out, " %18s", ("chorus " + kv).c_str());
   std::fprintf(out, "\n");
   for (size_t n : a.agents) {

@@ -152,9 +152,9 @@ int RunDepthBench(const Model& model, const DepthBenchArgs& a) {
   }
   report["load_average_after"] = LoadAverage();
   for (const std::string& line : peer_settings) std::fprintf(out, "llama.cpp best at %s\n", line.c_str());
-  std::fprintf(out, "\nroofline (read %.1f GB/s: %s, 1 plain stream %.1f; int8 %.1f GOP/s; attention at f32 %.1f GFLOP/s, the integer KV kernels' share at int8; %s; load average %.2f -> %.2f)\n",
+  std::fprintf(out, "\nroofline (read %.1f GB/s: %s, 1 plain stream %.1f; %s %.1f GOP/s; attention at f32 %.1f GFLOP/s, the integer KV kernels' share at int8; %s; load average %.2f -> %.2f)\n",
                limits.read_bytes_per_s * 1e-9, limits.read_pattern.c_str(), limits.read_sequential_bytes_per_s * 1e-9,
-               limits.int8_ops_per_s * 1e-9, limits.f32_flops_per_s * 1e-9, limits.simd.c_str(),
+               Int8PeakName(limits), Int8Peak(limits) * 1e-9, limits.f32_flops_per_s * 1e-9, limits.simd.c_str(),
                report["load_average_before"].get<double>(), report["load_average_after"].get<double>());
   std::fprintf(out, "%-8s %-16s %10s %10s %11s %8s  %s\n", "depth", "K/V", "tok/s", "MB/token", "roof tok/s", "% roof",
                "bound");

@@ -57,9 +57,12 @@ StepCost PrefillCost(const Model& model, size_t n) {
   return c;
 }
 
+double Int8Peak(const MachineLimits& m) { return std::max(m.int8_ops_per_s, m.amx_int8_ops_per_s); }
+const char* Int8PeakName(const MachineLimits& m) { return m.amx_int8_ops_per_s > m.int8_ops_per_s ? "AMX int8" : "int8"; }
+
 Roof RoofFor(const StepCost& cost, size_t tokens, const MachineLimits& m) {
   Roof r;
-  const double peak = m.int8_ops_per_s > 0 ? m.int8_ops_per_s : m.f32_flops_per_s;
+  const double peak = Int8Peak(m) > 0 ? Int8Peak(m) : m.f32_flops_per_s;
   r.memory_tok_s = cost.bytes > 0 ? m.read_bytes_per_s / cost.bytes * tokens : 0;
   // The matmuls run on the int8 path; attention is f32 FMAs (at 4K depth and 15 agents more than
   // half the step's ops) but for the part the integer KV kernels do: each part at its own peak.
@@ -82,6 +85,7 @@ nlohmann::json MachineJson(const MachineLimits& m) {
           {"reads", reads},
           {"f32_flops_per_s", m.f32_flops_per_s},
           {"int8_ops_per_s", m.int8_ops_per_s},
+          {"amx_int8_ops_per_s", m.amx_int8_ops_per_s},
           {"simd", m.simd},
           {"int8_path", m.int8_path}};
 }
@@ -97,15 +101,17 @@ int RunMachineProbe(const std::vector<int>& threads, bool json) {
   nlohmann::json report = {{"load_average", LoadAverage()}};
   if (!json) {
     std::printf("cpu: %s\n", CpuModel().c_str());
-    std::printf("%-8s %16s %14s %14s  %s\n", "threads", "read GB/s", "f32 GFLOP/s", "int8 GOP/s", "SIMD / int8 path");
+    std::printf("%-8s %16s %14s %14s %14s  %s\n", "threads", "read GB/s", "f32 GFLOP/s", "int8 GOP/s", "AMX GOP/s",
+                "SIMD / int8 path");
   }
   for (int t : threads) {
     ThreadPool pool(t);
     const MachineLimits m = ProbeMachine(pool);
     report["machine"].push_back(MachineJson(m));
     if (!json)
-      std::printf("%-8d %16.1f %14.1f %14.1f  %s / %s\n", t, m.read_bytes_per_s * 1e-9, m.f32_flops_per_s * 1e-9,
-                  m.int8_ops_per_s * 1e-9, m.simd.c_str(), m.int8_path.empty() ? "none" : m.int8_path.c_str());
+      std::printf("%-8d %16.1f %14.1f %14.1f %14.1f  %s / %s\n", t, m.read_bytes_per_s * 1e-9, m.f32_flops_per_s * 1e-9,
+                  m.int8_ops_per_s * 1e-9, m.amx_int8_ops_per_s * 1e-9, m.simd.c_str(),
+                  m.int8_path.empty() ? "none" : m.int8_path.c_str());
   }
   if (json) {
     PrintJson(report);

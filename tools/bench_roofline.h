@@ -43,6 +43,10 @@ struct Roof {
   const char* bound = "";  // "memory" or "compute"
 };
 // cost covers `tokens` tokens (1 for a decode step, n for a prefill).
+// The int8 peak the roof uses: AMX tile products where the CPU has them (the engine's int8 matmuls
+// from 12 tokens and integer KV kernels from 16 queries run there), else the SIMD loop's; and its name.
+double Int8Peak(const MachineLimits& m);
+const char* Int8PeakName(const MachineLimits& m);
 Roof RoofFor(const StepCost& cost, size_t tokens, const MachineLimits& m);
 
 nlohmann::json MachineJson(const MachineLimits& m);

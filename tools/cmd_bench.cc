@@ -224,11 +224,11 @@ int RunBench(const BenchArgs& a) {
     }
   }
   for (int t : a.threads)
-    std::printf("machine, %d thread(s): read %.1f GB/s (%s; 1 plain stream %.1f), f32 %.1f GFLOP/s, int8 %.1f GOP/s (%s)\n", t,
+    std::printf("machine, %d thread(s): read %.1f GB/s (%s; 1 plain stream %.1f), f32 %.1f GFLOP/s, int8 %.1f GOP/s (%s), AMX int8 %.1f GOP/s\n", t,
                 limits[t].read_bytes_per_s * 1e-9, limits[t].read_pattern.c_str(), limits[t].read_sequential_bytes_per_s * 1e-9,
                 limits[t].f32_flops_per_s * 1e-9, limits[t].int8_ops_per_s * 1e-9,
-                limits[t].simd.c_str());
-  std::printf("roof: min(read bandwidth / bytes per token, int8 peak / ops per token); load average %.2f -> %.2f\n",
+                limits[t].simd.c_str(), limits[t].amx_int8_ops_per_s * 1e-9);
+  std::printf("roof: min(read bandwidth / bytes per token, int8 peak (AMX where present) / ops per token); load average %.2f -> %.2f\n",
               report["load_average_before"].get<double>(), report["load_average_after"].get<double>());
   std::printf("chorus RSS %.1f MiB (weights in file: %.1f MiB, mmap'ed, not copied)\n",
               ResidentBytes() / 1048576.0, model.weight_bytes() / 1048576.0);

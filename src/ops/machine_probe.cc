@@ -108,7 +108,25 @@ const char* ProbeTargetNameImpl() { return hwy::TargetName(HWY_TARGET); }
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
+#include "ops/cpu_target.h"  // AmxInt8Enabled, AmxEnsureTileConfig
+
 namespace chorus {
+#if defined(__x86_64__) && defined(__linux__)
+// iters × 4 independent tile products (C tiles 0, 1 and 6, 7 of AmxEnsureTileConfig's shapes: 16 rows ×
+// 64 bytes; A = tile 6, B = tile 7, K = 64) of data in registers; returns ops done (2 per multiply-add).
+__attribute__((target("amx-tile,amx-int8"))) double ProbeAmxLoop(size_t iters) {
+  AmxEnsureTileConfig();
+  alignas(64) static const uint8_t ones[16 * 64] = {1};
+  __asm__ volatile("tileloadd (%0,%1,1), %%tmm6\n\ttileloadd (%0,%1,1), %%tmm7\n\ttilezero %%tmm0\n\ttilezero %%tmm1"
+                   ::"r"(ones), "r"(long{64}));
+  for (size_t i = 0; i < iters; ++i)
+    __asm__ volatile("tdpbusd %%tmm7, %%tmm6, %%tmm0\n\ttdpbusd %%tmm7, %%tmm6, %%tmm1\n\t"
+                     "tdpbusd %%tmm7, %%tmm6, %%tmm0\n\ttdpbusd %%tmm7, %%tmm6, %%tmm1" ::);
+  return 2.0 * 4 * 16 * 16 * 64 * static_cast<double>(iters);
+}
+#else
+double ProbeAmxLoop(size_t) { return 0; }
+#endif
 HWY_EXPORT(ProbeReadSumImpl);
 HWY_EXPORT(ProbeFmaLoopImpl);
 HWY_EXPORT(ProbeInt8LoopImpl);
@@ -184,6 +202,8 @@ MachineLimits ProbeMachine(ThreadPool& pool, const MachineProbeOptions& o) {
     return HWY_DYNAMIC_DISPATCH(ProbeInt8LoopImpl)(size_t{1} << 18, &isink[i]);
   });
   m.int8_path = m.int8_ops_per_s > 0 ? "vpmaddubsw+vpmaddwd" : "";
+  if (AmxInt8Enabled())
+    m.amx_int8_ops_per_s = BestRate(pool, 8 * o.reps, [&](int, int) { return ProbeAmxLoop(size_t{1} << 16); });
   return m;
 }
 

@@ -36,6 +36,10 @@ struct MachineLimits {
   double f32_flops_per_s = 0;   // fused multiply-adds in registers (2 flops each)
   double int8_ops_per_s = 0;    // int8 multiply-adds of the matmul kernels' instructions (2 ops
                                 // each); 0 where this build has no int8 path for the CPU
+  double amx_int8_ops_per_s = 0;  // int8 multiply-adds of AMX tile products (tdpbusd, 16x16x64 in
+                                  // registers; 2 ops each); 0 where AmxInt8Enabled() is false. The
+                                  // int8 matmuls from 12 tokens and the integer KV kernels from 16
+                                  // queries run on it, so the roof takes the larger of the two peaks.
   std::string simd;             // the SIMD target the loops ran on (e.g. "AVX2")
   std::string int8_path;        // e.g. "vpmaddubsw+vpmaddwd", "vpdpbusd", "" (none)
 };

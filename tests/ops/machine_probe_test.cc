@@ -2,6 +2,7 @@
 // runs where the matmul kernels have an int8 path (x86 with AVX2). Catches: a probe whose loop the
 // compiler removed (rate infinite or absurd), a zero from a slice bound bug, a missing dispatch, a
 // read pattern skipped or a reported bandwidth that is not the best pattern's.
+#include "ops/cpu_target.h"  // AmxInt8Enabled
 #include "ops/machine_probe.h"
 
 #include <gtest/gtest.h>
@@ -41,6 +42,13 @@ TEST(MachineProbe, EveryLimitIsMeasuredAndPlausible) {
       EXPECT_EQ(m.int8_path, "vpmaddubsw+vpmaddwd");
     }
 #endif
+    // AMX tile products: probed only where the engine may use them, and then far above the SIMD loop
+    if (AmxInt8Enabled()) {
+      EXPECT_GT(m.amx_int8_ops_per_s, 4 * m.int8_ops_per_s);
+      EXPECT_LT(m.amx_int8_ops_per_s, 1e15);
+    } else {
+      EXPECT_EQ(m.amx_int8_ops_per_s, 0);
+    }
   }
 }
 
