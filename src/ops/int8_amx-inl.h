@@ -95,26 +95,21 @@ HWY_INLINE void AmxStore(size_t slot, int32_t* c) {
 }
 
 // Staged panel (AmxStagePanel; `panel` for its scales) × 16 tokens: `actu` token rows ld_act apart
-// whose code bytes are xq + 128, dx / s as the VNNI kernel reads them; the first nt ≤ 16 tokens' rows
+// whose code bytes are xq + 128; dxt / sxt: the tokens' dx / s, block b's 16 at b · ldt (the VNNI
+// kernel's values, transposed once per call by PackedInt8Path); the first nt ≤ 16 tokens' rows
 // are stored (all 16 are computed: the rows past the last token are zeros). Pipelined over blocks:
 // while the tile unit multiplies block b, block b − 1's sums are stored (a ring of 4) and block
 // b − 2's are read out. pf: the next panel (block b of it into L2 with block b), or null.
 template <GgmlType kType>
 HWY_INLINE void AmxPanelTokens(const uint8_t* panel, const uint8_t* st, size_t nb, const uint8_t* actu,
-                               size_t ld_act, const ops_internal::Int8ActLayout& l, size_t nt, float* y,
+                               size_t ld_act, const float* dxt, const float* sxt, size_t ldt, size_t nt, float* y,
                                size_t ldy, __mmask16 mask, const uint8_t* pf) {
   constexpr bool kQ8 = kType == GgmlType::kQ8_0, kHasMin = kType == GgmlType::kQ4_1;
   constexpr size_t kBlock = PackedBlockBytes(kType), kScales = kQ8 ? 512 : 256, kRing = 4;
   alignas(64) int32_t ring[kRing][kAmxTokens * 16];
-  const float* dx[kAmxTokens];
-  const float* sx[kAmxTokens];
   __m512 acc[kAmxTokens];
 #pragma GCC unroll 16
-  for (size_t t = 0; t < kAmxTokens; ++t) {
-    acc[t] = _mm512_setzero_ps();
-    dx[t] = reinterpret_cast<const float*>(actu + t * ld_act + l.dx_off);
-    sx[t] = reinterpret_cast<const float*>(actu + t * ld_act + l.s_off);
-  }
+  for (size_t t = 0; t < kAmxTokens; ++t) acc[t] = _mm512_setzero_ps();
   const long lda = static_cast<long>(ld_act);
   for (size_t i = 0; i < nb + 2; ++i) {
     if (i < nb) {
@@ -136,11 +131,13 @@ HWY_INLINE void AmxPanelTokens(const uint8_t* panel, const uint8_t* st, size_t n
     } else if constexpr (!kQ8) {
       mv = _mm512_mul_ps(dw, _mm512_set1_ps(-8.0f));
     }
+    const float* dxb = dxt + b * ldt;  // the 16 tokens' dx of block b, side by side (no per-token pointers)
+    const float* sxb = sxt + b * ldt;
 #pragma GCC unroll 16
     for (size_t t = 0; t < kAmxTokens; ++t) {
-      const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(dx[t][b]));
+      const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(dxb[t]));
       acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(cs + 16 * t)), sc, acc[t]);
-      if constexpr (!kQ8) acc[t] = _mm512_fmadd_ps(mv, _mm512_set1_ps(sx[t][b]), acc[t]);
+      if constexpr (!kQ8) acc[t] = _mm512_fmadd_ps(mv, _mm512_set1_ps(sxb[t]), acc[t]);
     }
   }
 #pragma GCC unroll 16

@@ -129,6 +129,22 @@ inline void PackedAmxPanels(const WeightView* ws, float* const* ys, size_t n, co
                             const ops_internal::Int8ActLayout& l, size_t n_tok, ThreadPool& pool) {
   const GgmlType type = ws[0].type;
   const size_t nb = ws[0].cols / 32;
+  // dx and s transposed: block b's tokens side by side (ldt floats a block, zeros past n_tok), so a
+  // tile's epilogue reads 16 tokens' scales from one base
+  const size_t ldt = n_tok + kAmxTokens;
+  thread_local AlignedBuffer<float> scales_t;
+  if (scales_t.size() < 2 * nb * ldt) scales_t.Resize(2 * nb * ldt);
+  float* dxt = scales_t.data();
+  float* sxt = dxt + nb * ldt;
+  for (size_t b = 0; b < nb; ++b) {
+    for (size_t t = 0; t < n_tok; ++t) {
+      const uint8_t* row = act + t * l.stride;
+      dxt[b * ldt + t] = reinterpret_cast<const float*>(row + l.dx_off)[b];
+      sxt[b * ldt + t] = type == GgmlType::kQ8_0 ? 0.0f : reinterpret_cast<const float*>(row + l.s_off)[b];
+    }
+    std::fill(dxt + b * ldt + n_tok, dxt + (b + 1) * ldt, 0.0f);
+    std::fill(sxt + b * ldt + n_tok, sxt + (b + 1) * ldt, 0.0f);
+  }
   const ops_internal::JobList jobs(ws, ys, n, kPackedRows);
   const size_t panel_bytes = nb * PackedBlockBytes(type);
   const bool prefetch = ops_internal::WeightPrefetch();
@@ -155,9 +171,12 @@ inline void PackedAmxPanels(const WeightView* ws, float* const* ys, size_t n, co
             // the first group over a panel asks for the next one, spread over its blocks
             const uint8_t* pf = prefetch && t0 == 0 ? panel + panel_bytes : nullptr;
             switch (type) {
-              case GgmlType::kQ4_0: return AmxPanelTokens<GgmlType::kQ4_0>(panel, st, nb, a, l.stride, l, nt, y, w.rows, mask, pf);
-              case GgmlType::kQ4_1: return AmxPanelTokens<GgmlType::kQ4_1>(panel, st, nb, a, l.stride, l, nt, y, w.rows, mask, pf);
-              default: return AmxPanelTokens<GgmlType::kQ8_0>(panel, st, nb, a, l.stride, l, nt, y, w.rows, mask, pf);
+              case GgmlType::kQ4_0:
+                return AmxPanelTokens<GgmlType::kQ4_0>(panel, st, nb, a, l.stride, dxt + t, sxt + t, ldt, nt, y, w.rows, mask, pf);
+              case GgmlType::kQ4_1:
+                return AmxPanelTokens<GgmlType::kQ4_1>(panel, st, nb, a, l.stride, dxt + t, sxt + t, ldt, nt, y, w.rows, mask, pf);
+              default:
+                return AmxPanelTokens<GgmlType::kQ8_0>(panel, st, nb, a, l.stride, dxt + t, sxt + t, ldt, nt, y, w.rows, mask, pf);
             }
           });
         }
