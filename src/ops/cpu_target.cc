@@ -214,14 +214,16 @@ bool AmxInt8Usable() {
 }
 
 // CHORUS_AMX, read before main like CHORUS_CPU_TARGET: a bad value is a clear error, not a silent default.
-const bool g_amx_allowed = [] {
-  const char* v = std::getenv("CHORUS_AMX");
+const bool g_amx_allowed = EnvSwitch("CHORUS_AMX", "on where the CPU has it");
+}  // namespace
+
+bool EnvSwitch(const char* name, const char* on) {
+  const char* v = std::getenv(name);
   if (v == nullptr || std::string_view(v) == "1") return true;
   if (std::string_view(v) == "0") return false;
-  std::fprintf(stderr, "chorus: CHORUS_AMX must be 0 (off) or 1 (on where the CPU has it, the default), not '%s'\n", v);
+  std::fprintf(stderr, "chorus: %s must be 0 (off) or 1 (%s, the default), not '%s'\n", name, on, v);
   std::exit(2);
-}();
-}  // namespace
+}
 
 bool AmxInt8Enabled() {
   static const bool usable = g_amx_allowed && AmxInt8Usable();

@@ -44,6 +44,10 @@ bool AvxVnniEnabled();
 // True when this CPU has AVX-512 VNNI and VBMI (what the AVX3_DL int8 kernels use). Detected once,
 // after __builtin_cpu_init, so a call from any static initializer or sanitizer build gets the truth.
 bool Avx512VnniVbmi();
+// An on/off switch from the environment, for reading before main: unset or "1" → true, "0" → false;
+// another value prints "chorus: NAME must be 0 (off) or 1 (ON, the default), not 'V'" and exits 2.
+bool EnvSwitch(const char* name, const char* on);
+
 // True when the packed int8 matmuls may use AMX (int8_amx-inl.h): the CPU has AMX-TILE and AMX-INT8,
 // Linux granted this process the tile data state (arch_prctl ARCH_REQ_XCOMP_PERM, asked once), and
 // CHORUS_AMX is not 0. CHORUS_AMX is read before main: 0 (off) or 1 (on where the CPU has it, the

@@ -34,6 +34,24 @@ namespace mm {
 // Tokens one tile product takes (the tile's rows).
 inline constexpr size_t kAmxTokens = 16;
 
+// A repacked block's 8 code vectors as stored (repack.h): c[k] = elements 4k .. 4k + 3 of the 16 rows,
+// Q4: the low (k < 4) and high nibbles of 4 loads; Q8_0: 8 loads of q + 128.
+template <GgmlType kType>
+HWY_INLINE void LoadPanelCodes(const uint8_t* blk, __m512i* c) {
+  if constexpr (kType == GgmlType::kQ8_0) {
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; ++g) c[g] = _mm512_load_si512(blk + 64 * g);
+  } else {
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; ++g) {
+      const __m512i v = _mm512_load_si512(blk + 64 * g);
+      c[g] = _mm512_and_si512(v, low4);
+      c[4 + g] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+    }
+  }
+}
+
 // Bytes StagePanel writes per block: the B tile (512) and −128 · Σ q per row (64).
 inline constexpr size_t kAmxStageBlock = 576;
 
@@ -43,21 +61,15 @@ inline constexpr size_t kAmxStageBlock = 576;
 template <GgmlType kType>
 HWY_INLINE void AmxStagePanel(const uint8_t* panel, size_t nb, uint8_t* st) {
   constexpr size_t kBlock = PackedBlockBytes(kType);
-  const __m512i k128 = _mm512_set1_epi8(static_cast<char>(0x80)), low4 = _mm512_set1_epi8(0x0F);
+  const __m512i k128 = _mm512_set1_epi8(static_cast<char>(0x80));
   for (size_t b = 0; b < nb; ++b) {
     const uint8_t* blk = panel + b * kBlock;
     uint8_t* bt = st + b * kAmxStageBlock;
     __m512i c[8];
+    LoadPanelCodes<kType>(blk, c);
     if constexpr (kType == GgmlType::kQ8_0) {
 #pragma GCC unroll 8
-      for (int g = 0; g < 8; ++g) c[g] = _mm512_xor_si512(_mm512_load_si512(blk + 64 * g), k128);  // q + 128 → q
-    } else {
-#pragma GCC unroll 4
-      for (int g = 0; g < 4; ++g) {
-        const __m512i v = _mm512_load_si512(blk + 64 * g);
-        c[g] = _mm512_and_si512(v, low4);
-        c[4 + g] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
-      }
+      for (int g = 0; g < 8; ++g) c[g] = _mm512_xor_si512(c[g], k128);  // q + 128 → q
     }
     __m512i e = _mm512_setzero_si512(), o = _mm512_setzero_si512();
 #pragma GCC unroll 4

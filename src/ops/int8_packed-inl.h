@@ -48,7 +48,6 @@ HWY_INLINE void PackedPanelTokens(const uint8_t* panel, size_t nb, const uint8_t
                                   __mmask16 mask, const uint8_t* pf, size_t pf_phase, size_t pf_step) {
   constexpr bool kQ8 = kType == GgmlType::kQ8_0, kHasMin = kType == GgmlType::kQ4_1;
   constexpr size_t kBlock = PackedBlockBytes(kType), kScales = kQ8 ? 512 : 256;
-  const __m512i low4 = _mm512_set1_epi8(0x0F);
   __m512 acc[kT];
   const uint8_t* xq[kT];
   const float* dx[kT];
@@ -75,17 +74,7 @@ HWY_INLINE void PackedPanelTokens(const uint8_t* panel, size_t nb, const uint8_t
       pf_phase += pf_step;
     }
     __m512i c[8];  // c[k]: the codes of elements 4k .. 4k + 3 of the block, 16 rows
-    if constexpr (kQ8) {
-#pragma GCC unroll 8
-      for (int g = 0; g < 8; ++g) c[g] = _mm512_load_si512(blk + 64 * g);
-    } else {
-#pragma GCC unroll 4
-      for (int g = 0; g < 4; ++g) {
-        const __m512i v = _mm512_load_si512(blk + 64 * g);
-        c[g] = _mm512_and_si512(v, low4);
-        c[4 + g] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
-      }
-    }
+    LoadPanelCodes<kType>(blk, c);
     __m512i isum[kT];
 #pragma GCC unroll 4
     for (int t = 0; t < kT; ++t) {
@@ -117,6 +106,23 @@ HWY_INLINE void PackedPanelTokens(const uint8_t* panel, size_t nb, const uint8_t
   }
 #pragma GCC unroll 4
   for (int t = 0; t < kT; ++t) _mm512_mask_storeu_ps(y + t * ldy, mask, acc[t]);
+}
+
+// The panels of jobs' global range [g0, g1) × all tokens in chunks of kPanelTokChunk (their activations
+// stay in L2 while the panels meet them): fn(w, panel, r0, mask, c0, nc) per panel and chunk.
+template <class Fn>
+HWY_INLINE void ForPackedPanels(const ops_internal::JobList& jobs, size_t n_tok, size_t panel_bytes, size_t g0,
+                                size_t g1, const Fn& fn) {
+  for (size_t c0 = 0; c0 < n_tok; c0 += ops_internal::kPanelTokChunk) {
+    const size_t nc = std::min(n_tok - c0, ops_internal::kPanelTokChunk);
+    jobs.ForRange(g0, g1, [&](size_t j, size_t p0, size_t p1) {
+      const WeightView& w = jobs.ws[j];
+      for (size_t p = p0; p < p1; ++p) {
+        const size_t r0 = p * kPackedRows, n_rows = std::min(kPackedRows, w.rows - r0);
+        fn(w, jobs.ys[j], w.packed + p * panel_bytes, r0, static_cast<__mmask16>((1u << n_rows) - 1), c0, nc);
+      }
+    });
+  }
 }
 
 // Below this many tokens the VNNI kernel is faster (matmul_bench ModelMatMuls, 1 thread, Xeon: 8 tokens
@@ -151,37 +157,29 @@ inline void PackedAmxPanels(const WeightView* ws, float* const* ys, size_t n, co
   ops_internal::ParallelRanges(pool, jobs.total(), 1, [&](size_t g0, size_t g1) {
     AmxWake();  // while the first panel is staged
     uint8_t* st = ops_internal::TileScratch().Get(nb * kAmxStageBlock);
-    for (size_t c0 = 0; c0 < n_tok; c0 += ops_internal::kPanelTokChunk) {
-      const size_t nc = std::min(n_tok - c0, ops_internal::kPanelTokChunk);
-      jobs.ForRange(g0, g1, [&](size_t j, size_t p0, size_t p1) {
-        const WeightView& w = jobs.ws[j];
-        for (size_t p = p0; p < p1; ++p) {
-          const uint8_t* panel = w.packed + p * panel_bytes;
-          const size_t r0 = p * kPackedRows, n_rows = std::min(kPackedRows, w.rows - r0);
-          const __mmask16 mask = static_cast<__mmask16>((1u << n_rows) - 1);
-          switch (type) {
-            case GgmlType::kQ4_0: AmxStagePanel<GgmlType::kQ4_0>(panel, nb, st); break;
-            case GgmlType::kQ4_1: AmxStagePanel<GgmlType::kQ4_1>(panel, nb, st); break;
-            default: AmxStagePanel<GgmlType::kQ8_0>(panel, nb, st); break;
-          }
-          ops_internal::TokenPasses<kAmxTokens>(nc, [&](size_t t0, size_t nt) {
-            const size_t t = c0 + t0;
-            const uint8_t* a = act + t * l.stride;
-            float* y = jobs.ys[j] + t * w.rows + r0;
-            // the first group over a panel asks for the next one, spread over its blocks
-            const uint8_t* pf = prefetch && t0 == 0 ? panel + panel_bytes : nullptr;
-            switch (type) {
-              case GgmlType::kQ4_0:
-                return AmxPanelTokens<GgmlType::kQ4_0>(panel, st, nb, a, l.stride, dxt + t, sxt + t, ldt, nt, y, w.rows, mask, pf);
-              case GgmlType::kQ4_1:
-                return AmxPanelTokens<GgmlType::kQ4_1>(panel, st, nb, a, l.stride, dxt + t, sxt + t, ldt, nt, y, w.rows, mask, pf);
-              default:
-                return AmxPanelTokens<GgmlType::kQ8_0>(panel, st, nb, a, l.stride, dxt + t, sxt + t, ldt, nt, y, w.rows, mask, pf);
-            }
-          });
+    ForPackedPanels(jobs, n_tok, panel_bytes, g0, g1,
+                    [&](const WeightView& w, float* yw, const uint8_t* panel, size_t r0, __mmask16 mask, size_t c0, size_t nc) {
+      switch (type) {
+        case GgmlType::kQ4_0: AmxStagePanel<GgmlType::kQ4_0>(panel, nb, st); break;
+        case GgmlType::kQ4_1: AmxStagePanel<GgmlType::kQ4_1>(panel, nb, st); break;
+        default: AmxStagePanel<GgmlType::kQ8_0>(panel, nb, st); break;
+      }
+      ops_internal::TokenPasses<kAmxTokens>(nc, [&](size_t t0, size_t nt) {
+        const size_t t = c0 + t0;
+        const uint8_t* a = act + t * l.stride;
+        float* y = yw + t * w.rows + r0;
+        // the first group over a panel asks for the next one, spread over its blocks
+        const uint8_t* pf = prefetch && t0 == 0 ? panel + panel_bytes : nullptr;
+        switch (type) {
+          case GgmlType::kQ4_0:
+            return AmxPanelTokens<GgmlType::kQ4_0>(panel, st, nb, a, l.stride, dxt + t, sxt + t, ldt, nt, y, w.rows, mask, pf);
+          case GgmlType::kQ4_1:
+            return AmxPanelTokens<GgmlType::kQ4_1>(panel, st, nb, a, l.stride, dxt + t, sxt + t, ldt, nt, y, w.rows, mask, pf);
+          default:
+            return AmxPanelTokens<GgmlType::kQ8_0>(panel, st, nb, a, l.stride, dxt + t, sxt + t, ldt, nt, y, w.rows, mask, pf);
         }
       });
-    }
+    });
   });
 }
 
@@ -227,43 +225,35 @@ inline void PackedInt8Path(const WeightView* ws, float* const* ys, size_t n, con
   const size_t panel_bytes = nb * PackedBlockBytes(type);
   const bool prefetch = ops_internal::WeightPrefetch();
   ops_internal::ParallelRanges(pool, jobs.total(), 1, [&](size_t g0, size_t g1) {
-    for (size_t c0 = 0; c0 < n_tok; c0 += ops_internal::kPanelTokChunk) {
-      const size_t nc = std::min(n_tok - c0, ops_internal::kPanelTokChunk);
-      jobs.ForRange(g0, g1, [&](size_t j, size_t p0, size_t p1) {
-        const WeightView& w = jobs.ws[j];
-        for (size_t p = p0; p < p1; ++p) {
-          const uint8_t* panel = w.packed + p * panel_bytes;
-          const size_t r0 = p * kPackedRows, n_rows = std::min(kPackedRows, w.rows - r0);
-          const __mmask16 mask = static_cast<__mmask16>((1u << n_rows) - 1);
-          ops_internal::TokenPasses<4>(nc, [&](size_t t0, size_t nt) {
-            const size_t t = c0 + t0;
-            const uint8_t* a = act + t * l.stride;
-            float* y = jobs.ys[j] + t * w.rows + r0;
-            // pass `pass` of `passes` (TokenPasses' t0 = nc · pass / passes, rounded down) prefetches
-            // the next panel's blocks b with b % passes == pass
-            const size_t passes = (nc + 3) / 4, pass = (t0 * passes + nc - 1) / nc;
-            const uint8_t* pf = prefetch && passes > 1 ? panel + panel_bytes : nullptr;
-            auto run = [&]<int kT>() {
-              switch (type) {
-                case GgmlType::kQ4_0:
-                  return PackedPanelTokens<GgmlType::kQ4_0, kT>(panel, nb, a, l.stride, l, nullptr, y, w.rows, mask, pf, pass, passes);
-                case GgmlType::kQ4_1:
-                  return PackedPanelTokens<GgmlType::kQ4_1, kT>(panel, nb, a, l.stride, l, nullptr, y, w.rows, mask, pf, pass, passes);
-                default:
-                  return PackedPanelTokens<GgmlType::kQ8_0, kT>(panel, nb, a, l.stride, l, xsum + t * nb, y, w.rows,
-                                                                mask, pf, pass, passes);
-              }
-            };
-            switch (nt) {
-              case 1: return run.template operator()<1>();
-              case 2: return run.template operator()<2>();
-              case 3: return run.template operator()<3>();
-              default: return run.template operator()<4>();
-            }
-          });
+    ForPackedPanels(jobs, n_tok, panel_bytes, g0, g1,
+                    [&](const WeightView& w, float* yw, const uint8_t* panel, size_t r0, __mmask16 mask, size_t c0, size_t nc) {
+      ops_internal::TokenPasses<4>(nc, [&](size_t t0, size_t nt) {
+        const size_t t = c0 + t0;
+        const uint8_t* a = act + t * l.stride;
+        float* y = yw + t * w.rows + r0;
+        // pass `pass` of `passes` (TokenPasses' t0 = nc · pass / passes, rounded down) prefetches
+        // the next panel's blocks b with b % passes == pass
+        const size_t passes = (nc + 3) / 4, pass = (t0 * passes + nc - 1) / nc;
+        const uint8_t* pf = prefetch && passes > 1 ? panel + panel_bytes : nullptr;
+        auto run = [&]<int kT>() {
+          switch (type) {
+            case GgmlType::kQ4_0:
+              return PackedPanelTokens<GgmlType::kQ4_0, kT>(panel, nb, a, l.stride, l, nullptr, y, w.rows, mask, pf, pass, passes);
+            case GgmlType::kQ4_1:
+              return PackedPanelTokens<GgmlType::kQ4_1, kT>(panel, nb, a, l.stride, l, nullptr, y, w.rows, mask, pf, pass, passes);
+            default:
+              return PackedPanelTokens<GgmlType::kQ8_0, kT>(panel, nb, a, l.stride, l, xsum + t * nb, y, w.rows, mask, pf,
+                                                            pass, passes);
+          }
+        };
+        switch (nt) {
+          case 1: return run.template operator()<1>();
+          case 2: return run.template operator()<2>();
+          case 3: return run.template operator()<3>();
+          default: return run.template operator()<4>();
         }
       });
-    }
+    });
   });
 }
 

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ops/cpu_target.h"       // EnvSwitch
 #include "ops/int8_ref.h"         // MatMulInt8Scalar
 #include "ops/matmul_internal.h"  // MatMulDispatch, Scratch
 #include "util/check.h"           // CHORUS_CHECK
@@ -15,13 +16,7 @@ namespace chorus {
 namespace ops_internal {
 namespace {
 // Read before main, like CHORUS_CPU_TARGET: a bad value is a clear error, not a silent default.
-const bool g_weight_prefetch = [] {
-  const char* v = std::getenv("CHORUS_WEIGHT_PREFETCH");
-  if (v == nullptr || std::string_view(v) == "1") return true;
-  if (std::string_view(v) == "0") return false;
-  std::fprintf(stderr, "chorus: CHORUS_WEIGHT_PREFETCH must be 0 (off) or 1 (on, the default), not '%s'\n", v);
-  std::exit(2);
-}();
+const bool g_weight_prefetch = EnvSwitch("CHORUS_WEIGHT_PREFETCH", "on");
 }  // namespace
 
 bool WeightPrefetch() { return g_weight_prefetch; }

@@ -54,6 +54,33 @@ TEST(CliCpuTarget, WeightPrefetchVariableIsChecked) {
       << bad.err;
 }
 
+TEST(CliCpuTarget, AmxVariableIsChecked) {
+  const auto off = Chorus("--version; CHORUS_AMX=0 " CHORUS_BIN " --version");
+  EXPECT_EQ(off.code, 0) << off.err;
+  const auto bad = Chorus("--version; CHORUS_AMX=yes " CHORUS_BIN " --version");
+  EXPECT_EQ(bad.code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("CHORUS_AMX must be 0 (off) or 1 (on where the CPU has it, the default), not 'yes'"),
+            std::string::npos)
+      << bad.err;
+}
+
+// The AMX kernels give the bits of the AVX-512 VNNI ones (CPUs without AMX run the same path twice).
+TEST(CliCpuTarget, AmxOnAndOffGiveTheSameText) {
+  if (!std::filesystem::exists(kModel)) GTEST_SKIP() << kModel << " not found";
+  // ~90 prompt tokens in one prefill: AMX matmuls (from 12 tokens) and, over its sealed 32-token blocks, the
+  // AMX KV kernels (from 16 queries)
+  std::string prompt;
+  for (const char* c : {"France is Paris", "Italy is Rome", "Spain is Madrid", "Japan is Tokyo", "Egypt is Cairo",
+                        "Peru is Lima", "Kenya is Nairobi", "Chile is Santiago", "Norway is Oslo"})
+    prompt += std::string("The capital of ") + c + ". ";
+  const std::string gen = std::string("generate -m ") + kModel + " -p '" + prompt + "The capital of Greece is' -n 12" +
+                          " -t 2 --kv-k tq4 --kv-v tq3 --temp 0 --json";
+  const auto on = Json(Chorus(gen));
+  const auto off = Json(Chorus("--version >/dev/null; CHORUS_AMX=0 " CHORUS_BIN " " + gen));
+  ASSERT_TRUE(on.contains("text") && off.contains("text"));
+  EXPECT_EQ(on["text"], off["text"]);
+}
+
 TEST(CliCpuTarget, CappedRunsNameTheirPath) {
   // Catches a cap that does not reach the kernels, or a --json output that does not say which ran.
   // (Texts are not compared: the cap also moves the KV kernels and norms to other float orders.)
