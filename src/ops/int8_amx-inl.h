@@ -52,6 +52,20 @@ HWY_INLINE void LoadPanelCodes(const uint8_t* blk, __m512i* c) {
   }
 }
 
+// A repacked block's 16 rows' d (f32) and m: Q4_1 its stored m, Q4_0 −8 d, Q8_0 zero (unused).
+template <GgmlType kType>
+HWY_INLINE void LoadPanelScales(const uint8_t* blk, __m512* dw, __m512* mv) {
+  constexpr size_t kScales = kType == GgmlType::kQ8_0 ? 512 : 256;
+  *dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + kScales)));
+  if constexpr (kType == GgmlType::kQ4_1) {
+    *mv = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + kScales + 32)));
+  } else if constexpr (kType == GgmlType::kQ4_0) {
+    *mv = _mm512_mul_ps(*dw, _mm512_set1_ps(-8.0f));
+  } else {
+    *mv = _mm512_setzero_ps();
+  }
+}
+
 // Bytes StagePanel writes per block: the B tile (512) and −128 · Σ q per row (64).
 inline constexpr size_t kAmxStageBlock = 576;
 
@@ -136,13 +150,8 @@ HWY_INLINE void AmxPanelTokens(const uint8_t* panel, const uint8_t* st, size_t n
     const size_t b = i - 2;
     const int32_t* cs = ring[b % kRing];
     const uint8_t* blk = panel + b * kBlock;
-    const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + kScales)));
-    __m512 mv = _mm512_setzero_ps();
-    if constexpr (kHasMin) {
-      mv = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + kScales + 32)));
-    } else if constexpr (!kQ8) {
-      mv = _mm512_mul_ps(dw, _mm512_set1_ps(-8.0f));
-    }
+    __m512 dw, mv;
+    LoadPanelScales<kType>(blk, &dw, &mv);
     const float* dxb = dxt + b * ldt;  // the 16 tokens' dx of block b, side by side (no per-token pointers)
     const float* sxb = sxt + b * ldt;
 #pragma GCC unroll 16

@@ -90,13 +90,8 @@ HWY_INLINE void PackedPanelTokens(const uint8_t* panel, size_t nb, const uint8_t
       }
       isum[t] = _mm512_add_epi32(e, o);
     }
-    const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + kScales)));
-    __m512 mv = _mm512_setzero_ps();
-    if constexpr (kHasMin) {
-      mv = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + kScales + 32)));
-    } else if constexpr (!kQ8) {
-      mv = _mm512_mul_ps(dw, _mm512_set1_ps(-8.0f));
-    }
+    __m512 dw, mv;
+    LoadPanelScales<kType>(blk, &dw, &mv);
 #pragma GCC unroll 4
     for (int t = 0; t < kT; ++t) {
       const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(dx[t][b]));
