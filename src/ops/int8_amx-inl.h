@@ -130,8 +130,8 @@ template <GgmlType kType>
 HWY_INLINE void AmxPanelTokens(const uint8_t* panel, const uint8_t* st, size_t nb, const uint8_t* actu,
                                size_t ld_act, const float* dxt, const float* sxt, size_t ldt, size_t nt, float* y,
                                size_t ldy, __mmask16 mask, const uint8_t* pf) {
-  constexpr bool kQ8 = kType == GgmlType::kQ8_0, kHasMin = kType == GgmlType::kQ4_1;
-  constexpr size_t kBlock = PackedBlockBytes(kType), kScales = kQ8 ? 512 : 256, kRing = 4;
+  constexpr bool kQ8 = kType == GgmlType::kQ8_0;
+  constexpr size_t kBlock = PackedBlockBytes(kType), kRing = 4;
   alignas(64) int32_t ring[kRing][kAmxTokens * 16];
   __m512 acc[kAmxTokens];
 #pragma GCC unroll 16

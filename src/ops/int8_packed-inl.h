@@ -46,8 +46,8 @@ template <GgmlType kType, int kT>
 HWY_INLINE void PackedPanelTokens(const uint8_t* panel, size_t nb, const uint8_t* act, size_t ld_act,
                                   const Int8ActLayout& l, const int32_t* xsum, float* y, size_t ldy,
                                   __mmask16 mask, const uint8_t* pf, size_t pf_phase, size_t pf_step) {
-  constexpr bool kQ8 = kType == GgmlType::kQ8_0, kHasMin = kType == GgmlType::kQ4_1;
-  constexpr size_t kBlock = PackedBlockBytes(kType), kScales = kQ8 ? 512 : 256;
+  constexpr bool kQ8 = kType == GgmlType::kQ8_0;
+  constexpr size_t kBlock = PackedBlockBytes(kType);
   __m512 acc[kT];
   const uint8_t* xq[kT];
   const float* dx[kT];
@@ -126,9 +126,9 @@ inline constexpr size_t kAmxMinTokens = 12;
 
 // PackedInt8Path on AMX: act holds the tokens' codes as xq + 128, and kAmxTokens readable rows past the
 // last. Panels over the pool; per panel and chunk of kPanelTokChunk tokens, tile products of ≤ 16 tokens.
-inline void PackedAmxPanels(const WeightView* ws, float* const* ys, size_t n, const uint8_t* act,
-                            const ops_internal::Int8ActLayout& l, size_t n_tok, ThreadPool& pool) {
-  const GgmlType type = ws[0].type;
+template <GgmlType kType>
+void PackedAmxPanels(const WeightView* ws, float* const* ys, size_t n, const uint8_t* act,
+                     const ops_internal::Int8ActLayout& l, size_t n_tok, ThreadPool& pool) {
   const size_t nb = ws[0].cols / 32;
   // dx and s transposed: block b's tokens side by side (ldt floats a block, zeros past n_tok), so a
   // tile's epilogue reads 16 tokens' scales from one base
@@ -141,38 +141,27 @@ inline void PackedAmxPanels(const WeightView* ws, float* const* ys, size_t n, co
     for (size_t t = 0; t < n_tok; ++t) {
       const uint8_t* row = act + t * l.stride;
       dxt[b * ldt + t] = reinterpret_cast<const float*>(row + l.dx_off)[b];
-      sxt[b * ldt + t] = type == GgmlType::kQ8_0 ? 0.0f : reinterpret_cast<const float*>(row + l.s_off)[b];
+      sxt[b * ldt + t] = kType == GgmlType::kQ8_0 ? 0.0f : reinterpret_cast<const float*>(row + l.s_off)[b];
     }
     std::fill(dxt + b * ldt + n_tok, dxt + (b + 1) * ldt, 0.0f);
     std::fill(sxt + b * ldt + n_tok, sxt + (b + 1) * ldt, 0.0f);
   }
   const ops_internal::JobList jobs(ws, ys, n, kPackedRows);
-  const size_t panel_bytes = nb * PackedBlockBytes(type);
+  const size_t panel_bytes = nb * PackedBlockBytes(kType);
   const bool prefetch = ops_internal::WeightPrefetch();
   ops_internal::ParallelRanges(pool, jobs.total(), 1, [&](size_t g0, size_t g1) {
     AmxWake();  // while the first panel is staged
     uint8_t* st = ops_internal::TileScratch().Get(nb * kAmxStageBlock);
     ForPackedPanels(jobs, n_tok, panel_bytes, g0, g1,
                     [&](const WeightView& w, float* yw, const uint8_t* panel, size_t r0, __mmask16 mask, size_t c0, size_t nc) {
-      switch (type) {
-        case GgmlType::kQ4_0: AmxStagePanel<GgmlType::kQ4_0>(panel, nb, st); break;
-        case GgmlType::kQ4_1: AmxStagePanel<GgmlType::kQ4_1>(panel, nb, st); break;
-        default: AmxStagePanel<GgmlType::kQ8_0>(panel, nb, st); break;
-      }
+      AmxStagePanel<kType>(panel, nb, st);
       ops_internal::TokenPasses<kAmxTokens>(nc, [&](size_t t0, size_t nt) {
         const size_t t = c0 + t0;
         const uint8_t* a = act + t * l.stride;
         float* y = yw + t * w.rows + r0;
         // the first group over a panel asks for the next one, spread over its blocks
         const uint8_t* pf = prefetch && t0 == 0 ? panel + panel_bytes : nullptr;
-        switch (type) {
-          case GgmlType::kQ4_0:
-            return AmxPanelTokens<GgmlType::kQ4_0>(panel, st, nb, a, l.stride, dxt + t, sxt + t, ldt, nt, y, w.rows, mask, pf);
-          case GgmlType::kQ4_1:
-            return AmxPanelTokens<GgmlType::kQ4_1>(panel, st, nb, a, l.stride, dxt + t, sxt + t, ldt, nt, y, w.rows, mask, pf);
-          default:
-            return AmxPanelTokens<GgmlType::kQ8_0>(panel, st, nb, a, l.stride, dxt + t, sxt + t, ldt, nt, y, w.rows, mask, pf);
-        }
+        AmxPanelTokens<kType>(panel, st, nb, a, l.stride, dxt + t, sxt + t, ldt, nt, y, w.rows, mask, pf);
       });
     });
   });
@@ -204,7 +193,11 @@ inline void PackedInt8Path(const WeightView* ws, float* const* ys, size_t n, con
         _mm512_mask_storeu_epi8(q + c, m, _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, q + c), k128));
       }
     }
-    return PackedAmxPanels(ws, ys, n, act, l, n_tok, pool);
+    switch (type) {
+      case GgmlType::kQ4_0: return PackedAmxPanels<GgmlType::kQ4_0>(ws, ys, n, act, l, n_tok, pool);
+      case GgmlType::kQ4_1: return PackedAmxPanels<GgmlType::kQ4_1>(ws, ys, n, act, l, n_tok, pool);
+      default: return PackedAmxPanels<GgmlType::kQ8_0>(ws, ys, n, act, l, n_tok, pool);
+    }
   }
   auto* xsum = reinterpret_cast<int32_t*>(act + sums_off);
   if (q8) {

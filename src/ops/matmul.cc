@@ -2,9 +2,6 @@
 #include "ops/matmul.h"
 
 #include <array>
-#include <cstdio>
-#include <cstdlib>
-#include <string_view>
 #include <vector>
 
 #include "ops/cpu_target.h"       // EnvSwitch
