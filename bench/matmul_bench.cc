@@ -299,7 +299,7 @@ void RegisterAll() {
     model->Args({1, 1, 0, packed})->Args({1, 2, 0, packed})->Args({1, 1, 1, packed})->Args({1, 2, 1, packed})
         ->Args({512, 1, 0, packed})->Args({512, 2, 0, packed})->Args({512, 1, 1, packed})->Args({512, 2, 1, packed})
         // batched decode of many agents: around the decode-kernel / panel-GEMM crossover
-        ->Args({8, 1, 1, packed})->Args({15, 1, 1, packed})->Args({16, 1, 1, packed})->Args({24, 1, 1, packed});
+        ->Args({8, 1, 1, packed})->Args({15, 1, 1, packed})->Args({15, 2, 1, packed})->Args({16, 1, 1, packed})->Args({24, 1, 1, packed});
   }
   model->Unit(benchmark::kMillisecond)->UseRealTime();
   benchmark::RegisterBenchmark("GemmaMatMuls", BM_GemmaMatMuls)

@@ -1,10 +1,10 @@
 // AMX kernel for the repacked Q4_0 / Q4_1 / Q8_0 panels (repack.h), AVX3_DL target on a CPU with
 // AMX-INT8 (AmxInt8Enabled): one 16-row panel × up to 16 tokens per tile product. Per 32-column block:
-//   A (tile 2 or 3): 16 tokens × 32 activation bytes, made unsigned (xq + 128, PackedInt8Path flips them);
+//   A (tile 2 or 3): 16 tokens × 32 activation bytes, the signed xq as quantized;
 //   B (tile 4 or 5): the block's codes as signed bytes, 8 rows of 64 — exactly the panel's 8 code
 //                    vectors (row g: elements 4g .. 4g + 3 of the 16 rows), so no transpose;
-//   C (tile 0 or 1): 16 tokens × 16 rows of int32, started at −128 · Σ q (a row loaded with stride 0),
-//                    plus Σ (xq + 128) · q: the exact integer sum Σ xq · q the VNNI kernel forms.
+//   C (tile 0 or 1): 16 tokens × 16 rows of int32, from zero, signed by signed (tdpbssd): the exact
+//                    integer sum Σ xq · q the VNNI kernel forms.
 // The float epilogue is the VNNI kernel's, op for op: bit-identical to int8_packed-inl.h and the int8
 // twin (int8_ref.h), for any n_tok, grouping and thread count. Each panel's B tiles are staged once
 // (nibbles unpacked) and serve every token group; two tile sets alternate.
@@ -66,50 +66,40 @@ HWY_INLINE void LoadPanelScales(const uint8_t* blk, __m512* dw, __m512* mv) {
   }
 }
 
-// Bytes StagePanel writes per block: the B tile (512) and −128 · Σ q per row (64).
-inline constexpr size_t kAmxStageBlock = 576;
+// Bytes AmxStagePanel writes per block: the B tile.
+inline constexpr size_t kAmxStageBlock = 512;
 
-// A panel's B tiles and C starts, once per panel: block b at st + b · kAmxStageBlock, its 8 code rows
-// as signed bytes (row g: elements 4g .. 4g + 3 of the 16 weight rows), then −128 · Σ q per row (int32
-// lane i: row i), the C tile's first value in every token row (loaded with stride 0).
+// A panel's B tiles, once per panel: block b at st + b · kAmxStageBlock, its 8 code rows as signed
+// bytes (row g: elements 4g .. 4g + 3 of the 16 weight rows; Q4: the nibbles 0 .. 15, Q8_0: q).
 template <GgmlType kType>
-HWY_INLINE void AmxStagePanel(const uint8_t* panel, size_t nb, uint8_t* st) {
-  constexpr size_t kBlock = PackedBlockBytes(kType);
-  const __m512i k128 = _mm512_set1_epi8(static_cast<char>(0x80));
-  for (size_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = panel + b * kBlock;
-    uint8_t* bt = st + b * kAmxStageBlock;
-    __m512i c[8];
-    LoadPanelCodes<kType>(blk, c);
-    if constexpr (kType == GgmlType::kQ8_0) {
+HWY_INLINE void AmxStageBlock(const uint8_t* blk, uint8_t* bt) {
+  __m512i c[8];
+  LoadPanelCodes<kType>(blk, c);
 #pragma GCC unroll 8
-      for (int g = 0; g < 8; ++g) c[g] = _mm512_xor_si512(c[g], k128);  // q + 128 → q
-    }
-    __m512i e = _mm512_setzero_si512(), o = _mm512_setzero_si512();
-#pragma GCC unroll 4
-    for (int g = 0; g < 8; g += 2) {
-      _mm512_store_si512(bt + 64 * g, c[g]);
-      _mm512_store_si512(bt + 64 * (g + 1), c[g + 1]);
-      e = _mm512_dpbusd_epi32(e, k128, c[g]);
-      o = _mm512_dpbusd_epi32(o, k128, c[g + 1]);
-    }
-    _mm512_store_si512(bt + 512, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_add_epi32(e, o)));
+  for (int g = 0; g < 8; ++g) {
+    if constexpr (kType == GgmlType::kQ8_0) c[g] = _mm512_xor_si512(c[g], _mm512_set1_epi8(static_cast<char>(0x80)));
+    _mm512_store_si512(bt + 64 * g, c[g]);  // Q8_0: q + 128 → q
   }
 }
+template <GgmlType kType>
+HWY_INLINE void AmxStagePanel(const uint8_t* panel, size_t nb, uint8_t* st) {
+  for (size_t b = 0; b < nb; ++b) AmxStageBlock<kType>(panel + b * PackedBlockBytes(kType), st + b * kAmxStageBlock);
+}
 
-// One staged block's tile product into C tile kSlot (A kSlot + 2, B kSlot + 4). GCC's tile intrinsics
-// are macros that paste the tile number into the instruction text, hence the two spelled-out slots.
+// One staged block's tile product into C tile kSlot (A kSlot + 2, B kSlot + 4), signed by signed
+// (tdpbssd): C = Σ xq · q, the exact integer the VNNI kernel forms. GCC's tile intrinsics are macros
+// that paste the tile number into the instruction text, hence the two spelled-out slots.
 HWY_INLINE void AmxProduct(size_t slot, const uint8_t* bt, const uint8_t* a, long lda) {
   if (slot == 0) {
-    _tile_loadd(0, bt + 512, 0);
+    _tile_zero(0);
     _tile_loadd(2, a, lda);
     _tile_loadd(4, bt, 64);
-    _tile_dpbusd(0, 2, 4);
+    _tile_dpbssd(0, 2, 4);
   } else {
-    _tile_loadd(1, bt + 512, 0);
+    _tile_zero(1);
     _tile_loadd(3, a, lda);
     _tile_loadd(5, bt, 64);
-    _tile_dpbusd(1, 3, 5);
+    _tile_dpbssd(1, 3, 5);
   }
 }
 HWY_INLINE void AmxStore(size_t slot, int32_t* c) {
@@ -120,14 +110,14 @@ HWY_INLINE void AmxStore(size_t slot, int32_t* c) {
   }
 }
 
-// Staged panel (AmxStagePanel; `panel` for its scales) × 16 tokens: `actu` token rows ld_act apart
-// whose code bytes are xq + 128; dxt / sxt: the tokens' dx / s, block b's 16 at b · ldt (the VNNI
+// Staged panel (AmxStagePanel; `panel` for its scales) × 16 tokens: `act` token rows ld_act apart
+// whose code bytes are the signed xq; dxt / sxt: the tokens' dx / s, block b's 16 at b · ldt (the VNNI
 // kernel's values, transposed once per call by PackedInt8Path); the first nt ≤ 16 tokens' rows
 // are stored (all 16 are computed: the rows past the last token are zeros). Pipelined over blocks:
 // while the tile unit multiplies block b, block b − 1's sums are stored (a ring of 4) and block
 // b − 2's are read out. pf: the next panel (block b of it into L2 with block b), or null.
-template <GgmlType kType>
-HWY_INLINE void AmxPanelTokens(const uint8_t* panel, const uint8_t* st, size_t nb, const uint8_t* actu,
+template <GgmlType kType, bool kFused>
+HWY_INLINE void AmxPanelTokens(const uint8_t* panel, const uint8_t* st, size_t nb, const uint8_t* act,
                                size_t ld_act, const float* dxt, const float* sxt, size_t ldt, size_t nt, float* y,
                                size_t ldy, __mmask16 mask, const uint8_t* pf) {
   constexpr bool kQ8 = kType == GgmlType::kQ8_0;
@@ -139,7 +129,13 @@ HWY_INLINE void AmxPanelTokens(const uint8_t* panel, const uint8_t* st, size_t n
   const long lda = static_cast<long>(ld_act);
   for (size_t i = 0; i < nb + 2; ++i) {
     if (i < nb) {
-      AmxProduct(i & 1, st + i * kAmxStageBlock, actu + 32 * i, lda);
+      if constexpr (kFused) {
+        uint8_t* bt = const_cast<uint8_t*>(st) + (i % kRing) * kAmxStageBlock;
+        AmxStageBlock<kType>(panel + i * kBlock, bt);
+        AmxProduct(i & 1, bt, act + 32 * i, lda);
+      } else {
+        AmxProduct(i & 1, st + i * kAmxStageBlock, act + 32 * i, lda);
+      }
       if (pf) {
         for (size_t o = 0; o < kBlock; o += 64)
           _mm_prefetch(reinterpret_cast<const char*>(pf + i * kBlock + o), _MM_HINT_T1);

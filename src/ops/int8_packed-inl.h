@@ -124,7 +124,7 @@ HWY_INLINE void ForPackedPanels(const ops_internal::JobList& jobs, size_t n_tok,
 // VNNI 9.1-9.3 ms, AMX 11.6-11.9; 15 tokens 14.3-14.7 / 12.7-13.1).
 inline constexpr size_t kAmxMinTokens = 12;
 
-// PackedInt8Path on AMX: act holds the tokens' codes as xq + 128, and kAmxTokens readable rows past the
+// PackedInt8Path on AMX: act holds the tokens' codes (signed xq), and kAmxTokens readable rows past the
 // last. Panels over the pool; per panel and chunk of kPanelTokChunk tokens, tile products of ≤ 16 tokens.
 template <GgmlType kType>
 void PackedAmxPanels(const WeightView* ws, float* const* ys, size_t n, const uint8_t* act,
@@ -154,6 +154,12 @@ void PackedAmxPanels(const WeightView* ws, float* const* ys, size_t n, const uin
     uint8_t* st = ops_internal::TileScratch().Get(nb * kAmxStageBlock);
     ForPackedPanels(jobs, n_tok, panel_bytes, g0, g1,
                     [&](const WeightView& w, float* yw, const uint8_t* panel, size_t r0, __mmask16 mask, size_t c0, size_t nc) {
+      if (nc <= kAmxTokens) {  // one group: each block staged just before its product
+        const uint8_t* pf = prefetch ? panel + panel_bytes : nullptr;
+        AmxPanelTokens<kType, true>(panel, st, nb, act + c0 * l.stride, l.stride, dxt + c0, sxt + c0, ldt, nc,
+                                    yw + c0 * w.rows + r0, w.rows, mask, pf);
+        return;
+      }
       AmxStagePanel<kType>(panel, nb, st);
       ops_internal::TokenPasses<kAmxTokens>(nc, [&](size_t t0, size_t nt) {
         const size_t t = c0 + t0;
@@ -161,7 +167,7 @@ void PackedAmxPanels(const WeightView* ws, float* const* ys, size_t n, const uin
         float* y = yw + t * w.rows + r0;
         // the first group over a panel asks for the next one, spread over its blocks
         const uint8_t* pf = prefetch && t0 == 0 ? panel + panel_bytes : nullptr;
-        AmxPanelTokens<kType>(panel, st, nb, a, l.stride, dxt + t, sxt + t, ldt, nt, y, w.rows, mask, pf);
+        AmxPanelTokens<kType, false>(panel, st, nb, a, l.stride, dxt + t, sxt + t, ldt, nt, y, w.rows, mask, pf);
       });
     });
   });
@@ -185,14 +191,6 @@ inline void PackedInt8Path(const WeightView* ws, float* const* ys, size_t n, con
   QuantizeActsPool(x, cols, n_tok, 32, act, pool);
   if (amx) {
     std::memset(act + n_tok * l.stride, 0, (act_rows - n_tok) * l.stride);
-    const __m512i k128 = _mm512_set1_epi8(static_cast<char>(0x80));
-    for (size_t t = 0; t < n_tok; ++t) {  // xq → xq + 128 (u8), the tile product's unsigned operand
-      uint8_t* q = act + t * l.stride;
-      for (size_t c = 0; c < cols; c += 64) {
-        const __mmask64 m = cols - c >= 64 ? ~__mmask64{0} : (__mmask64{1} << (cols - c)) - 1;
-        _mm512_mask_storeu_epi8(q + c, m, _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, q + c), k128));
-      }
-    }
     switch (type) {
       case GgmlType::kQ4_0: return PackedAmxPanels<GgmlType::kQ4_0>(ws, ys, n, act, l, n_tok, pool);
       case GgmlType::kQ4_1: return PackedAmxPanels<GgmlType::kQ4_1>(ws, ys, n, act, l, n_tok, pool);
