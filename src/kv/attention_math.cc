@@ -13,7 +13,7 @@
 #include <hwy/highway.h>
 #include <hwy/contrib/math/math-inl.h>
 
-#include "kv/reduce16-inl.h"  // Max16, Sum16
+#include "ops/reduce16-inl.h"  // Max16, Sum16
 
 HWY_BEFORE_NAMESPACE();
 namespace chorus {

@@ -23,7 +23,7 @@
 #include <hwy/highway.h>
 
 #include "kv/kv_kernels-inl.h"  // UnpackCodes, CentroidTable::Decode, LoadF16, LoadI8
-#include "kv/reduce16-inl.h"    // Max16 (AccumulateTqQ8)
+#include "ops/reduce16-inl.h"    // Max16 (AccumulateTqQ8)
 
 HWY_BEFORE_NAMESPACE();
 namespace chorus {

@@ -30,6 +30,23 @@ float DotImpl(const float* a, const float* b, size_t n) {
   return s;
 }
 
+void AddImpl(const float* x, size_t n, float* y) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  size_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(hn::Add(hn::LoadU(d, y + i), hn::LoadU(d, x + i)), d, y + i);
+  for (; i < n; ++i) y[i] += x[i];
+}
+
+void ScaleImpl(float* x, size_t n, float a) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  const auto va = hn::Set(d, a);
+  size_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(hn::Mul(hn::LoadU(d, x + i), va), d, x + i);
+  for (; i < n; ++i) x[i] *= a;
+}
+
 void AxpyImpl(float a, const float* x, size_t n, float* y) {
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
@@ -123,18 +140,16 @@ namespace chorus {
 HWY_EXPORT(DotImpl);
 HWY_EXPORT(LogSumExpFastImpl);
 HWY_EXPORT(AxpyImpl);
+HWY_EXPORT(AddImpl);
+HWY_EXPORT(ScaleImpl);
 HWY_EXPORT(GeGluTanhImpl);
 HWY_EXPORT(SwiGluImpl);
 
 float Dot(const float* a, const float* b, size_t n) { return HWY_DYNAMIC_DISPATCH(DotImpl)(a, b, n); }
 void Axpy(float a, const float* x, size_t n, float* y) { HWY_DYNAMIC_DISPATCH(AxpyImpl)(a, x, n, y); }
 
-void Scale(float* x, size_t n, float a) {
-  for (size_t i = 0; i < n; ++i) x[i] *= a;
-}
-void Add(const float* x, size_t n, float* y) {
-  for (size_t i = 0; i < n; ++i) y[i] += x[i];
-}
+void Scale(float* x, size_t n, float a) { HWY_DYNAMIC_DISPATCH(ScaleImpl)(x, n, a); }
+void Add(const float* x, size_t n, float* y) { HWY_DYNAMIC_DISPATCH(AddImpl)(x, n, y); }
 
 void RmsNorm(const float* x, const float* w, size_t n, float eps, float* out) {
   const float ss = Dot(x, x, n);

@@ -18,6 +18,7 @@
 #include "hwy/highway.h"
 #include "ops/int8_ref.h"         // Int8ActLayout, Int8SubOf
 #include "ops/matmul_internal.h"  // Scratch, JobList, TokenPasses
+#include "ops/reduce16-inl.h"     // Max16, Sum16, Reduce16Slot
 #include "ops/unpack-inl.h"       // UnpackBlocks
 
 HWY_BEFORE_NAMESPACE();
@@ -33,6 +34,41 @@ using ops_internal::Int8ActLayoutOf;
 
 inline constexpr size_t kPanelRows8 = 8;
 
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+// Blocks [b0, b0 + 16) of one token (sub 32): their absolute maxima reduced together (Max16), 127 / amax
+// and amax / 127 by one vector division each, their code sums by Sum16 (integers ≤ 32 · 127 in
+// magnitude: exact as floats, in any order). Every value is QuantizeActsAvx2's: the max is exact, the
+// divisions and products the same IEEE operations, the codes the same round-to-even conversions.
+HWY_INLINE void QuantizeActs16Blocks(const float* xt, size_t b0, uint8_t* codes, float* dx, float* s) {
+  const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
+  __m512 m[16];
+#pragma GCC unroll 16
+  for (size_t slot = 0; slot < 16; ++slot) {
+    const float* xb = xt + 32 * (b0 + Reduce16Slot(slot));
+    m[slot] = _mm512_max_ps(_mm512_and_ps(_mm512_loadu_ps(xb), abs_mask), _mm512_and_ps(_mm512_loadu_ps(xb + 16), abs_mask));
+  }
+  const __m512 amax = Max16(m);  // lane j: block b0 + j
+  const __mmask16 live = _mm512_cmp_ps_mask(amax, _mm512_setzero_ps(), _CMP_GT_OQ);
+  alignas(64) float id[16];
+  _mm512_store_ps(id, _mm512_maskz_div_ps(live, _mm512_set1_ps(127.0f), amax));
+  const __m512 d = _mm512_div_ps(amax, _mm512_set1_ps(127.0f));
+  _mm512_storeu_ps(dx + b0, d);
+  __m512 sums[16];
+#pragma GCC unroll 16
+  for (size_t slot = 0; slot < 16; ++slot) {
+    const size_t j = Reduce16Slot(slot);
+    const float* xb = xt + 32 * (b0 + j);
+    const __m512 vid = _mm512_set1_ps(id[j]);
+    const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xb), vid));  // half to even
+    const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xb + 16), vid));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + 32 * (b0 + j)), _mm512_cvtepi32_epi8(q0));  // |q| ≤ 127
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + 32 * (b0 + j) + 16), _mm512_cvtepi32_epi8(q1));
+    sums[slot] = _mm512_cvtepi32_ps(_mm512_add_epi32(q0, q1));
+  }
+  _mm512_storeu_ps(s + b0, _mm512_mul_ps(d, Sum16(sums)));
+}
+#endif
+
 // ---- Activations: x (n_tok, cols) → Int8ActLayout, exactly QuantizeActsRef.
 inline void QuantizeActsAvx2(const float* x, size_t cols, size_t n_tok, int sub, uint8_t* act) {
   const Int8ActLayout l = Int8ActLayoutOf(cols, sub);
@@ -43,7 +79,12 @@ inline void QuantizeActsAvx2(const float* x, size_t cols, size_t n_tok, int sub,
     uint8_t* base = act + t * l.stride;
     auto* dx = reinterpret_cast<float*>(base + l.dx_off);
     auto* s = reinterpret_cast<float*>(base + l.s_off);
-    for (size_t b = 0; b < cols / 32; ++b) {
+    size_t b = 0;
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+    if (sub == 32)
+      for (; b + 16 <= cols / 32; b += 16) QuantizeActs16Blocks(xt, b, base, dx, s);
+#endif
+    for (; b < cols / 32; ++b) {
       __m256 v[4];
       for (int k = 0; k < 4; ++k) v[k] = _mm256_loadu_ps(xt + 32 * b + 8 * k);
       __m256 mx = _mm256_max_ps(_mm256_max_ps(_mm256_and_ps(v[0], abs_mask), _mm256_and_ps(v[1], abs_mask)),

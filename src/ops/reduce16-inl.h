@@ -1,13 +1,14 @@
-// Horizontal reductions of 16 AVX-512 float vectors at once (the AVX3 / AVX3_DL targets): the block
+// Horizontal reductions of 16 AVX-512 float vectors at once (the AVX3 / AVX3_DL targets): the blocks'
+// absolute maxima and code sums of the activation quantizer (int8_x86-inl.h), the block
 // maxima and sums of 16 queries' score rows in the softmax fold, the weight maxima of the integer
 // value kernel.
 
 // Per-target include guard (the Highway convention for -inl.h files).
-#if defined(CHORUS_KV_REDUCE16_INL_H_) == defined(HWY_TARGET_TOGGLE)
-#ifdef CHORUS_KV_REDUCE16_INL_H_
-#undef CHORUS_KV_REDUCE16_INL_H_
+#if defined(CHORUS_OPS_REDUCE16_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef CHORUS_OPS_REDUCE16_INL_H_
+#undef CHORUS_OPS_REDUCE16_INL_H_
 #else
-#define CHORUS_KV_REDUCE16_INL_H_
+#define CHORUS_OPS_REDUCE16_INL_H_
 #endif
 
 #include <hwy/highway.h>
