@@ -378,7 +378,7 @@ Status KvSequence::Seal(size_t layer, size_t n_full, const uint16_t* nat_k, cons
   return Status::Ok();
 }
 
-Status KvSequence::Append(size_t layer, size_t n, const float* k, const float* v) {
+Status KvSequence::Append(size_t layer, size_t n, const float* k, const float* v, bool defer_decode) {
   if (size_ + n > capacity_)
     return Status::Error("context overflow: {} cached + {} new tokens exceed the context of {} tokens", size_, n,
                          capacity_);
@@ -397,13 +397,30 @@ Status KvSequence::Append(size_t layer, size_t n, const float* k, const float* v
   // this fails.
   CHORUS_RETURN_IF_ERROR(Fit(nat_k_, rows * kv_dim, "the batch's native key rows"));
   CHORUS_RETURN_IF_ERROR(Fit(nat_v_, rows * kv_dim, "the batch's native value rows"));
+  uint16_t *nk = nat_k_.data() + w * kv_dim, *nv = nat_v_.data() + w * kv_dim;
+  // The same below: the seals, and the window's size (its tokens rounded up to kWindowGranule).
+  const size_t n_full = rows / kBlockTokens;
+  const size_t tail = rows - n_full * kBlockTokens;
+  const size_t cap = (tail + kWindowGranule - 1) / kWindowGranule * kWindowGranule * rb;
+  if (defer_decode && n_full == 0 && win_k_[layer].size() == cap && win_v_[layer].size() == cap) {
+    // In place: rows [0, w) stay as they are (Rollback has nothing to restore), the new rows are
+    // stored after them; FinishAppend decodes rows [0, w) into the native rows.
+    EncodeWindowRows(wf, H, hd, k, n, win_k_[layer].data() + w * rb, nk);
+    EncodeWindowRows(wf, H, hd, v, n, win_v_[layer].data() + w * rb, nv);
+    nat_base_ = base;
+    u.active = true;
+    u.table_size = tables_[layer].size();
+    u.decode_deferred = true;
+    u.decode_rows = static_cast<uint32_t>(w);
+    SetViews(layer);
+    return Status::Ok();
+  }
   if (wf != WindowFormat::kF16) {
     CHORUS_RETURN_IF_ERROR(Fit(natw_k_, rows * rb, "the batch's stored key rows"));
     CHORUS_RETURN_IF_ERROR(Fit(natw_v_, rows * rb, "the batch's stored value rows"));
   }
   DecodeWindowRows(wf, H, hd, win_k_[layer].data(), w, nat_k_.data());
   DecodeWindowRows(wf, H, hd, win_v_[layer].data(), w, nat_v_.data());
-  uint16_t *nk = nat_k_.data() + w * kv_dim, *nv = nat_v_.data() + w * kv_dim;
   const uint8_t *stored_k = reinterpret_cast<const uint8_t*>(nat_k_.data()),
                 *stored_v = reinterpret_cast<const uint8_t*>(nat_v_.data());
   if (wf == WindowFormat::kF16) {
@@ -421,13 +438,10 @@ Status KvSequence::Append(size_t layer, size_t n, const float* k, const float* v
   // From here the layer changes: Rollback restores it from what the undo records.
   u.active = true;
   u.table_size = tables_[layer].size();
-  // Seal every block that is now complete.
-  const size_t n_full = rows / kBlockTokens;
-  const size_t tail = rows - n_full * kBlockTokens;
-  // The window holds its tokens rounded up to kWindowGranule: it grows while a block fills and
-  // shrinks when the block is sealed, so an agent's native window costs what it holds (measured
-  // bytes), not a whole block, and reallocates at most once per kWindowGranule tokens.
-  const size_t cap = (tail + kWindowGranule - 1) / kWindowGranule * kWindowGranule * rb;
+  // Seal every block that is now complete. The window holds its tokens rounded up to
+  // kWindowGranule: it grows while a block fills and shrinks when the block is sealed, so an
+  // agent's native window costs what it holds (measured bytes), not a whole block, and reallocates
+  // at most once per kWindowGranule tokens.
   if (n_full > 0) {
     // A seal replaces the window: its old rows are kept for Rollback until Commit (a decode step's
     // new window is empty, so this costs nothing more than the window already held).
@@ -450,8 +464,22 @@ Status KvSequence::Append(size_t layer, size_t n, const float* k, const float* v
   }
   std::copy_n(stored_k + n_full * kBlockTokens * rb, tail * rb, win_k_[layer].data());
   std::copy_n(stored_v + n_full * kBlockTokens * rb, tail * rb, win_v_[layer].data());
-  // Views of this layer's live blocks, for the attention that follows — built here, serially,
-  // because the attention runs on several threads.
+  SetViews(layer);
+  return Status::Ok();
+}
+
+void KvSequence::FinishAppend(size_t layer) {
+  Undo& u = undo_[layer];
+  if (!u.decode_deferred) return;
+  const KvStoreOptions& o = store_.options_;
+  DecodeWindowRows(o.window, o.shape.n_head_kv, o.shape.head_dim, win_k_[layer].data(), u.decode_rows, nat_k_.data());
+  DecodeWindowRows(o.window, o.shape.n_head_kv, o.shape.head_dim, win_v_[layer].data(), u.decode_rows, nat_v_.data());
+  u.decode_deferred = false;
+}
+
+// Views of a layer's live blocks, for the attention that follows — built by Append, serially,
+// because the attention runs on several threads.
+void KvSequence::SetViews(size_t layer) {
   const BlockPool& bp = store_.pool_;
   views_.clear();
   views_first_ = dropped_[layer];
@@ -460,7 +488,6 @@ Status KvSequence::Append(size_t layer, size_t n, const float* k, const float* v
     const BlockMeta& m = bp.meta(id);
     views_.push_back({bp.k_data(id), bp.v_data(id), m.k_format, m.v_format});
   }
-  return Status::Ok();
 }
 
 namespace {
