@@ -415,7 +415,7 @@ Status KvBatch::AppendAndAttend(size_t layer, size_t n, const float* k, const fl
     store_.policy().Observe(Observation{.seq_id = e.seq->id(), .layer = layer, .n = e.n, .q = q + e.row0 * q_dim,
                                         .k = k + e.row0 * kv_dim, .v = v + e.row0 * kv_dim, .q_dim = q_dim,
                                         .kv_dim = kv_dim});
-    if (Status s = e.seq->Append(layer, e.n, k + e.row0 * kv_dim, v + e.row0 * kv_dim, /*defer_decode=*/true);
+    if (Status s = e.seq->Append(layer, e.n, k + e.row0 * kv_dim, v + e.row0 * kv_dim, /*defer=*/true);
         !s.ok()) {
       store_.DropDeferredSeals();  // the caller's Rollback gives their blocks back
       failed_ = e.seq;
@@ -428,8 +428,8 @@ Status KvBatch::AppendAndAttend(size_t layer, size_t n, const float* k, const fl
     store_.DropDeferredSeals();
     return s;
   }
-  // The windows' earlier rows decoded into the native rows, each sequence on one thread (Append
-  // left them: the decode is most of an append, and an append is serial).
+  // What the appends left, each sequence on one thread: the views of the layer's blocks, and the
+  // windows' earlier rows decoded into the native rows (most of an append's work; appends are serial).
   pool.ParallelFor(entries_.size(), 1, [&](size_t b, size_t e) {
     for (size_t i = b; i < e; ++i) entries_[i].seq->FinishAppend(layer);
   });

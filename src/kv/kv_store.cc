@@ -378,7 +378,7 @@ Status KvSequence::Seal(size_t layer, size_t n_full, const uint16_t* nat_k, cons
   return Status::Ok();
 }
 
-Status KvSequence::Append(size_t layer, size_t n, const float* k, const float* v, bool defer_decode) {
+Status KvSequence::Append(size_t layer, size_t n, const float* k, const float* v, bool defer) {
   if (size_ + n > capacity_)
     return Status::Error("context overflow: {} cached + {} new tokens exceed the context of {} tokens", size_, n,
                          capacity_);
@@ -402,7 +402,7 @@ Status KvSequence::Append(size_t layer, size_t n, const float* k, const float* v
   const size_t n_full = rows / kBlockTokens;
   const size_t tail = rows - n_full * kBlockTokens;
   const size_t cap = (tail + kWindowGranule - 1) / kWindowGranule * kWindowGranule * rb;
-  if (defer_decode && n_full == 0 && win_k_[layer].size() == cap && win_v_[layer].size() == cap) {
+  if (defer && n_full == 0 && win_k_[layer].size() == cap && win_v_[layer].size() == cap) {
     // In place: rows [0, w) stay as they are (Rollback has nothing to restore), the new rows are
     // stored after them; FinishAppend decodes rows [0, w) into the native rows.
     EncodeWindowRows(wf, H, hd, k, n, win_k_[layer].data() + w * rb, nk);
@@ -412,7 +412,7 @@ Status KvSequence::Append(size_t layer, size_t n, const float* k, const float* v
     u.table_size = tables_[layer].size();
     u.decode_deferred = true;
     u.decode_rows = static_cast<uint32_t>(w);
-    SetViews(layer);
+    u.views_deferred = true;
     return Status::Ok();
   }
   if (wf != WindowFormat::kF16) {
@@ -464,21 +464,28 @@ Status KvSequence::Append(size_t layer, size_t n, const float* k, const float* v
   }
   std::copy_n(stored_k + n_full * kBlockTokens * rb, tail * rb, win_k_[layer].data());
   std::copy_n(stored_v + n_full * kBlockTokens * rb, tail * rb, win_v_[layer].data());
-  SetViews(layer);
+  if (defer) u.views_deferred = true;
+  else SetViews(layer);
   return Status::Ok();
 }
 
 void KvSequence::FinishAppend(size_t layer) {
   Undo& u = undo_[layer];
-  if (!u.decode_deferred) return;
-  const KvStoreOptions& o = store_.options_;
-  DecodeWindowRows(o.window, o.shape.n_head_kv, o.shape.head_dim, win_k_[layer].data(), u.decode_rows, nat_k_.data());
-  DecodeWindowRows(o.window, o.shape.n_head_kv, o.shape.head_dim, win_v_[layer].data(), u.decode_rows, nat_v_.data());
-  u.decode_deferred = false;
+  if (u.decode_deferred) {
+    const KvStoreOptions& o = store_.options_;
+    const size_t H = o.shape.n_head_kv, hd = o.shape.head_dim;
+    DecodeWindowRows(o.window, H, hd, win_k_[layer].data(), u.decode_rows, nat_k_.data());
+    DecodeWindowRows(o.window, H, hd, win_v_[layer].data(), u.decode_rows, nat_v_.data());
+    u.decode_deferred = false;
+  }
+  if (u.views_deferred) {
+    SetViews(layer);
+    u.views_deferred = false;
+  }
 }
 
-// Views of a layer's live blocks, for the attention that follows — built by Append, serially,
-// because the attention runs on several threads.
+// Views of a layer's live blocks, for the attention that follows: built by Append or FinishAppend,
+// before the attention's threads read them.
 void KvSequence::SetViews(size_t layer) {
   const BlockPool& bp = store_.pool_;
   views_.clear();

@@ -226,11 +226,12 @@ class KvSequence final : public SequenceKv {
   // attention of this layer); AddOwn folds the keys visible to token t of the batch into queries
   // [q0, q0+nq) of att: blocks [from_block, (size()+t)/32) (its window's edge applied) and the
   // native rows of its block.
-  // defer_decode: when nothing is sealed and the window keeps its size (most decode steps), the new
-  // rows are stored into the window in place and decoding the window's earlier rows into the native
-  // rows is left to FinishAppend, which touches nothing but this sequence (a batch runs it for its
-  // sequences over the pool); nothing may read the native rows before it.
-  Status Append(size_t layer, size_t n, const float* k, const float* v, bool defer_decode = false);
+  // defer: the views of the layer's blocks are left to FinishAppend, and when nothing is sealed and
+  // the window keeps its size (most decode steps) the new rows are stored into the window in place
+  // and decoding its earlier rows into the native rows is left to it too. FinishAppend touches
+  // nothing but this sequence (a batch runs it for its sequences over the pool); nothing may read
+  // the views or the native rows before it.
+  Status Append(size_t layer, size_t n, const float* k, const float* v, bool defer = false);
   void FinishAppend(size_t layer);
   // Blocks [first live, to_block) of the layer of the last Append, within `range`.
   void AddOwnBlocks(BlockAttention& att, uint32_t kv_head, size_t q0, size_t nq, size_t to_block,
@@ -294,8 +295,9 @@ class KvSequence final : public SequenceKv {
     bool active = false;
     size_t table_size = 0;        // live blocks the layer had before the batch
     bool window_moved = false;    // a seal replaced the window: the old rows are kept below
-    bool decode_deferred = false;  // Append(defer_decode): the window's first decode_rows rows are
-    uint32_t decode_rows = 0;      // still to be decoded into the native rows (FinishAppend)
+    bool views_deferred = false;   // Append(defer): the views are still to be set (FinishAppend),
+    bool decode_deferred = false;  // and the window's first decode_rows rows still to be decoded
+    uint32_t decode_rows = 0;      // into the native rows
     AlignedBuffer<uint8_t> k, v;  // the window before the batch (when moved)
   };
 
