@@ -86,9 +86,9 @@ void BM_ScoreQ8(benchmark::State& state) {
   std::vector<int8_t> q8(kNq * d);
   std::vector<int32_t> bias(kNq);
   QuantizeQueriesQ8(q.data(), kNq, d, q8.data(), scale.data(), bias.data());
-  std::vector<uint8_t> qu((kNq + 16) * d, 0);  // as BlockAttention gives the AMX kernel (used from 16 queries)
-  for (size_t k = 0; k < q8.size(); ++k) qu[k] = static_cast<uint8_t>(q8[k] + 128);
-  const QueryQ8 qq{q8.data(), scale.data(), bias.data(), qu.data()};
+  std::vector<int8_t> qp((kNq + 16) * d, 0);  // as BlockAttention gives the AMX kernel (used from 16 queries)
+  std::copy_n(q8.data(), q8.size(), qp.data());
+  const QueryQ8 qq{q8.data(), scale.data(), bias.data(), qp.data()};
   for (auto _ : state) {
     for (size_t b = 0; b < kBlocks; ++b) {
       score(kGeometry, &fx.blocks[b * fx.block_bytes], 1, qq, kNq, scores.data(), kBlockTokens);

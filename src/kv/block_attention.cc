@@ -12,7 +12,7 @@
 
 namespace chorus {
 namespace {
-constexpr size_t kQuPadRows = 16;  // an AMX query tile's rows: QueryQ8::qu has this many zero rows past n_q
+constexpr size_t kQuPadRows = 16;  // an AMX query tile's rows: QueryQ8::qp has this many zero rows past n_q
 }  // namespace
 
 void SoftmaxState::Reset(size_t n_q, size_t head_dim) {
@@ -36,7 +36,7 @@ void BlockAttention::Reserve(size_t max_q) {
   }
   q_rot_.reserve(max_q * hd);
   q8_.reserve(max_q * hd);
-  q8u_.reserve((max_q + kQuPadRows) * hd);
+  q8p_.reserve((max_q + kQuPadRows) * hd);
   q8_scale_.reserve(max_q);
   q8_bias_.reserve(max_q);
   scores_.reserve(max_q * kBlockTokens);
@@ -47,7 +47,7 @@ size_t BlockAttention::bytes() const {
   size_t floats = q_rot_.capacity() + scores_.capacity() + tmp_.capacity() + part_acc_.capacity() +
                   part_tmp_.capacity() + q8_scale_.capacity();
   for (const SoftmaxState* st : {&plain_, &rot_}) floats += st->m.capacity() + st->l.capacity() + st->o.capacity();
-  return sizeof(*this) + floats * sizeof(float) + q8_.capacity() + q8u_.capacity() +
+  return sizeof(*this) + floats * sizeof(float) + q8_.capacity() + q8p_.capacity() +
          q8_bias_.capacity() * sizeof(int32_t);
 }
 
@@ -94,14 +94,14 @@ QueryQ8 BlockAttention::QuantizedQueries(KvFormat keys) {
     q8_bias_.resize(n_q_);
     QuantizeQueriesQ8(q, n_q_, hd, q8_.data(), q8_scale_.data(), q8_bias_.data(), keys);
     q8_keys_ = keys;
-    if (n_q_ >= kQuPadRows && AmxInt8Enabled()) {  // the tile kernels' unsigned copy
-      q8u_.assign((n_q_ + kQuPadRows) * hd, 0);
-      for (size_t i = 0; i < n_q_ * hd; ++i) q8u_[i] = static_cast<uint8_t>(q8_[i] + 128);
+    if (n_q_ >= kQuPadRows && AmxInt8Enabled()) {  // the tile kernels' padded copy
+      q8p_.assign((n_q_ + kQuPadRows) * hd, 0);
+      std::copy_n(q8_.data(), n_q_ * hd, q8p_.data());
     } else {
-      q8u_.clear();
+      q8p_.clear();
     }
   }
-  return {q8_.data(), q8_scale_.data(), q8_bias_.data(), q8u_.empty() ? nullptr : q8u_.data()};
+  return {q8_.data(), q8_scale_.data(), q8_bias_.data(), q8p_.empty() ? nullptr : q8p_.data()};
 }
 
 namespace {
@@ -164,7 +164,7 @@ void BlockAttention::AddBlocks(std::span<const BlockView> blocks, uint32_t kv_he
     QueryQ8 q8{};  // integer key scores (tq4, q8 keys) where the CPU has them
     if (kk.score_q8) {
       const QueryQ8 all = QuantizedQueries(kf);
-      q8 = {all.q + q0 * hd, all.scale + q0, all.bias + q0, all.qu ? all.qu + q0 * hd : nullptr};
+      q8 = {all.q + q0 * hd, all.scale + q0, all.bias + q0, all.qp ? all.qp + q0 * hd : nullptr};
     }
     // integer value sums (tq3 / tq4 values) where the CPU has them; other head_dims fall back inside
     const KvAccumulateFn accumulate = vk.accumulate_q8 ? vk.accumulate_q8 : vk.accumulate;

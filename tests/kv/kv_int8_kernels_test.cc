@@ -49,15 +49,15 @@ struct Q8 {
   std::vector<int8_t> q;
   std::vector<float> scale;
   std::vector<int32_t> bias;
-  std::vector<uint8_t> qu;  // q + 128 and 16 zero rows, as BlockAttention gives the AMX kernels
-  QueryQ8 view() const { return {q.data(), scale.data(), bias.data(), qu.data()}; }
+  std::vector<int8_t> qp;  // q and 16 zero rows, as BlockAttention gives the AMX kernels
+  QueryQ8 view() const { return {q.data(), scale.data(), bias.data(), qp.data()}; }
 };
 
 Q8 Quantize(const std::vector<float>& q, size_t n_q, size_t d, KvFormat keys = KvFormat::kTq4) {
   Q8 r{std::vector<int8_t>(n_q * d), std::vector<float>(n_q), std::vector<int32_t>(n_q),
-       std::vector<uint8_t>((n_q + 16) * d, 0)};
+       std::vector<int8_t>((n_q + 16) * d, 0)};
   QuantizeQueriesQ8(q.data(), n_q, d, r.q.data(), r.scale.data(), r.bias.data(), keys);
-  for (size_t i = 0; i < n_q * d; ++i) r.qu[i] = static_cast<uint8_t>(r.q[i] + 128);
+  std::copy_n(r.q.data(), n_q * d, r.qp.data());
   return r;
 }
 
