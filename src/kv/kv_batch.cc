@@ -428,10 +428,14 @@ Status KvBatch::AppendAndAttend(size_t layer, size_t n, const float* k, const fl
     store_.DropDeferredSeals();
     return s;
   }
-  // What the appends left, each sequence on one thread: the views of the layer's blocks, and the
-  // windows' earlier rows decoded into the native rows (most of an append's work; appends are serial).
+  // What the appends left, each sequence on one thread: the views of the layer's blocks, the new
+  // rows stored, the windows' earlier rows decoded into the native rows (most of an append's work;
+  // appends are serial).
   pool.ParallelFor(entries_.size(), 1, [&](size_t b, size_t e) {
-    for (size_t i = b; i < e; ++i) entries_[i].seq->FinishAppend(layer);
+    for (size_t i = b; i < e; ++i) {
+      const BatchRows& r = entries_[i];
+      r.seq->FinishAppend(layer, r.n, k + r.row0 * kv_dim, v + r.row0 * kv_dim);
+    }
   });
   AttendRows(store_, layer, entries_, q, out, pool);
   return Status::Ok();

@@ -403,10 +403,8 @@ Status KvSequence::Append(size_t layer, size_t n, const float* k, const float* v
   const size_t tail = rows - n_full * kBlockTokens;
   const size_t cap = (tail + kWindowGranule - 1) / kWindowGranule * kWindowGranule * rb;
   if (defer && n_full == 0 && win_k_[layer].size() == cap && win_v_[layer].size() == cap) {
-    // In place: rows [0, w) stay as they are (Rollback has nothing to restore), the new rows are
-    // stored after them; FinishAppend decodes rows [0, w) into the native rows.
-    EncodeWindowRows(wf, H, hd, k, n, win_k_[layer].data() + w * rb, nk);
-    EncodeWindowRows(wf, H, hd, v, n, win_v_[layer].data() + w * rb, nv);
+    // In place: rows [0, w) stay as they are (Rollback has nothing to restore); FinishAppend stores
+    // the new rows after them and decodes rows [0, w) into the native rows.
     nat_base_ = base;
     u.active = true;
     u.table_size = tables_[layer].size();
@@ -469,11 +467,14 @@ Status KvSequence::Append(size_t layer, size_t n, const float* k, const float* v
   return Status::Ok();
 }
 
-void KvSequence::FinishAppend(size_t layer) {
+void KvSequence::FinishAppend(size_t layer, size_t n, const float* k, const float* v) {
   Undo& u = undo_[layer];
   if (u.decode_deferred) {
     const KvStoreOptions& o = store_.options_;
-    const size_t H = o.shape.n_head_kv, hd = o.shape.head_dim;
+    const size_t H = o.shape.n_head_kv, hd = o.shape.head_dim, kv_dim = o.shape.kv_dim(), w = u.decode_rows;
+    const size_t rb = WindowRowBytes(o.window, H, hd);
+    EncodeWindowRows(o.window, H, hd, k, n, win_k_[layer].data() + w * rb, nat_k_.data() + w * kv_dim);
+    EncodeWindowRows(o.window, H, hd, v, n, win_v_[layer].data() + w * rb, nat_v_.data() + w * kv_dim);
     DecodeWindowRows(o.window, H, hd, win_k_[layer].data(), u.decode_rows, nat_k_.data());
     DecodeWindowRows(o.window, H, hd, win_v_[layer].data(), u.decode_rows, nat_v_.data());
     u.decode_deferred = false;

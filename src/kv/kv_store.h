@@ -226,13 +226,13 @@ class KvSequence final : public SequenceKv {
   // attention of this layer); AddOwn folds the keys visible to token t of the batch into queries
   // [q0, q0+nq) of att: blocks [from_block, (size()+t)/32) (its window's edge applied) and the
   // native rows of its block.
-  // defer: the views of the layer's blocks are left to FinishAppend, and when nothing is sealed and
-  // the window keeps its size (most decode steps) the new rows are stored into the window in place
-  // and decoding its earlier rows into the native rows is left to it too. FinishAppend touches
-  // nothing but this sequence (a batch runs it for its sequences over the pool); nothing may read
-  // the views or the native rows before it.
+  // defer: the views of the layer's blocks are left to FinishAppend (given the same n, k, v), and
+  // when nothing is sealed and the window keeps its size (most decode steps) storing the new rows
+  // into the window in place and decoding its earlier rows into the native rows are left to it
+  // too. FinishAppend touches nothing but this sequence (a batch runs it for its sequences over the
+  // pool); nothing may read the views, the window or the native rows before it.
   Status Append(size_t layer, size_t n, const float* k, const float* v, bool defer = false);
-  void FinishAppend(size_t layer);
+  void FinishAppend(size_t layer, size_t n, const float* k, const float* v);
   // Blocks [first live, to_block) of the layer of the last Append, within `range`.
   void AddOwnBlocks(BlockAttention& att, uint32_t kv_head, size_t q0, size_t nq, size_t to_block,
                     const SegmentRange& range = {}) const;
