@@ -118,9 +118,11 @@ Status ForwardPass::RunBatch(std::span<const int32_t> tokens, SequenceKv& kv, Th
     RopeTable(pos, c_.rope_dim, global, rope_.data() + t * c_.rope_dim);
     if (has_local_) RopeTable(pos, c_.rope_dim, local, rope_local_.data() + t * c_.rope_dim);
   }
-  // In place: rows of n_embd normalized (the post-norms normalize a matmul's output).
+  // In place: rows of n_embd normalized (the post-norms normalize a matmul's output). A thread takes
+  // at least ~16K values (a decode step's few rows: on the calling thread, no pool round trip).
+  const size_t norm_grain = std::max<size_t>(1, 16384 / d);
   auto norm_rows = [&](const float* weight, const float* src, float* dst) {
-    pool.ParallelFor(n, 1, [&](size_t b, size_t e) {
+    pool.ParallelFor(n, norm_grain, [&](size_t b, size_t e) {
       for (size_t t = b; t < e; ++t) RmsNorm(src + t * d, weight, d, c_.rms_eps, dst + t * d);
     });
   };

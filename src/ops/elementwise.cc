@@ -47,6 +47,16 @@ void ScaleImpl(float* x, size_t n, float a) {
   for (; i < n; ++i) x[i] *= a;
 }
 
+// out[i] = x[i] · inv · w[i], the scalar loop's two products in its order.
+void ScaleByImpl(const float* x, float inv, const float* w, size_t n, float* out) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  const auto vi = hn::Set(d, inv);
+  size_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(hn::Mul(hn::Mul(hn::LoadU(d, x + i), vi), hn::LoadU(d, w + i)), d, out + i);
+  for (; i < n; ++i) out[i] = x[i] * inv * w[i];
+}
+
 void AxpyImpl(float a, const float* x, size_t n, float* y) {
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
@@ -141,6 +151,7 @@ HWY_EXPORT(DotImpl);
 HWY_EXPORT(LogSumExpFastImpl);
 HWY_EXPORT(AxpyImpl);
 HWY_EXPORT(AddImpl);
+HWY_EXPORT(ScaleByImpl);
 HWY_EXPORT(ScaleImpl);
 HWY_EXPORT(GeGluTanhImpl);
 HWY_EXPORT(SwiGluImpl);
@@ -154,7 +165,7 @@ void Add(const float* x, size_t n, float* y) { HWY_DYNAMIC_DISPATCH(AddImpl)(x, 
 void RmsNorm(const float* x, const float* w, size_t n, float eps, float* out) {
   const float ss = Dot(x, x, n);
   const float inv = 1.0f / std::sqrt(ss / static_cast<float>(n) + eps);
-  for (size_t i = 0; i < n; ++i) out[i] = x[i] * inv * w[i];
+  HWY_DYNAMIC_DISPATCH(ScaleByImpl)(x, inv, w, n, out);
 }
 
 void RmsNormRef(const float* x, const float* w, size_t n, float eps, float* out) {
