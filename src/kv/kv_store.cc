@@ -410,7 +410,6 @@ Status KvSequence::Append(size_t layer, size_t n, const float* k, const float* v
     u.table_size = tables_[layer].size();
     u.decode_deferred = true;
     u.decode_rows = static_cast<uint32_t>(w);
-    u.views_deferred = true;
     return Status::Ok();
   }
   if (wf != WindowFormat::kF16) {
@@ -462,8 +461,7 @@ Status KvSequence::Append(size_t layer, size_t n, const float* k, const float* v
   }
   std::copy_n(stored_k + n_full * kBlockTokens * rb, tail * rb, win_k_[layer].data());
   std::copy_n(stored_v + n_full * kBlockTokens * rb, tail * rb, win_v_[layer].data());
-  if (defer) u.views_deferred = true;
-  else SetViews(layer);
+  if (!defer) SetViews(layer);
   return Status::Ok();
 }
 
@@ -475,14 +473,11 @@ void KvSequence::FinishAppend(size_t layer, size_t n, const float* k, const floa
     const size_t rb = WindowRowBytes(o.window, H, hd);
     EncodeWindowRows(o.window, H, hd, k, n, win_k_[layer].data() + w * rb, nat_k_.data() + w * kv_dim);
     EncodeWindowRows(o.window, H, hd, v, n, win_v_[layer].data() + w * rb, nat_v_.data() + w * kv_dim);
-    DecodeWindowRows(o.window, H, hd, win_k_[layer].data(), u.decode_rows, nat_k_.data());
-    DecodeWindowRows(o.window, H, hd, win_v_[layer].data(), u.decode_rows, nat_v_.data());
+    DecodeWindowRows(o.window, H, hd, win_k_[layer].data(), w, nat_k_.data());
+    DecodeWindowRows(o.window, H, hd, win_v_[layer].data(), w, nat_v_.data());
     u.decode_deferred = false;
   }
-  if (u.views_deferred) {
-    SetViews(layer);
-    u.views_deferred = false;
-  }
+  SetViews(layer);
 }
 
 // Views of a layer's live blocks, for the attention that follows: built by Append or FinishAppend,

@@ -226,7 +226,8 @@ class KvSequence final : public SequenceKv {
   // attention of this layer); AddOwn folds the keys visible to token t of the batch into queries
   // [q0, q0+nq) of att: blocks [from_block, (size()+t)/32) (its window's edge applied) and the
   // native rows of its block.
-  // defer: the views of the layer's blocks are left to FinishAppend (given the same n, k, v), and
+  // defer: the views of the layer's blocks are left to FinishAppend (given the same n, k, v; called
+  // once after every successful deferred Append), and
   // when nothing is sealed and the window keeps its size (most decode steps) storing the new rows
   // into the window in place and decoding its earlier rows into the native rows are left to it
   // too. FinishAppend touches nothing but this sequence (a batch runs it for its sequences over the
@@ -295,9 +296,8 @@ class KvSequence final : public SequenceKv {
     bool active = false;
     size_t table_size = 0;        // live blocks the layer had before the batch
     bool window_moved = false;    // a seal replaced the window: the old rows are kept below
-    bool views_deferred = false;   // Append(defer): the views are still to be set (FinishAppend),
-    bool decode_deferred = false;  // and the window's first decode_rows rows still to be decoded
-    uint32_t decode_rows = 0;      // into the native rows
+    bool decode_deferred = false;  // Append(defer) stored nothing: FinishAppend stores the new rows
+    uint32_t decode_rows = 0;      // after the window's first decode_rows and decodes those
     AlignedBuffer<uint8_t> k, v;  // the window before the batch (when moved)
   };
 

@@ -6,8 +6,9 @@
 //   C (tile 0 or 1): 16 tokens × 16 rows of int32, from zero, signed by signed (tdpbssd): the exact
 //                    integer sum Σ xq · q the VNNI kernel forms.
 // The float epilogue is the VNNI kernel's, op for op: bit-identical to int8_packed-inl.h and the int8
-// twin (int8_ref.h), for any n_tok, grouping and thread count. Each panel's B tiles are staged once
-// (nibbles unpacked) and serve every token group; two tile sets alternate.
+// twin (int8_ref.h), for any n_tok, grouping and thread count. With several token groups a panel's B
+// tiles are staged once (nibbles unpacked) and serve every group; with one, each block is staged just
+// before its product (the weight stream overlaps the tiles). Two tile sets alternate.
 #if defined(CHORUS_OPS_INT8_AMX_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef CHORUS_OPS_INT8_AMX_INL_H_
 #undef CHORUS_OPS_INT8_AMX_INL_H_
@@ -77,8 +78,8 @@ HWY_INLINE void AmxStageBlock(const uint8_t* blk, uint8_t* bt) {
   LoadPanelCodes<kType>(blk, c);
 #pragma GCC unroll 8
   for (int g = 0; g < 8; ++g) {
-    if constexpr (kType == GgmlType::kQ8_0) c[g] = _mm512_xor_si512(c[g], _mm512_set1_epi8(static_cast<char>(0x80)));
-    _mm512_store_si512(bt + 64 * g, c[g]);  // Q8_0: q + 128 → q
+    if constexpr (kType == GgmlType::kQ8_0) c[g] = _mm512_xor_si512(c[g], _mm512_set1_epi8(static_cast<char>(0x80)));  // q + 128 → q
+    _mm512_store_si512(bt + 64 * g, c[g]);
   }
 }
 template <GgmlType kType>
@@ -110,14 +111,15 @@ HWY_INLINE void AmxStore(size_t slot, int32_t* c) {
   }
 }
 
-// Staged panel (AmxStagePanel; `panel` for its scales) × 16 tokens: `act` token rows ld_act apart
+// Staged panel (AmxStagePanel; `panel` for its scales; kFused: st a ring of kRing blocks, each staged
+// from `panel` just before its product) × 16 tokens: `act` token rows ld_act apart
 // whose code bytes are the signed xq; dxt / sxt: the tokens' dx / s, block b's 16 at b · ldt (the VNNI
 // kernel's values, transposed once per call by PackedInt8Path); the first nt ≤ 16 tokens' rows
 // are stored (all 16 are computed: the rows past the last token are zeros). Pipelined over blocks:
 // while the tile unit multiplies block b, block b − 1's sums are stored (a ring of 4) and block
 // b − 2's are read out. pf: the next panel (block b of it into L2 with block b), or null.
 template <GgmlType kType, bool kFused>
-HWY_INLINE void AmxPanelTokens(const uint8_t* panel, const uint8_t* st, size_t nb, const uint8_t* act,
+HWY_INLINE void AmxPanelTokens(const uint8_t* panel, uint8_t* st, size_t nb, const uint8_t* act,
                                size_t ld_act, const float* dxt, const float* sxt, size_t ldt, size_t nt, float* y,
                                size_t ldy, __mmask16 mask, const uint8_t* pf) {
   constexpr bool kQ8 = kType == GgmlType::kQ8_0;
@@ -130,7 +132,7 @@ HWY_INLINE void AmxPanelTokens(const uint8_t* panel, const uint8_t* st, size_t n
   for (size_t i = 0; i < nb + 2; ++i) {
     if (i < nb) {
       if constexpr (kFused) {
-        uint8_t* bt = const_cast<uint8_t*>(st) + (i % kRing) * kAmxStageBlock;
+        uint8_t* bt = st + (i % kRing) * kAmxStageBlock;
         AmxStageBlock<kType>(panel + i * kBlock, bt);
         AmxProduct(i & 1, bt, act + 32 * i, lda);
       } else {

@@ -76,9 +76,9 @@ TEST(ComixPolicy, BudgetHoldsUnderRandomJoinsAndFinishes) {
     // the projection leaves out by contract — KvFootprint::AppendExtra — and the engine never does.)
     const size_t part_bytes = (kPartSlots * kShape.n_head + kStackTokens * (kShape.n_head / kShape.n_head_kv) + 1) *
                               BlockAttention::PartStateFloats(kShape.head_dim) * sizeof(float);
-    // and beside BlockAttention's u8 copy of the queries for the AMX kernels (reserved on every CPU)
-    const size_t qu_bytes = (kStackTokens * (kShape.n_head / kShape.n_head_kv) + 16) * kShape.head_dim;
-    const size_t budget = 280'000 + part_bytes + qu_bytes + (rng() % 5) * 40'000;
+    // and beside BlockAttention's zero-padded copy of the queries for the AMX kernels (reserved on every CPU)
+    const size_t qp_bytes = (kStackTokens * (kShape.n_head / kShape.n_head_kv) + 16) * kShape.head_dim;
+    const size_t budget = 280'000 + part_bytes + qp_bytes + (rng() % 5) * 40'000;
     ComixPolicy policy(Options(budget));
     KvStore store(KvStoreOptions{.n_layer = kLayers, .shape = kShape, .budget_bytes = budget}, &policy);
     policy.SetStore(&store);
