@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "kv/attention_math.h"   // SoftmaxFold (BM_Fold)
 #include "kv/block_attention.h"  // BlockAttention (stacked steps; one agent at depth)
 #include "kv/kv_format.h"   // EncodeKvBlock, KvBlockBytes
 #include "kv/kv_kernels.h"  // GetKvBlockKernels
@@ -136,6 +137,34 @@ void BM_Accumulate(benchmark::State& state) {
   RunAccumulate(state, f, GetKvBlockKernels(f).accumulate);
 }
 
+// The softmax fold alone (BlockAttention::Update's SoftmaxFold) over 64 blocks of n_q x 32 scores,
+// each block's scores refilled from a stored copy first (the fold overwrites them with their exps;
+// BM_FoldCopy times the refill alone). The fold's vector exp is one per (query, token): its share of
+// BM_Attend is the arithmetic a stacked step does beyond the multiply-adds.
+void RunFold(benchmark::State& state, bool fold) {
+  const auto kNq = static_cast<size_t>(state.range(0));
+  const size_t d = kGeometry.head_dim, tile = kNq * kBlockTokens;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd;
+  std::vector<float> src(kBlocks * tile), s(tile), m(kNq), l(kNq), o(kNq * d);
+  for (auto& v : src) v = 2.0f * nd(rng);
+  for (auto _ : state) {
+    std::fill(m.begin(), m.end(), -INFINITY);
+    std::fill(l.begin(), l.end(), 0.0f);
+    std::fill(o.begin(), o.end(), 1.0f);
+    for (size_t b = 0; b < kBlocks; ++b) {
+      std::copy_n(&src[b * tile], tile, s.data());
+      if (fold) SoftmaxFold(s.data(), kNq, kBlockTokens, kBlockTokens, m.data(), l.data(), o.data(), d);
+      benchmark::DoNotOptimize(s.data());
+    }
+    benchmark::DoNotOptimize(l.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * kBlocks * tile);  // (query, token) scores
+}
+void BM_Fold(benchmark::State& state) { RunFold(state, true); }
+void BM_FoldCopy(benchmark::State& state) { RunFold(state, false); }
+
 // Sealing cost: tokens/s of EncodeKvBlock for all 3 heads (one block side).
 void BM_Encode(benchmark::State& state) {
   const KvFormat f = kAllKvFormats[state.range(0)];
@@ -230,6 +259,8 @@ BENCHMARK(BM_Score)->ArgsProduct({benchmark::CreateDenseRange(0, std::size(kAllK
 BENCHMARK(BM_ScoreQ8)->Arg(3)->Arg(45);
 BENCHMARK(BM_AccumulateQ8)->ArgsProduct({{5, 6}, {3, 45}});  // tq4, tq3
 BENCHMARK(BM_Accumulate)->ArgsProduct({benchmark::CreateDenseRange(0, std::size(kAllKvFormats) - 1, 1), {3, 45}});
+BENCHMARK(BM_Fold)->Arg(3)->Arg(45);
+BENCHMARK(BM_FoldCopy)->Arg(45);
 BENCHMARK(BM_Attend)->ArgsProduct({{0, 1, 2}, {3, 21, 24, 45, 96}});
 BENCHMARK(BM_Encode)->DenseRange(0, std::size(kAllKvFormats) - 1);
 BENCHMARK(BM_AttendDepth)->Args({5, 6, 0})->Args({5, 6, 1})->Args({0, 0, 0})->Args({0, 0, 1});  // tq4/tq3, f16/f16
