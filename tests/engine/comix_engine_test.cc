@@ -62,7 +62,7 @@ TEST(ComixEngine, BudgetHoldsUnderRandomJoinsAndFinishes) {
         EXPECT_NE(id.status().message().find("refused"), std::string::npos) << id.status().message();
       }
     }
-    if (engine.running() > 0) ASSERT_TRUE(engine.Step().ok());
+    if (engine.running() > 0) { ASSERT_TRUE(engine.Step().ok()); }
     const EngineKvReport r = engine.KvReport();
     ASSERT_LE(r.total_bytes, budget) << "step " << step;
     const std::string map = engine.AllocationReport();
@@ -186,7 +186,7 @@ TEST(ComixEngine, PlansForKnownReadersAndBeatsUniformAtItsBudget) {
     // NLL/token; tq4/tq3 + q8: uniform +0.0206 vs comix +0.0263 — CoMix's allocation is not
     // budget-bound there (the same bits at both budgets: its formats stop at 4 bits while uniform's
     // private blocks are q8), so only the 2-bit configuration is asserted to lose to CoMix.
-    if (std::string(u.sk) == "tq2") EXPECT_LT(excess(comix), excess(uniform)) << name;
+    if (std::string(u.sk) == "tq2") { EXPECT_LT(excess(comix), excess(uniform)) << name; }
   }
 }
 

@@ -67,7 +67,7 @@ TEST(BlockCodec, EveryFlippedByteIsRejected) {
     BlockParse p = f.Parse(bad);
     ASSERT_FALSE(p.ok()) << "byte " << i << " of " << s.size();
     EXPECT_FALSE(p.why.empty());
-    if (i >= kBlockCodecHeaderBytes) EXPECT_EQ(p.reject, BlockReject::kChecksum) << "byte " << i;
+    if (i >= kBlockCodecHeaderBytes) { EXPECT_EQ(p.reject, BlockReject::kChecksum) << "byte " << i; }
   }
 }
 

@@ -58,6 +58,7 @@ void BatchedEqualsAlone(size_t N, int threads) {
   auto doc = store.NewSequence(300);
   Feed(*doc, 256, rng, pool, 2);  // 8 sealed blocks
   const auto shared = Tables(*doc, 2);
+  const size_t doc_bytes = store.pool().payload_bytes();  // the document's 2 x 8 blocks
   std::vector<std::unique_ptr<KvSequence>> a, b;  // two identical sets of agents
   for (size_t i = 0; i < N; ++i) {
     a.push_back(store.NewSequence(600, {.tables = shared}));
@@ -65,8 +66,9 @@ void BatchedEqualsAlone(size_t N, int threads) {
     EXPECT_EQ(a.back()->size(), 256u);
     EXPECT_EQ(a.back()->borrowed_blocks(), 8u);
   }
+  ASSERT_GT(doc_bytes, 0u);
   doc.reset();  // the readers hold the blocks now
-  const size_t shared_bytes = store.pool().payload_bytes();
+  EXPECT_EQ(store.pool().payload_bytes(), doc_bytes);  // 2N readers, the blocks stored once
   for (size_t i = 0; i < N; ++i) {
     std::mt19937 r1(100 + i), r2(100 + i);
     Feed(*a[i], 3 + 11 * i, r1, pool, 2);  // private prompts of different lengths

@@ -100,8 +100,9 @@ TEST(KvFootprint, BoundsEveryInstantAndIsReached) {
         policy.Sample();
       }
       EXPECT_LE(policy.peak, fp.Decoding(cap) + fp.AppendExtra(chunk)) << WindowFormatName(wf) << " chunk " << chunk;
-      if (chunk % kBlockTokens == 0)  // every chunk starts at a block boundary: no window to keep
+      if (chunk % kBlockTokens == 0) {  // every chunk starts at a block boundary: no window to keep
         EXPECT_LE(policy.peak, fp.Decoding(cap) + fp.PrefillExtra(chunk)) << WindowFormatName(wf) << " chunk " << chunk;
+      }
       policy.peak = 0;
       while (s->size() < cap) {
         ASSERT_TRUE(Feed(*s, 1, 2, rng, pool).ok());

@@ -179,8 +179,8 @@ TEST(AttentionParts, AgentsOnALongDocumentEqualAlone) {
   for (size_t N : {15u, 40u}) {
     auto prompt_of = [](size_t i) { return 3 + 5 * (i % 8); };  // own blocks for some, the last part for all
     const size_t parts = (4096 + prompt_of(7) + 3) / kPartTokens + 1;  // the parts the longest rows see
-    if (N == 15) ASSERT_LE(N * parts, kPartSlots) << "15 agents should be split by part";
-    if (N == 40) ASSERT_GT(20 * parts, kPartSlots) << "packs of 20 agents should not fit the part states";
+    if (N == 15) { ASSERT_LE(N * parts, kPartSlots) << "15 agents should be split by part"; }
+    if (N == 40) { ASSERT_GT(20 * parts, kPartSlots) << "packs of 20 agents should not fit the part states"; }
     std::vector<float> first;
     // Under ASan / TSan 3 threads alone (~90 s of a 175 s test there): each agent batched still equals
     // it alone bit for bit; the equality across thread counts is Release's.

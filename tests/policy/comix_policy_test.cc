@@ -181,7 +181,7 @@ TEST(ComixPolicy, JointAllocationGivesKAndVTheSameBits) {
       ASSERT_NE(pv, std::string::npos);
       differ += krow != map.substr(pv + 3, kLayers);
     }
-    if (!split) EXPECT_EQ(differ, 0u) << map;
+    if (!split) { EXPECT_EQ(differ, 0u) << map; }
     for (auto& s : seqs) policy.RemoveUnit(s->id());
   }
 }

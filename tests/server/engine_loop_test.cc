@@ -113,7 +113,7 @@ TEST(EngineLoop, ConcurrentClientsCancelsAndContextsKeepEveryAnswerIntact) {
       ASSERT_EQ(ch->finish, "length") << ch->error;
       EXPECT_EQ(ch->completion_tokens, 12u);
       auto [it, fresh] = answer.emplace(ch->prompt, ch->text);
-      if (!fresh) EXPECT_EQ(ch->text, it->second) << "a request's answer changed with what ran beside it";
+      if (!fresh) { EXPECT_EQ(ch->text, it->second) << "a request's answer changed with what ran beside it"; }
       ++complete;
     }
   EXPECT_GT(complete, 0u);

@@ -90,9 +90,10 @@ TEST(CliNeedle, CasesFileWithTheAllocatorWithRelevance) {
   for (const auto& c : {kivi4, alloc})
     for (const auto& r : c["cases"]) {
       const std::string out = r["output"], answer = r["answer"];
-      if (answer == "Maria Kessel")
+      if (answer == "Maria Kessel") {
         EXPECT_EQ(r["correct"].get<bool>(), out.find_first_not_of(' ') != std::string::npos &&
                                                 out.substr(out.find_first_not_of(' '), 12) == answer) << out;
+      }
       EXPECT_TRUE(std::isfinite(r["answer_nll"].get<double>())) << r.dump();
     }
   // The measured ranking (the committed SmolLM2 table) under the same target and floors.
