@@ -154,7 +154,7 @@ Status ParseArray(Cursor& c, int depth, GgufValue* out) {
 
 template <typename T>
 Status ParseScalar(Cursor& c, GgufValueType type, GgufValue* out) {
-  T v;
+  T v{};  // Read fills it or returns an error; zeroed so no build sees it read uninitialized
   CHORUS_RETURN_IF_ERROR(c.Read(&v, GgufValueTypeName(type)));
   *out = GgufValue::Of(v);
   return Status::Ok();
