@@ -60,7 +60,7 @@ void Engine::Impl::PublishBlock(uint64_t key, size_t index, std::span<const Bloc
   for (BlockId id : ids)
     if (id == kNoBlock) return;  // a sliding-window layer freed it: not a whole block
   const ModelConfig& c = model->config();
-  const KvGeometry g{.n_head_kv = static_cast<uint32_t>(c.n_head_kv), .head_dim = static_cast<uint32_t>(c.head_dim)};
+  const KvGeometry g = store->geometry();
   const BlockIdentity bid{.model = model_fp, .salt = salt, .key = key, .index = static_cast<uint32_t>(index),
                           .geometry = g, .n_layer = c.n_layer};
   remote->Publish(RemoteKey(key), SerializeBlock(bid, store->pool(), ids));  // a full queue counts the drop
@@ -89,7 +89,7 @@ void Engine::Impl::CollectFetches() {
   if (!remote) return;
   const ModelConfig& c = model->config();
   const size_t L = c.n_layer;
-  const KvGeometry g{.n_head_kv = static_cast<uint32_t>(c.n_head_kv), .head_dim = static_cast<uint32_t>(c.head_dim)};
+  const KvGeometry g = store->geometry();
   EngineStats::Remote& rc = remote_counters;
   const auto release = [&](const PendingFetch& f) {
     auto it = agents.find(f.agent);
