@@ -35,8 +35,7 @@ void BlockAttention::Reserve(size_t max_q) {
     st->o.reserve(max_q * hd);
   }
   q_rot_.reserve(max_q * hd);
-  q8_.reserve(max_q * hd);
-  q8p_.reserve((max_q + kQuPadRows) * hd);
+  q8_.reserve((max_q + kQuPadRows) * hd);
   q8_scale_.reserve(max_q);
   q8_bias_.reserve(max_q);
   scores_.reserve(max_q * kBlockTokens);
@@ -47,7 +46,7 @@ size_t BlockAttention::bytes() const {
   size_t floats = q_rot_.capacity() + scores_.capacity() + tmp_.capacity() + part_acc_.capacity() +
                   part_tmp_.capacity() + q8_scale_.capacity();
   for (const SoftmaxState* st : {&plain_, &rot_}) floats += st->m.capacity() + st->l.capacity() + st->o.capacity();
-  return sizeof(*this) + floats * sizeof(float) + q8_.capacity() + q8p_.capacity() +
+  return sizeof(*this) + floats * sizeof(float) + q8_.capacity() +
          q8_bias_.capacity() * sizeof(int32_t);
 }
 
@@ -56,7 +55,7 @@ size_t BlockAttention::BytesFor(const KvGeometry& g, size_t max_q) {
   return sizeof(BlockAttention) +
          (2 * (2 * max_q + max_q * hd) + max_q * hd + max_q * kBlockTokens + hd + (max_q + 1) * PartStateFloats(hd) +
           max_q) * sizeof(float) +
-         max_q * hd + (max_q + kQuPadRows) * hd + max_q * sizeof(int32_t);
+         (max_q + kQuPadRows) * hd + max_q * sizeof(int32_t);
 }
 
 void BlockAttention::Begin(const float* q, size_t n_q) {
@@ -89,19 +88,15 @@ QueryQ8 BlockAttention::QuantizedQueries(KvFormat keys) {
   if (q8_keys_ != keys) {  // a table mixing tq4 and q8 key groups quantizes again at each switch
     const size_t hd = g_.head_dim;
     const float* q = KvFormatIsRotated(keys) ? RotatedQueries() : q_;
-    q8_.resize(n_q_ * hd);
+    q8_padded_ = n_q_ >= kQuPadRows && AmxInt8Enabled();  // the tile kernels read 16 rows at a time
+    q8_.resize((n_q_ + (q8_padded_ ? kQuPadRows : 0)) * hd);
     q8_scale_.resize(n_q_);
     q8_bias_.resize(n_q_);
     QuantizeQueriesQ8(q, n_q_, hd, q8_.data(), q8_scale_.data(), q8_bias_.data(), keys);
+    std::fill(q8_.begin() + n_q_ * hd, q8_.end(), int8_t{0});
     q8_keys_ = keys;
-    if (n_q_ >= kQuPadRows && AmxInt8Enabled()) {  // the tile kernels' padded copy
-      q8p_.assign((n_q_ + kQuPadRows) * hd, 0);
-      std::copy_n(q8_.data(), n_q_ * hd, q8p_.data());
-    } else {
-      q8p_.clear();
-    }
   }
-  return {q8_.data(), q8_scale_.data(), q8_bias_.data(), q8p_.empty() ? nullptr : q8p_.data()};
+  return {q8_.data(), q8_scale_.data(), q8_bias_.data(), q8_padded_ ? q8_.data() : nullptr};
 }
 
 namespace {

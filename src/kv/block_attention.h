@@ -88,8 +88,8 @@ class BlockAttention {
   const float* q_ = nullptr;
   std::vector<float> q_rot_;   // (n_q, head_dim) rotated queries, computed on first need
   bool have_q_rot_ = false;
-  std::vector<int8_t> q8_;         // (n_q, head_dim) int8 rotated queries (score_q8), on first need
-  std::vector<int8_t> q8p_;        // (n_q + 16, head_dim) q8_ and zero rows for the AMX kernels (QueryQ8::qp)
+  std::vector<int8_t> q8_;         // (n_q, head_dim) int8 rotated queries (score_q8), on first need, and
+  bool q8_padded_ = false;         // 16 zero rows after them for the AMX kernels (QueryQ8::qp = q8_)
   std::vector<float> q8_scale_;    // (n_q)
   std::vector<int32_t> q8_bias_;   // (n_q)
   KvFormat q8_keys_ = KvFormat::kF16;  // the keys q8_ was quantized for (f16: none yet)

@@ -41,8 +41,8 @@ struct QueryQ8 {
   const int8_t* q;      // (n_q, head_dim) codes
   const float* scale;   // (n_q)
   const int32_t* bias;  // (n_q) -128 · Σ_c q8_ic (the kernel's unsigned centroids are c8 + 128)
-  // (n_q + 16, head_dim) the codes again, the rows past n_q zero: the AMX tile kernels' operand
-  // (a tile reads 16 rows; BlockAttention fills it where AmxInt8Enabled and n_q >= 16), or null
+  // q itself where 16 zero rows follow its n_q (a tile reads 16 rows; BlockAttention pads its codes
+  // where AmxInt8Enabled and n_q >= 16): the AMX tile kernels' operand, or null
   const int8_t* qp = nullptr;
 };
 using KvScoreQ8Fn = void (*)(const KvGeometry& geometry, const uint8_t* k_block, uint32_t kv_head,

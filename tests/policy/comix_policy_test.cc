@@ -76,7 +76,7 @@ TEST(ComixPolicy, BudgetHoldsUnderRandomJoinsAndFinishes) {
     // the projection leaves out by contract — KvFootprint::AppendExtra — and the engine never does.)
     const size_t part_bytes = (kPartSlots * kShape.n_head + kStackTokens * (kShape.n_head / kShape.n_head_kv) + 1) *
                               BlockAttention::PartStateFloats(kShape.head_dim) * sizeof(float);
-    // and beside BlockAttention's zero-padded copy of the queries for the AMX kernels (reserved on every CPU)
+    // and beside BlockAttention's int8 queries with their 16 zero rows for the AMX kernels (reserved on every CPU)
     const size_t qp_bytes = (kStackTokens * (kShape.n_head / kShape.n_head_kv) + 16) * kShape.head_dim;
     const size_t budget = 280'000 + part_bytes + qp_bytes + (rng() % 5) * 40'000;
     ComixPolicy policy(Options(budget));
