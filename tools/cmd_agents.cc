@@ -193,10 +193,10 @@ int RunAgents(const AgentsArgs& a, const CLI::App& cmd) {
     generated += s.tokens.size();
     baseline += engine.Fp16Bytes(doc_tokens + s.prompt_tokens + s.tokens.size());
     agents_json.push_back({{"question", questions[started[i]]}, {"answer", s.text}, {"tokens", s.tokens.size()},
-                           {"prompt_tokens", s.prompt_tokens}, {"stop", s.stop}, {"error", s.error},
+                           {"prompt_tokens", s.prompt_tokens}, {"stop", ToString(s.stop)}, {"error", s.error},
                            {"private_bytes", s.peak_private_bytes}, {"tokens_per_s", s.tokens.size() / s.seconds}});
     if (!a.json) std::printf("\n[agent %zu] %s\n%s\n", started[i] + 1, questions[started[i]].c_str(), s.text.c_str());
-    if (s.stop == "error")
+    if (s.stop == StopReason::kError)
       std::fprintf(stderr, "agent %zu failed after %zu tokens: %s\n", started[i] + 1, s.tokens.size(), s.error.c_str());
   }
   const double reduction = 100.0 * (1.0 - double(peak_total) / baseline);

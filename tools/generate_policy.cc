@@ -125,7 +125,7 @@ int RunGenerateWithPolicy(const GenerateArgs& a) {
                   : fmt::format("comix-{} ({})", a.pol.family, target);
   if (a.json) {
     PrintJson({{"text", st.text}, {"policy", a.pol.policy}, {"policy_desc", policy}, {"doc_tokens", doc_tokens},
-               {"prompt_tokens", st.prompt_tokens}, {"generated_tokens", gen}, {"stop", st.stop},
+               {"prompt_tokens", st.prompt_tokens}, {"generated_tokens", gen}, {"stop", ToString(st.stop)},
                {"prefill_seconds", prefill_s}, {"decode_tokens_per_s", decode_tps}, {"threads", a.threads},
                {"seed", so.seed}, {"kv_peak_bytes", peak}, {"kv_shared_bytes", engine.KvReport().shared_bytes},
                {"kv_private_peak_bytes", st.peak_private_bytes}, {"kv_bits_per_element", bits},
@@ -139,7 +139,7 @@ int RunGenerateWithPolicy(const GenerateArgs& a) {
                "\n[%zu document + %zu prompt tokens: prefill %.2f s | %zu generated: %.1f tok/s decode | %d threads | "
                "stop: %s | seed %llu]\n[KV %s: %.2f MiB held at peak (document %.2f MiB, agent %.2f MiB) for %zu "
                "tokens = %.2f bits/element (fp16 KV: %.2f MiB)%s]\n",
-               doc_tokens, st.prompt_tokens, prefill_s, gen, decode_tps, a.threads, st.stop.c_str(),
+               doc_tokens, st.prompt_tokens, prefill_s, gen, decode_tps, a.threads, ToString(st.stop),
                static_cast<unsigned long long>(so.seed), policy.c_str(), peak / 1048576.0,
                engine.KvReport().shared_bytes / 1048576.0, st.peak_private_bytes / 1048576.0, tokens, bits,
                engine.Fp16Bytes(tokens) / 1048576.0,

@@ -122,6 +122,25 @@ struct ChunkMapReport {
 // Where an agent (request) is: queued for admission, prefilling its prompt, decoding, finished.
 enum class AgentPhase { kWaiting, kPrefill, kDecode, kDone };
 
+// Why an agent finished (AgentState::stop); kNone until it has. kError: the request failed — e.g.
+// its KV could not be stored — and AgentState::error says why; a failed step leaves every other
+// request as it was.
+enum class StopReason { kNone, kEndOfGeneration, kMaxTokens, kContextFull, kForcedTokens, kCancelled, kError };
+
+// The words tools print and write to JSON ("" for kNone).
+constexpr const char* ToString(StopReason r) {
+  switch (r) {
+    case StopReason::kNone: return "";
+    case StopReason::kEndOfGeneration: return "end of generation";
+    case StopReason::kMaxTokens: return "max tokens";
+    case StopReason::kContextFull: return "context full";
+    case StopReason::kForcedTokens: return "forced tokens";
+    case StopReason::kCancelled: return "cancelled";
+    case StopReason::kError: return "error";
+  }
+  return "";
+}
+
 struct AgentOptions {
   float temperature = 0.0f;  // 0 = greedy
   int top_k = 40;
@@ -157,10 +176,7 @@ struct AgentState {
   size_t cached_tokens = 0;     // prompt tokens whose KV was borrowed (context or prefix cache)
   AgentPhase phase = AgentPhase::kWaiting;
   bool done = false;
-  // "end of generation", "max tokens", "context full", "forced tokens", "cancelled", "error" (the
-  // request failed — e.g. its KV could not be stored — and `error` says why; a failed step leaves
-  // every other request as it was)
-  std::string stop;
+  StopReason stop = StopReason::kNone;  // set when done (ToString prints it)
   std::string error;
   size_t peak_private_bytes = 0;  // measured bytes of its own KV (blocks + window + table)
   // What admission projected its own KV may hold at most (KvFootprint); 0 under comix (CoMix's
@@ -308,7 +324,7 @@ class Engine {
   // rendered chat). Errors now: empty, ids outside the vocabulary, prompt + max_tokens beyond the
   // context, or a KV need larger than the whole budget; otherwise a later Step admits it.
   Result<AgentId> Submit(std::vector<int32_t> prompt, const AgentOptions& options);
-  // Ends a request at the next Step (stop "cancelled"); its private blocks go back to the pool.
+  // Ends a request at the next Step (stop kCancelled); its private blocks go back to the pool.
   void Cancel(AgentId id);
   // Drops a finished agent's state (a long-running server must, or it grows). No-op otherwise.
   void Forget(AgentId id);

@@ -171,7 +171,7 @@ struct Engine::Impl {
   void Accept(AgentId id, const float* row, const Pick* pick = nullptr);
   // comix: a context read by k running agents is one unit of weight k.
   void UpdateReaders(ContextId context);
-  void Finish(AgentId id, const char* why, std::string error = "");
+  void Finish(AgentId id, StopReason why, std::string error = "");
   Status RunStep();
 
   // --- remote_blocks.cc

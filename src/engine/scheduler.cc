@@ -243,7 +243,7 @@ void Engine::Impl::Accept(AgentId id, const float* row, const Pick* pick) {
   const bool forced = !a.options.forced_tokens.empty();
   const int32_t t = p.token;
   if (!forced && tok.IsEndOfGeneration(t) && !a.options.ignore_eog) {
-    Finish(id, "end of generation");
+    Finish(id, StopReason::kEndOfGeneration);
     return;
   }
   a.state.nll += p.lse - row[t];
@@ -251,11 +251,12 @@ void Engine::Impl::Accept(AgentId id, const float* row, const Pick* pick) {
   a.state.text += tok.TokenToPiece(t);
   counters.generated_tokens++;
   a.state.peak_private_bytes = std::max(a.state.peak_private_bytes, SequenceOwnBytes(*a.seq));
-  if (a.state.tokens.size() >= static_cast<size_t>(a.options.max_tokens)) Finish(id, forced ? "forced tokens" : "max tokens");
-  else if (a.seq->size() >= a.seq->capacity()) Finish(id, "context full");
+  if (a.state.tokens.size() >= static_cast<size_t>(a.options.max_tokens))
+    Finish(id, forced ? StopReason::kForcedTokens : StopReason::kMaxTokens);
+  else if (a.seq->size() >= a.seq->capacity()) Finish(id, StopReason::kContextFull);
 }
 
-void Engine::Impl::Finish(AgentId id, const char* why, std::string error) {
+void Engine::Impl::Finish(AgentId id, StopReason why, std::string error) {
   Agent& a = agents.at(id);
   if (a.state.done) return;
   a.state.done = true;
@@ -285,7 +286,7 @@ Status Engine::Impl::PrefillNow(AgentId id, Agent& a) {
   Status s = fwd->Run(std::span<const int32_t>(a.prompt).subspan(a.prefilled), *a.seq, *pool, LogitsFor::kLast,
                       logits.data());
   if (!s.ok()) {
-    Finish(id, "error", s.message());
+    Finish(id, StopReason::kError, s.message());
     return s;
   }
   counters.prefilled_tokens += n;
@@ -300,7 +301,7 @@ Status Engine::Impl::PrefillNow(AgentId id, Agent& a) {
 Status Engine::Impl::RunStep() {
   const ServeOptions& so = options.serve;
   for (auto& [id, a] : agents)
-    if (a.cancel && !a.state.done) Finish(id, "cancelled");
+    if (a.cancel && !a.state.done) Finish(id, StopReason::kCancelled);
   // Admission, first come first served; a request whose next prompt block another request is
   // computing right now waits for it (then borrows it) instead of computing it twice.
   // A request whose leading blocks are not held here first asks the remote store (if any) for
@@ -325,7 +326,7 @@ Status Engine::Impl::RunStep() {
     if (!r.ok()) {
       const AgentId id = *it;
       it = waiting.erase(it);
-      Finish(id, "error", r.status().message());
+      Finish(id, StopReason::kError, r.status().message());
       continue;
     }
     if (*r == Admit::kNotNow) break;
@@ -383,11 +384,11 @@ Status Engine::Impl::RunStep() {
     bool named = false;
     for (const Row& r : plan)
       if (bad && agents.at(r.id).seq.get() == bad) {
-        Finish(r.id, "error", s.message());
+        Finish(r.id, StopReason::kError, s.message());
         named = true;
       }
     if (named) return Status::Ok();
-    for (const Row& r : plan) Finish(r.id, "error", s.message());
+    for (const Row& r : plan) Finish(r.id, StopReason::kError, s.message());
     return s;
   }
   // The rows' tokens and log-sum-exps over the pool (a step of many agents sampled them one after
@@ -455,7 +456,7 @@ Result<AgentId> Engine::Submit(std::vector<int32_t> prompt, const AgentOptions& 
 void Engine::Cancel(AgentId id) {
   auto it = impl_->agents.find(id);
   if (it == impl_->agents.end() || it->second.state.done) return;
-  if (it->second.state.phase == AgentPhase::kWaiting) impl_->Finish(id, "cancelled");
+  if (it->second.state.phase == AgentPhase::kWaiting) impl_->Finish(id, StopReason::kCancelled);
   else it->second.cancel = true;
 }
 

@@ -4,28 +4,6 @@
 #include <future>
 
 namespace chorus::server {
-namespace {
-
-const char* FinishReason(const AgentState& st) {
-  if (st.stop == "end of generation") return "stop";
-  if (st.stop == "max tokens" || st.stop == "context full") return "length";
-  if (st.stop == "cancelled") return "cancelled";
-  return "error";
-}
-
-void FinishChannel(Channel& ch, const std::string& finish, const std::string& error, int status) {
-  std::lock_guard lock(ch.mu);
-  if (ch.done) return;
-  ch.done = true;
-  ch.finish = finish;
-  ch.error = error;
-  ch.error_status = status;
-  ch.version++;
-  ch.cv.notify_all();
-}
-
-}  // namespace
-
 EngineLoop::EngineLoop(Engine& engine, ServerMetrics& metrics, size_t max_queue)
     : engine_(engine), metrics_(metrics), max_queue_(max_queue) {}
 
@@ -90,22 +68,6 @@ bool EngineLoop::TakeState(EngineSnapshot* snap, std::map<AgentId, RequestInfo>*
   return ran;
 }
 
-void EngineLoop::Publish(AgentId id, Channel& ch, const AgentState& st) {
-  std::lock_guard lock(ch.mu);
-  if (ch.done) return;
-  ch.text = st.text;
-  ch.completion_tokens = st.tokens.size();
-  ch.cached_tokens = st.cached_tokens;
-  if (st.done) {
-    ch.done = true;
-    ch.finish = FinishReason(st);
-    ch.error = st.error;
-    ch.error_status = 500;
-  }
-  ch.version++;
-  ch.cv.notify_all();
-}
-
 void EngineLoop::Run() {
   std::vector<std::shared_ptr<Channel>> incoming;
   std::vector<std::function<void(Engine&)>> jobs;
@@ -126,16 +88,16 @@ void EngineLoop::Run() {
     for (auto& job : jobs) job(engine_);
     for (auto& ch : incoming) {
       if (ch->cancel) {
-        FinishChannel(*ch, "cancelled", "", 499);
+        ch->Finish(StopReason::kCancelled, "", 499);
         metrics_.CountCancelled();
         continue;
       }
       auto id = engine_.Submit(ch->prompt, ch->options);
       if (!id.ok()) {
-        FinishChannel(*ch, "error", id.status().message(), 400);
+        ch->Finish(StopReason::kError, id.status().message(), 400);
         continue;
       }
-      live_[*id] = Live{ch, 0, ch->arrival, ch->arrival};
+      live_[*id] = Live{.ch = ch, .last_token = ch->arrival, .first_token = ch->arrival};
     }
     for (auto& [id, l] : live_)
       if (l.ch->cancel) engine_.Cancel(id);
@@ -150,7 +112,7 @@ void EngineLoop::Run() {
       const AgentState* st = engine_.agent(it->first);
       Live& l = it->second;
       if (!st) {  // cannot happen: only the loop forgets
-        FinishChannel(*l.ch, "error", "the request vanished from the engine", 500);
+        l.ch->Finish(StopReason::kError, "the request vanished from the engine", 500);
         it = live_.erase(it);
         continue;
       }
@@ -166,9 +128,13 @@ void EngineLoop::Run() {
         l.seen_tokens = st->tokens.size();
         l.last_token = now;
       }
-      Publish(it->first, *l.ch, *st);
+      // Only the text since the last publish crosses; a finish the server never asks for (forced
+      // tokens) reads as an error, as the reader maps it (OpenAiFinishReason).
+      l.ch->Publish(std::string_view(st->text).substr(l.sent_bytes), st->tokens.size(), st->cached_tokens,
+                    st->done ? st->stop : StopReason::kNone, st->error);
+      l.sent_bytes = st->text.size();
       if (st->done) {
-        if (st->stop == "cancelled") metrics_.CountCancelled();
+        if (st->stop == StopReason::kCancelled) metrics_.CountCancelled();
         engine_.Forget(it->first);
         it = live_.erase(it);
       } else {
@@ -194,14 +160,14 @@ void EngineLoop::Run() {
   {
     std::lock_guard lock(mu_);
     reason = stop_reason_;
-    for (auto& ch : inbox_) FinishChannel(*ch, "error", reason, 503);
+    for (auto& ch : inbox_) ch->Finish(StopReason::kError, reason, 503);
     inbox_.clear();
     for (auto& job : jobs_) job(engine_);  // waiters must not hang
     jobs_.clear();
   }
   for (auto& [id, l] : live_) {
     engine_.Cancel(id);
-    FinishChannel(*l.ch, "error", reason, 503);
+    l.ch->Finish(StopReason::kError, reason, 503);
   }
   if (!live_.empty()) (void)engine_.Step();  // cancelled requests give their blocks back
   for (auto& [id, l] : live_) engine_.Forget(id);

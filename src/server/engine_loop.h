@@ -1,9 +1,16 @@
 // EngineLoop: the one thread that drives the Engine. HTTP threads hand requests over through a
-// bounded inbox and read each request's progress back from its Channel; the loop submits, cancels,
-// steps and publishes (text so far, phase, cached tokens, finish) after every step, and keeps the
-// metrics. Nothing else touches the Engine while the loop runs.
-// Invariants: a Channel is finished exactly once (done = true, with a finish reason or an error);
-// after Stop every channel is finished and the engine holds no request.
+// bounded inbox and read each request's progress back from its Channel (channel.h); the loop
+// submits, cancels, steps, publishes each request's new text after every step, and keeps the
+// metrics.
+// Threading rules:
+//  - Only the loop thread touches the Engine's mutable state; other threads run code on it through
+//    RunOnLoop / TakeState (between two steps). Tokenize, RenderChat, EstimateBytes and the model's
+//    const getters may be called from any thread (include/chorus/engine.h).
+//  - What crosses to an HTTP thread is a delta of text, token totals and a StopReason, through the
+//    request's Channel (its own mutex); nothing else is shared per request but Channel::cancel.
+//  - live_ and the loop's bookkeeping are the loop thread's; inbox_, jobs_, stop_ are under mu_.
+// Invariants: a Channel is finished exactly once (with a StopReason, an error when kError); after
+// Stop every channel is finished and the engine holds no request.
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -19,35 +26,11 @@
 #include <vector>
 
 #include "chorus/engine.h"
+#include "server/channel.h"    // Channel
 #include "server/dashboard.h"  // StateSeries, RequestInfo
 #include "server/metrics.h"    // ServerMetrics
 
 namespace chorus::server {
-
-using Clock = std::chrono::steady_clock;
-
-// One request between its HTTP thread and the loop.
-struct Channel {
-  // Set before Enqueue, read by the loop.
-  std::vector<int32_t> prompt;
-  AgentOptions options;
-  Clock::time_point arrival = Clock::now();
-  std::string request_id;  // the response id (dashboard)
-  std::string preview;     // the start of the client's text (dashboard; user text)
-  std::atomic<bool> cancel{false};  // the client went away or a stop string ended it
-
-  // Written by the loop under mu; the HTTP thread waits on cv.
-  std::mutex mu;
-  std::condition_variable cv;
-  std::string text;             // everything generated so far
-  size_t completion_tokens = 0;
-  size_t cached_tokens = 0;     // prompt tokens borrowed from the prefix cache
-  bool done = false;
-  std::string finish;           // "stop" | "length" | "cancelled" | "error"
-  std::string error;            // with finish == "error"
-  int error_status = 500;       // HTTP status for errors before the first token
-  uint64_t version = 0;         // bumped on every publish
-};
 
 struct ContextInfo {
   ContextId id = 0;
@@ -82,7 +65,6 @@ class EngineLoop {
 
  private:
   void Run();
-  void Publish(AgentId id, Channel& ch, const AgentState& st);
 
   Engine& engine_;
   ServerMetrics& metrics_;
@@ -99,6 +81,7 @@ class EngineLoop {
   struct Live {
     std::shared_ptr<Channel> ch;
     size_t seen_tokens = 0;
+    size_t sent_bytes = 0;  // of the engine's text, published to ch already
     Clock::time_point last_token;
     Clock::time_point first_token;  // when seen_tokens became > 0
   };

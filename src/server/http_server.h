@@ -4,20 +4,31 @@
 // Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, POST|GET /v1/contexts,
 // DELETE /v1/contexts/{id}, GET /health, GET /metrics (Prometheus text), GET /v1/state (the
 // dashboard's JSON, under the API key), GET /dashboard (+ /dashboard/app.js, /dashboard/style.css:
-// the page, embedded in the binary).
+// the page, embedded in the binary). One handler per route (routes.cc); the generation handlers
+// parse the body into native types first (protocol.h), then tokenize, check and enqueue.
+// Threading rules: handlers run on cpp-httplib's pool, one request per thread; they never touch the
+// Engine but through EngineLoop (RunOnLoop, TakeState) and the Engine's thread-safe calls
+// (Tokenize, RenderChat, EstimateBytes, the model's getters). A generation reads its Channel's
+// deltas on its own thread: a streaming one from the chunked-content provider, one call per publish
+// or keep-alive. state_body_ is under state_mu_; the rest is immutable after the constructor or
+// atomic.
 #pragma once
 #include <atomic>
 #include <chrono>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <variant>
 
 #include "chorus/engine.h"
 #include "server/engine_loop.h"  // EngineLoop
 #include "server/metrics.h"      // ServerMetrics
+#include "server/protocol.h"     // ApiError, Endpoint, GenerationRequest
 
 namespace httplib {
 class Server;
+struct Request;
+struct Response;
 }
 
 namespace chorus::server {
@@ -49,7 +60,29 @@ class HttpServer {
   ServerMetrics& metrics() { return metrics_; }
 
  private:
-  void Routes();
+  using Request = httplib::Request;
+  using Response = httplib::Response;
+  // A generation request checked, tokenized and ready to enqueue (routes.cc).
+  struct Admission;
+
+  void Routes();  // binds each route to its handler (http_server.cc)
+  // An error as {"error": ...} with its status; any JSON with `status`.
+  static void Reply(Response& res, const ApiError& e);
+  static void ReplyJson(Response& res, const nlohmann::json& j, int status = 200);
+  // Under the API key: true, or the 401 answered (and counted).
+  bool Authorized(const Request& req, Response& res);
+  // Handlers (routes.cc), one per route.
+  void HandleState(const Request& req, Response& res);
+  void HandleModels(const Request& req, Response& res);
+  void HandleCreateContext(const Request& req, Response& res);
+  void HandleListContexts(const Request& req, Response& res);
+  void HandleDeleteContext(const Request& req, Response& res);
+  void HandleGenerate(const Request& req, Response& res, Endpoint ep);
+  // The steps of HandleGenerate: the prompt's tokens and the checks against the context and the
+  // KV budget (an ApiError when they fail); then one answer or a stream of events.
+  std::variant<Admission, ApiError> Admit(const GenerationRequest& g, Endpoint ep);
+  void ReplyWhole(const Request& req, Response& res, const GenerationRequest& g, const Admission& a);
+  void ReplyStream(Response& res, const GenerationRequest& g, const Admission& a);
   Engine& engine_;
   HttpOptions options_;
   ServerMetrics metrics_;

@@ -140,7 +140,7 @@ TEST(ComixEngine, PlansForKnownReadersAndBeatsUniformAtItsBudget) {
     r.high_water = engine.KvReport().high_water_bytes;
     for (size_t i = 0; i < ids.size(); ++i) {
       const AgentState& st = *engine.agent(ids[i]);
-      EXPECT_NE(st.stop, "error") << st.error;
+      EXPECT_NE(st.stop, StopReason::kError) << st.error;
       if (!forced) answers[i] = st.tokens;
       r.nll.push_back(st.nll);
     }

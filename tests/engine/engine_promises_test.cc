@@ -81,7 +81,7 @@ TEST(EnginePromises, BudgetHoldsAtEveryInstantUnderRandomChurn) {
     for (size_t i = 0; i < ids.size(); ++i) {
       const AgentState& st = *e->agent(ids[i]);
       ASSERT_TRUE(st.done);
-      if (cancelled[i] && st.stop == "cancelled") continue;
+      if (cancelled[i] && st.stop == StopReason::kCancelled) continue;
       ++finished;
       EXPECT_TRUE(st.error.empty()) << "an admitted request failed: " << st.error;
       EXPECT_GT(st.projected_private_bytes, 0u);
@@ -135,7 +135,7 @@ TEST(EnginePromises, FailedStepIsAllOrNothingPerRequest) {
     size_t failed = 0;
     for (size_t i = 0; i < ids.size(); ++i) {
       const AgentState& st = *e->agent(ids[i]);
-      if (st.stop == "error") {
+      if (st.stop == StopReason::kError) {
         ++failed;
         EXPECT_NE(st.error.find("injected"), std::string::npos) << st.error;
         // What it had before the failing step: a prefix of the clean answer, never a repeated token.

@@ -142,7 +142,7 @@ TEST(Scheduler, CancelFreesAndForgetDropsState) {
   e->Cancel(*a);
   ASSERT_TRUE(e->Step().ok());
   EXPECT_TRUE(e->agent(*a)->done);
-  EXPECT_EQ(e->agent(*a)->stop, "cancelled");
+  EXPECT_EQ(e->agent(*a)->stop, StopReason::kCancelled);
   RunAll(*e);
   EXPECT_EQ(e->Stats().in_use_bytes, 0u);
   e->Forget(*a);

@@ -22,7 +22,7 @@
 namespace chorus::server {
 namespace {
 
-std::unique_ptr<Engine> OpenTiny() {
+std::unique_ptr<Engine> OpenTiny(size_t n_ctx = 512) {
   testing::SyntheticSpec s{.name = "loop", .n_layer = 2, .n_embd = 64, .n_head = 2, .n_head_kv = 1,
                            .head_dim = 32, .n_ff = 128, .n_vocab = 300};
   const std::string path = std::string(::testing::TempDir()) + "/engine_loop_test." + std::to_string(getpid()) + ".gguf";
@@ -30,7 +30,7 @@ std::unique_ptr<Engine> OpenTiny() {
   EngineOptions o;
   o.model_path = path;
   o.threads = 2;
-  o.n_ctx = 512;
+  o.n_ctx = n_ctx;
   auto e = Engine::Open(o);
   std::remove(path.c_str());
   EXPECT_TRUE(e.ok()) << e.status().message();
@@ -53,10 +53,23 @@ std::shared_ptr<Channel> Request(int variant, int max_tokens) {
   return ch;
 }
 
-void WaitDone(Channel& ch) {
-  std::unique_lock lock(ch.mu);
-  ch.cv.wait(lock, [&] { return ch.done; });
+// What a client has read of its channel: the deltas appended, and the last update.
+struct Read {
+  std::string text;
+  ChannelUpdate last;
+};
+
+void TakeOne(Channel& ch, Read* r) {
+  ch.Take(&r->last);
+  r->text += r->last.delta;
 }
+
+void WaitDone(Channel& ch, Read* r) {
+  while (!r->last.done) TakeOne(ch, r);
+}
+
+// What OpenAI calls "length": the answer ran out of room.
+bool IsLength(StopReason r) { return r == StopReason::kMaxTokens || r == StopReason::kContextFull; }
 
 TEST(EngineLoop, ConcurrentClientsCancelsAndContextsKeepEveryAnswerIntact) {
   auto engine = OpenTiny();
@@ -67,6 +80,7 @@ TEST(EngineLoop, ConcurrentClientsCancelsAndContextsKeepEveryAnswerIntact) {
 
   constexpr int kClients = 6, kEach = 5, kVariants = 4;
   std::vector<std::vector<std::shared_ptr<Channel>>> got(kClients);
+  std::vector<std::vector<Read>> read(kClients, std::vector<Read>(kEach));
   std::vector<std::thread> clients;
   for (int c = 0; c < kClients; ++c) {
     clients.emplace_back([&, c] {
@@ -76,13 +90,14 @@ TEST(EngineLoop, ConcurrentClientsCancelsAndContextsKeepEveryAnswerIntact) {
         const bool cancel = rng() % 4 == 0;
         ASSERT_TRUE(loop.Enqueue(ch));
         if (cancel) {  // after its first token, as a client that disconnects mid-stream
-          std::unique_lock lock(ch->mu);
-          ch->cv.wait(lock, [&] { return ch->done || ch->completion_tokens > 0; });
+          Read& rd = read[c][r];
+          do TakeOne(*ch, &rd);
+          while (!rd.last.done && rd.last.completion_tokens == 0);
           ch->cancel = true;
         }
         got[c].push_back(ch);
       }
-      for (auto& ch : got[c]) WaitDone(*ch);
+      for (int r = 0; r < kEach; ++r) WaitDone(*got[c][r], &read[c][r]);
     });
   }
   // An explicit context made and released on the loop while the clients run.
@@ -102,18 +117,21 @@ TEST(EngineLoop, ConcurrentClientsCancelsAndContextsKeepEveryAnswerIntact) {
   // for the same prompt, whatever ran beside them.
   std::map<std::vector<int32_t>, std::string> answer;
   size_t complete = 0;
-  for (auto& list : got)
-    for (auto& ch : list) {
-      std::lock_guard lock(ch->mu);
-      ASSERT_TRUE(ch->done);
-      if (ch->cancel) {
-        EXPECT_TRUE(ch->finish == "cancelled" || ch->finish == "length") << ch->finish << " " << ch->error;
+  for (int c = 0; c < kClients; ++c)
+    for (int r = 0; r < kEach; ++r) {
+      const Channel& ch = *got[c][r];
+      const Read& rd = read[c][r];
+      ASSERT_TRUE(rd.last.done);
+      if (ch.cancel) {
+        EXPECT_TRUE(rd.last.stop == StopReason::kCancelled || IsLength(rd.last.stop))
+            << ToString(rd.last.stop) << " " << rd.last.error;
         continue;
       }
-      ASSERT_EQ(ch->finish, "length") << ch->error;
-      EXPECT_EQ(ch->completion_tokens, 12u);
-      auto [it, fresh] = answer.emplace(ch->prompt, ch->text);
-      if (!fresh) { EXPECT_EQ(ch->text, it->second) << "a request's answer changed with what ran beside it"; }
+      ASSERT_TRUE(IsLength(rd.last.stop)) << ToString(rd.last.stop) << " " << rd.last.error;
+      EXPECT_EQ(rd.last.completion_tokens, 12u);
+      EXPECT_EQ(ch.bytes_published(), rd.text.size());
+      auto [it, fresh] = answer.emplace(ch.prompt, rd.text);
+      if (!fresh) { EXPECT_EQ(rd.text, it->second) << "a request's answer changed with what ran beside it"; }
       ++complete;
     }
   EXPECT_GT(complete, 0u);
@@ -137,24 +155,55 @@ TEST(EngineLoop, StopFinishesEveryRequestInFlightAndRefusesNewOnes) {
     chans.push_back(Request(i, 400));
     ASSERT_TRUE(loop.Enqueue(chans.back()));
   }
-  {  // wait until generation is under way
-    std::unique_lock lock(chans[0]->mu);
-    chans[0]->cv.wait(lock, [&] { return chans[0]->done || chans[0]->completion_tokens >= 2; });
-  }
+  std::vector<Read> read(chans.size());
+  // Wait until generation is under way.
+  do TakeOne(*chans[0], &read[0]);
+  while (!read[0].last.done && read[0].last.completion_tokens < 2);
   std::thread waiter([&] {  // a client blocked on its channel when Stop comes
-    WaitDone(*chans[7]);
+    WaitDone(*chans[7], &read[7]);
   });
   loop.Stop("shutting down for the test");
   waiter.join();
-  for (auto& ch : chans) {
-    std::lock_guard lock(ch->mu);
-    ASSERT_TRUE(ch->done);
-    EXPECT_EQ(ch->finish, "error");
-    EXPECT_EQ(ch->error, "shutting down for the test");
+  for (size_t i = 0; i < chans.size(); ++i) {
+    WaitDone(*chans[i], &read[i]);  // returns at once: every channel is finished
+    ASSERT_TRUE(read[i].last.done);
+    EXPECT_EQ(read[i].last.stop, StopReason::kError);
+    EXPECT_EQ(read[i].last.error, "shutting down for the test");
   }
   EXPECT_FALSE(loop.Enqueue(Request(0, 4)));
   EXPECT_EQ(engine->running() + engine->waiting(), 0u);
   EXPECT_EQ(engine->Stats().in_use_bytes, 0u);
+}
+
+// Only deltas cross from the loop to the reader: a 1000-token answer moves its own length in
+// bytes, not the sum of its prefixes (what publishing the whole text after every step moved),
+// whether the reader takes every step or falls behind and takes several at once.
+TEST(EngineLoop, PublishesOnlyTheNewTextOfEachStep) {
+  auto engine = OpenTiny(2048);
+  ASSERT_NE(engine, nullptr);
+  ServerMetrics metrics;
+  EngineLoop loop(*engine, metrics, 10);
+  loop.Start();
+  auto eager = Request(1, 1000), lagging = Request(2, 1000);
+  ASSERT_TRUE(loop.Enqueue(eager));
+  ASSERT_TRUE(loop.Enqueue(lagging));
+  Read e, l;
+  size_t takes = 0, whole_text_bytes = 0;  // what copying the whole text per take would move
+  while (!e.last.done) {
+    TakeOne(*eager, &e);
+    ++takes;
+    whole_text_bytes += e.text.size();
+  }
+  WaitDone(*lagging, &l);
+  loop.Stop();
+  ASSERT_EQ(e.last.stop, StopReason::kMaxTokens) << e.last.error;
+  ASSERT_EQ(e.last.completion_tokens, 1000u);
+  ASSERT_GT(e.text.size(), 1000u);  // every synthetic token's piece is at least one byte
+  EXPECT_EQ(eager->bytes_published(), e.text.size());
+  EXPECT_EQ(lagging->bytes_published(), l.text.size());
+  EXPECT_EQ(l.last.completion_tokens, 1000u);
+  EXPECT_GT(takes, 100u);  // the reader woke per step, not once at the end
+  EXPECT_GT(whole_text_bytes, 10 * e.text.size());
 }
 
 }  // namespace
