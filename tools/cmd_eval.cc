@@ -219,8 +219,10 @@ RunFn AddEval(CLI::App& app) {
   auto [polykv, polykv_run] = AddPolykvEval(cmd);
   auto [comix, comix_run] = AddComixEval(cmd);
   auto [needle, needle_run] = AddNeedleEval(cmd);
+  auto [segments, segments_run] = AddSegmentEval(cmd);
   return [a, ppl, kld, sens, polykv = polykv, polykv_run = polykv_run, comix = comix, comix_run = comix_run,
-          needle = needle, needle_run = needle_run] {
+          needle = needle, needle_run = needle_run, segments = segments, segments_run = segments_run] {
+    if (segments->parsed()) return segments_run();
     if (polykv->parsed()) return polykv_run();
     if (comix->parsed()) return comix_run();
     if (needle->parsed()) return needle_run();

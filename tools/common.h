@@ -38,6 +38,7 @@ RunFn AddServe(CLI::App& app);
 std::pair<CLI::App*, RunFn> AddPolykvEval(CLI::App* eval);
 std::pair<CLI::App*, RunFn> AddComixEval(CLI::App* eval);
 std::pair<CLI::App*, RunFn> AddNeedleEval(CLI::App* eval);
+std::pair<CLI::App*, RunFn> AddSegmentEval(CLI::App* eval);
 
 // Prints "error: <message>" on one line to stderr and returns exit code 1.
 int Fail(const Status& s);

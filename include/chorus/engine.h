@@ -33,6 +33,22 @@ namespace chorus {
 // EngineOptions::encoder_path value that selects Cocktail's fallback encoder explicitly.
 inline constexpr const char* kHiddenStateEncoder = "hidden-states";
 
+// How a request reuses KV that other prompts computed. kExact: only its exact prompt prefix (the
+// prefix cache: bit-identical to a full prefill). kSegments: also any run of >= 32 tokens another
+// prompt holds after other text (a document after another agent's role, a tool result, another
+// agent's message), attached at its new offset with exact positions and its first tokens
+// recomputed (METHODS.md §5b; approximate: the run never saw this prompt's prefix). kDefault
+// (AgentOptions only): the engine's setting.
+enum class Reuse { kDefault, kExact, kSegments };
+
+struct SegmentOptions {
+  Reuse reuse = Reuse::kExact;
+  // Recomputed at the head of each reused span: max(repair_min_tokens, repair · span tokens), then
+  // up to the next block boundary (where the run's blocks can be attached).
+  double repair = 0.15;
+  size_t repair_min_tokens = 16;
+};
+
 // Serving knobs (EngineOptions::serve).
 struct ServeOptions {
   size_t prefill_chunk = 256;   // prompt tokens prefilled per step while others decode (multiple of 32)
@@ -86,6 +102,8 @@ struct EngineOptions {
   // the fallback; kHiddenStateEncoder forces the fallback.
   std::string encoder_path = "";
   ServeOptions serve;
+  // Segment reuse (Reuse). Uniform policy only: comix and cocktail requests reuse exact prefixes.
+  SegmentOptions segments;
   // A remote block store shared by replicas: "redis://HOST[:PORT][/DB]" (docs/SCALE_OUT.md), or
   // empty for none. Every prompt block sealed here is published to it (its own thread, a bounded
   // queue); a request whose leading blocks are not held here asks it for them before prefilling
@@ -151,6 +169,10 @@ struct AgentOptions {
   // Teacher forcing (evaluations): the agent emits these ids instead of sampling, one per step
   // (AgentState::nll sums −log p of each under the model); max_tokens is then their count.
   std::vector<int32_t> forced_tokens = {};
+  Reuse reuse = Reuse::kDefault;  // segments for this request (kDefault: EngineOptions::segments)
+  // Evaluations: AgentState::logits keeps the model's raw logit row of every token it emits
+  // (n_vocab floats each: KLD against another configuration). Off: nothing is kept.
+  bool capture_logits = false;
 };
 
 
@@ -173,7 +195,9 @@ struct AgentState {
   std::string text;             // generated so far
   std::vector<int32_t> tokens;  // generated ids
   size_t prompt_tokens = 0;     // the whole prompt (a context's tokens included)
-  size_t cached_tokens = 0;     // prompt tokens whose KV was borrowed (context or prefix cache)
+  size_t cached_tokens = 0;     // prompt tokens whose KV was borrowed (context or prefix cache): exact
+  size_t reused_tokens = 0;     // prompt tokens whose KV came from segments at another offset (approximate)
+  size_t repaired_tokens = 0;   // prompt tokens recomputed at the heads of those segments
   AgentPhase phase = AgentPhase::kWaiting;
   bool done = false;
   StopReason stop = StopReason::kNone;  // set when done (ToString prints it)
@@ -183,7 +207,9 @@ struct AgentState {
   // allocation bounds it instead).
   size_t projected_private_bytes = 0;
   double nll = 0;               // Σ −log p(token) of the tokens emitted (sampled or forced) under the model
+  std::vector<float> logits;    // (tokens, n_vocab) with AgentOptions::capture_logits
   double seconds = 0;           // wall time from spawn to done
+  double first_token_seconds = 0;  // wall time from admission to its first token (prefill included)
 };
 
 // Counters and the prefix cache's bytes by kind (measured), for /metrics.
@@ -195,6 +221,9 @@ struct EngineStats {
   uint64_t generated_tokens = 0;
   uint64_t prefix_queried_tokens = 0;  // prompt tokens looked up in the prefix cache
   uint64_t prefix_hit_tokens = 0;      // of which borrowed
+  // Segments (Reuse::kSegments): runs attached at another offset, the prompt tokens they held, and
+  // the tokens recomputed at their heads (repair). Never counted as prefix hits.
+  uint64_t segment_runs = 0, segment_reused_tokens = 0, segment_repaired_tokens = 0;
   uint64_t evicted_blocks = 0;         // 32-token blocks (all layers) evicted from the cache
   size_t cached_blocks = 0;
   // Bytes: pinned contexts, unpinned cached blocks no sequence reads (evictable), everything

@@ -49,6 +49,21 @@ uint64_t ModelFingerprint(const Model& m) {
   return h;
 }
 
+// How each layer rotates its keys (as ForwardPass does): what a segment attached at another offset
+// needs to meet its queries exactly.
+std::vector<KeyRope> LayerRopes(const Model& m) {
+  const ModelConfig& c = m.config();
+  std::vector<KeyRope> r(c.n_layer);
+  for (size_t l = 0; l < c.n_layer; ++l) {
+    r[l].rope_dim = c.rope_dim;
+    r[l].neox = c.rope_style == RopeStyle::kNeox;
+    r[l].params = c.is_local(l) ? RopeParams{.base = c.rope_base_local}
+                                : RopeParams{.base = c.rope_base, .freq_scale = c.rope_freq_scale,
+                                             .freq_factors = m.weights().rope_freqs};
+  }
+  return r;
+}
+
 std::string TierString(const std::vector<int>& tiers) {
   std::string s;
   for (int b : tiers) s += char('0' + b);
@@ -84,6 +99,7 @@ size_t Engine::Impl::SequenceOwnBytes(const KvSequence& s) const {
   const BlockPool& bp = store->pool();
   for (size_t l = 0; l < model->config().n_layer; ++l)
     for (size_t j = std::max(s.borrowed_blocks(), s.first_block(l)); j < s.sealed_blocks(l); ++j) {
+      if (s.attached(j)) continue;  // a segment's block: another request's
       const BlockId id = s.block(l, j);
       b += BlockPool::BlockCost(bp.meta(id).k_bytes, bp.meta(id).v_bytes);
     }
@@ -305,6 +321,7 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options) {
                      .budget_bytes = options.kv_budget_bytes,
                      .window = *window,
                      .layer_window = c.layer_window,
+                     .layer_rope = LayerRopes(*impl->model),
                      .threads = static_cast<size_t>(threads),
                      .fail_block_allocation = options.test_fail_block};
   impl->store = std::make_unique<KvStore>(sto, impl->policy.get());

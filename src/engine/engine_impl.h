@@ -14,6 +14,7 @@
 #include "engine/kv_config.h"       // KvConfig
 #include "engine/prefix_cache.h"    // PrefixCache
 #include "engine/routing_policy.h"  // RoutingPolicy
+#include "engine/segments.h"        // SegmentPlan
 #include "kv/kv_store.h"            // KvStore, KvSequence
 #include "model/forward.h"          // ForwardPass
 #include "model/model.h"            // Model
@@ -81,6 +82,7 @@ struct Engine::Impl {
     Timer timer;
     bool remote_checked = false;   // the remote store was asked for its leading blocks (once)
     uint64_t fetch_ticket = 0;     // a remote fetch of its leading blocks is in flight
+    SegmentPlan segments;          // runs still to attach (Reuse::kSegments), holding their blocks
   };
   std::map<AgentId, Agent> agents;
   std::deque<AgentId> waiting;
@@ -159,8 +161,13 @@ struct Engine::Impl {
   Result<Admit> TryAdmit(AgentId id, Agent& a);
   // Prefills the rest of the prompt now, alone (Spawn), and samples the first token.
   Status PrefillNow(AgentId id, Agent& a);
-  // Offers the agent's newly sealed prompt blocks to the prefix cache.
+  // Offers the agent's newly sealed prompt blocks to the prefix cache (the exact ones: those before
+  // its first attached segment), each also under its content key.
   void InsertPromptBlocks(AgentId id, Agent& a);
+  // Whether a request reuses segments (its option, the engine's, and a policy that allows it).
+  bool UsesSegments(const Agent& a) const;
+  // Attaches every planned segment whose position the prefill has reached.
+  void AttachDueSegments(Agent& a);
   // An agent's next token and its logit row's log-sum-exp, computed before Accept (a step's rows over
   // the pool: each agent's sampler has its own generator and scratch).
   struct Pick {

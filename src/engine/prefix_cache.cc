@@ -29,6 +29,12 @@ std::vector<uint64_t> PrefixCache::Keys(std::span<const int32_t> tokens, uint64_
   return keys;
 }
 
+uint64_t PrefixCache::ContentKey(std::span<const int32_t> tokens, uint64_t salt) {
+  // Seeded apart from the chain keys (a chain key with parent 0 hashes the parent's 8 bytes first).
+  const uint64_t k = XXH3_64bits_withSeed(tokens.data(), tokens.size_bytes(), salt ^ 0x5e65e4750a11ull);
+  return k == 0 ? 1 : k;
+}
+
 PrefixCache::~PrefixCache() {
   for (auto& [key, e] : entries_)
     for (BlockId id : e.ids)
@@ -115,8 +121,30 @@ void PrefixCache::Drop(uint64_t key) {
     Entry& p = entries_.at(e.parent);
     if (--p.children == 0 && p.pins == 0) leaves_.insert({p.last_use, e.parent});
   }
+  if (e.content != 0) content_.erase(e.content);
   entries_.erase(it);
   ++evicted_;
+}
+
+void PrefixCache::IndexContent(uint64_t key, uint64_t content, size_t first_pos) {
+  auto it = entries_.find(key);
+  CHORUS_CHECK(it != entries_.end() && content != 0);
+  if (auto old = content_.find(content); old != content_.end()) entries_.at(old->second.key).content = 0;
+  if (it->second.content != 0) content_.erase(it->second.content);
+  it->second.content = content;
+  content_[content] = {key, first_pos};
+  content_pending_.erase(content);
+}
+
+std::optional<PrefixCache::ContentHit> PrefixCache::FindContent(uint64_t content) const {
+  auto it = content_.find(content);
+  if (it == content_.end()) return std::nullopt;
+  return ContentHit{.key = it->second.key, .first_pos = it->second.first_pos, .ids = &entries_.at(it->second.key).ids};
+}
+
+void PrefixCache::MarkContentPending(uint64_t owner, std::span<const uint64_t> contents) {
+  for (uint64_t c : contents)
+    if (!content_.count(c) && content_pending_.emplace(c, owner).second) content_pending_by_owner_.emplace(owner, c);
 }
 
 size_t PrefixCache::Evict(size_t need) {
@@ -163,6 +191,12 @@ void PrefixCache::ClearPending(uint64_t owner) {
     if (p != pending_.end() && p->second == owner) pending_.erase(p);
   }
   pending_by_owner_.erase(b, e);
+  auto [cb, ce] = content_pending_by_owner_.equal_range(owner);
+  for (auto it = cb; it != ce; ++it) {
+    auto p = content_pending_.find(it->second);
+    if (p != content_pending_.end() && p->second == owner) content_pending_.erase(p);
+  }
+  content_pending_by_owner_.erase(cb, ce);
 }
 
 std::vector<PrefixCache::EntryInfo> PrefixCache::Entries() const {

@@ -4,12 +4,17 @@
 // recently used; a block is never evicted while a sequence reads it (pool refs > 1), while it is
 // pinned (an explicit context), or while a cached block continues it (leaves go first, so every
 // cached key stays reachable from the first block).
+// Segments (METHODS.md §5b): a cached block is also found by a content key of its own 32 tokens,
+// whatever came before them, with the position of its first token, so that another prompt holding
+// the same tokens after other text can attach it at another offset. That is never an exact prefix
+// hit: only the chained keys are.
 // Invariant: Entry::bytes == Σ BlockPool::BlockCost of its ids; the cache's ref is the last one
-// standing exactly when no sequence reads the block.
+// standing exactly when no sequence reads the block; a content key names a live entry.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <span>
 #include <unordered_map>
@@ -27,6 +32,8 @@ class PrefixCache {
   static uint64_t ChainKey(uint64_t parent, std::span<const int32_t> tokens, uint64_t salt);
   // Keys of every full 32-token block of a prompt.
   static std::vector<uint64_t> Keys(std::span<const int32_t> tokens, uint64_t salt);
+  // The position-free key of one block's 32 tokens (never 0).
+  static uint64_t ContentKey(std::span<const int32_t> tokens, uint64_t salt);
 
   explicit PrefixCache(BlockPool& pool) : pool_(pool) {}
   ~PrefixCache();
@@ -44,6 +51,15 @@ class PrefixCache {
   // cache takes one pool reference on each id. False (nothing changes) if the key is present or
   // the parent is not.
   bool Insert(uint64_t key, uint64_t parent, std::span<const BlockId> ids);
+  // Segments: the cached block `key` (its first token at `first_pos`) is found by `content` too. A
+  // content key names one block: the newest given.
+  void IndexContent(uint64_t key, uint64_t content, size_t first_pos);
+  struct ContentHit {
+    uint64_t key = 0;
+    size_t first_pos = 0;
+    const std::vector<BlockId>* ids = nullptr;  // valid until the cache changes
+  };
+  std::optional<ContentHit> FindContent(uint64_t content) const;
   // Explicit contexts: pinned keys are never evicted. Pins count (two contexts may share blocks).
   void Pin(std::span<const uint64_t> keys);
   void Unpin(std::span<const uint64_t> keys);
@@ -59,6 +75,10 @@ class PrefixCache {
   void MarkPending(uint64_t owner, std::span<const uint64_t> keys);
   void ClearPending(uint64_t owner);
   bool IsPending(uint64_t key) const { return pending_.count(key) > 0; }
+  // The same for content keys (segments): a request that would reuse what another one is computing
+  // waits for it. Cleared by IndexContent and by ClearPending of the owner.
+  void MarkContentPending(uint64_t owner, std::span<const uint64_t> contents);
+  bool IsContentPending(uint64_t content) const { return content_pending_.count(content) > 0; }
 
   struct Report {
     size_t blocks = 0;
@@ -88,6 +108,7 @@ class PrefixCache {
     size_t pins = 0;
     uint64_t last_use = 0;
     uint64_t hits = 0;  // Touch calls (borrows) since it was inserted
+    uint64_t content = 0;  // its content key while the content index names it (0: none)
   };
   bool Idle(const Entry& e) const;  // only the cache holds its blocks
   void Drop(uint64_t key);          // unrefs the blocks, erases the entry, updates the parent
@@ -97,6 +118,13 @@ class PrefixCache {
   std::set<std::pair<uint64_t, uint64_t>> leaves_;  // (last_use, key) of unpinned leaves: eviction order
   std::unordered_map<uint64_t, uint64_t> pending_;   // key → owner
   std::multimap<uint64_t, uint64_t> pending_by_owner_;
+  struct Content {
+    uint64_t key;
+    size_t first_pos;
+  };
+  std::unordered_map<uint64_t, Content> content_;            // content key → block
+  std::unordered_map<uint64_t, uint64_t> content_pending_;   // content key → owner
+  std::multimap<uint64_t, uint64_t> content_pending_by_owner_;
   uint64_t clock_ = 0;
   uint64_t evicted_ = 0;
 };

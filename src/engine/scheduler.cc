@@ -146,11 +146,33 @@ Result<Engine::Impl::Admit> Engine::Impl::TryAdmit(AgentId id, Agent& a) {
   const size_t k = borrowed.blocks();
   const size_t total = len + static_cast<size_t>(a.options.max_tokens);
   const size_t need = ProjectedBytes(len, a.options.max_tokens, k, a.context && contexts.at(a.context).cocktail);
+  // Segments after the exact prefix: planned (their blocks referenced) before making room, so
+  // eviction cannot take them either; a sequence's rows hold their holes too.
+  SegmentPlan plan;
+  if (UsesSegments(a))
+    plan = PlanSegments(a.prompt, k * kBlockTokens, *cache, store->pool(), salt, model->config().n_layer,
+                        SegmentRepair{.fraction = options.segments.repair, .min_tokens = options.segments.repair_min_tokens});
+  // Its own KV is the projection less the planned runs' blocks (prompt blocks: the shared formats).
+  const auto need_with = [&](const SegmentPlan& p) {
+    const size_t s0 = shared_cfg.sink_blocks, runs = BlockBytes(s0, s0 + p.blocks(), s0 + p.blocks());
+    return need - std::min(need, runs);
+  };
   // The borrowed blocks are referenced first, so making room cannot evict them.
-  std::unique_ptr<KvSequence> seq = store->NewSequence(total, borrowed);
+  std::unique_ptr<KvSequence> seq = store->NewSequence(total + plan.hole_allowance(), borrowed);
   std::string why;
   // The new sequence's bookkeeping is held already: only the rest of its projection is asked for.
-  if (!comix && !MakeRoom(need - std::min(need, SequenceOwnBytes(*seq)), &why)) {  // comix admits through its own 2-bit projection below
+  bool room = comix || MakeRoom(need_with(plan) - std::min(need_with(plan), SequenceOwnBytes(*seq)), &why);
+  const auto running = [&] {
+    return std::count_if(agents.begin(), agents.end(), [](const auto& kv) { return kv.second.seq != nullptr; });
+  };
+  if (!room && plan.runs() > 0 && running() == 0) {
+    // Nothing runs that could free room, and the planned runs themselves may be what holds the
+    // budget: without them the idle blocks can be evicted (progress first, reuse second).
+    plan.Clear();
+    seq = store->NewSequence(total, borrowed);
+    room = MakeRoom(need - std::min(need, SequenceOwnBytes(*seq)), &why);
+  }
+  if (!room) {  // comix admits through its own 2-bit projection below
     last_refusal = fmt::format("its KV needs up to {} bytes ({} prompt tokens, {} of them cached, + {} answer tokens "
                                "at {}/{}), but {}",
                                need, len, k * kBlockTokens, a.options.max_tokens, KvFormatName(private_cfg.k),
@@ -189,7 +211,7 @@ Result<Engine::Impl::Admit> Engine::Impl::TryAdmit(AgentId id, Agent& a) {
   a.seq = std::move(seq);
   a.prefilled = k * kBlockTokens;
   a.inserted = k;
-  a.reserved_bytes = comix ? 0 : need;  // comix: CoMix's allocation holds the unit's bytes
+  a.reserved_bytes = comix ? 0 : need_with(plan);  // comix: CoMix's allocation holds the unit's bytes
   a.state.projected_private_bytes = a.reserved_bytes;
   a.state.cached_tokens = k * kBlockTokens;
   a.state.phase = AgentPhase::kPrefill;
@@ -199,16 +221,53 @@ Result<Engine::Impl::Admit> Engine::Impl::TryAdmit(AgentId id, Agent& a) {
   counters.prefix_hit_tokens += k * kBlockTokens;
   if (a.cacheable) {
     cache->Touch(std::span<const uint64_t>(a.keys).first(k));
-    cache->MarkPending(id, std::span<const uint64_t>(a.keys).subspan(k));
+    // What it will insert: its exact blocks, before its first segment.
+    const size_t exact = std::max(k, std::min(a.keys.size(), plan.first_at() / kBlockTokens));
+    cache->MarkPending(id, std::span<const uint64_t>(a.keys).subspan(k, exact - k));
+    std::vector<uint64_t> contents;
+    for (size_t j = k; j < exact; ++j)
+      contents.push_back(PrefixCache::ContentKey(std::span<const int32_t>(a.prompt).subspan(j * kBlockTokens, kBlockTokens), salt));
+    cache->MarkContentPending(id, contents);
   }
+  if (!plan.empty()) {
+    counters.segment_runs += plan.runs();
+    counters.segment_reused_tokens += plan.reused_tokens();
+    counters.segment_repaired_tokens += plan.repaired_tokens();
+    a.state.repaired_tokens = plan.repaired_tokens();
+  }
+  a.segments = std::move(plan);
+  AttachDueSegments(a);
   if (a.context) contexts.at(a.context).hits++;
   UpdateReaders(a.context);
   return Admit::kAdmitted;
 }
 
+bool Engine::Impl::UsesSegments(const Agent& a) const {
+  const Reuse r = a.options.reuse == Reuse::kDefault ? options.segments.reuse : a.options.reuse;
+  return r == Reuse::kSegments && a.cacheable && !a.context && !comix && options.policy == "uniform";
+}
+
+void Engine::Impl::AttachDueSegments(Agent& a) {
+  while (!a.segments.empty() && a.segments.next().at == a.prefilled) {
+    const SegmentRun& r = a.segments.next();
+    if (Status s = a.seq->Attach({.tables = r.tables, .shift = r.shift, .skip = r.skip}); !s.ok()) {
+      // Nothing attached: the rest of the prompt is computed instead (counted as planned, not reused).
+      counters.segment_reused_tokens -= a.segments.reused_tokens() - a.state.reused_tokens;
+      a.segments.Clear();
+      return;
+    }
+    cache->Touch(r.keys);
+    a.prefilled += r.tokens;
+    a.state.reused_tokens += r.tokens;
+    a.segments.Advance();
+  }
+}
+
 void Engine::Impl::InsertPromptBlocks(AgentId id, Agent& a) {
   if (!a.cacheable || !a.seq) return;
-  const size_t L = model->config().n_layer, prompt_blocks = a.prompt.size() / kBlockTokens;
+  const size_t L = model->config().n_layer;
+  // Blocks after its first segment hold approximate KV: never exact prefix blocks.
+  const size_t prompt_blocks = std::min(a.prompt.size(), a.segments.first_at()) / kBlockTokens;
   const size_t upto = std::min(a.seq->sealed_blocks(0), prompt_blocks);
   std::vector<BlockId> ids(L);
   bool stuck = false;
@@ -216,6 +275,9 @@ void Engine::Impl::InsertPromptBlocks(AgentId id, Agent& a) {
     for (size_t l = 0; l < L; ++l) ids[l] = a.seq->block(l, j);
     // Present already (another request computed it too): that copy stays; ours is private.
     if (cache->Insert(a.keys[j], j ? a.keys[j - 1] : 0, ids)) {
+      cache->IndexContent(a.keys[j],
+                          PrefixCache::ContentKey(std::span<const int32_t>(a.prompt).subspan(j * kBlockTokens, kBlockTokens), salt),
+                          j * kBlockTokens);
       PublishBlock(a.keys[j], j, ids);  // computed here: other replicas may use it
     } else if (!cache->Blocks(a.keys[j])) {
       stuck = true;  // its parent was evicted: nothing after it can be reached in the cache
@@ -242,11 +304,13 @@ void Engine::Impl::Accept(AgentId id, const float* row, const Pick* pick) {
   const Tokenizer& tok = model->tokenizer();
   const bool forced = !a.options.forced_tokens.empty();
   const int32_t t = p.token;
+  if (a.state.tokens.empty()) a.state.first_token_seconds = a.timer.Seconds();
   if (!forced && tok.IsEndOfGeneration(t) && !a.options.ignore_eog) {
     Finish(id, StopReason::kEndOfGeneration);
     return;
   }
   a.state.nll += p.lse - row[t];
+  if (a.options.capture_logits) a.state.logits.insert(a.state.logits.end(), row, row + model->config().n_vocab);
   a.state.tokens.push_back(t);
   a.state.text += tok.TokenToPiece(t);
   counters.generated_tokens++;
@@ -267,6 +331,7 @@ void Engine::Impl::Finish(AgentId id, StopReason why, std::string error) {
   if (a.seq) {
     a.state.peak_private_bytes = std::max(a.state.peak_private_bytes, SequenceOwnBytes(*a.seq));
     InsertPromptBlocks(id, a);  // what it sealed of its prompt stays useful to others
+    a.segments.Clear();         // runs not attached yet: their blocks go back to the cache
     if (comix) comix->RemoveUnit(a.seq->id());  // its bytes go to the others
     policy->Forget(a.seq->id());
     a.seq.reset();  // its private blocks go back to the pool now
@@ -282,6 +347,19 @@ void Engine::Impl::Finish(AgentId id, StopReason why, std::string error) {
 
 Status Engine::Impl::PrefillNow(AgentId id, Agent& a) {
   logits.resize(model->config().n_vocab);
+  while (!a.segments.empty()) {  // up to each segment, then attach it
+    const size_t n = a.segments.next().at - a.prefilled;
+    Status s = fwd->Run(std::span<const int32_t>(a.prompt).subspan(a.prefilled, n), *a.seq, *pool, LogitsFor::kLast,
+                        logits.data());
+    if (!s.ok()) {
+      Finish(id, StopReason::kError, s.message());
+      return s;
+    }
+    counters.prefilled_tokens += n;
+    a.prefilled += n;
+    InsertPromptBlocks(id, a);
+    AttachDueSegments(a);
+  }
   const size_t n = a.prompt.size() - a.prefilled;
   Status s = fwd->Run(std::span<const int32_t>(a.prompt).subspan(a.prefilled), *a.seq, *pool, LogitsFor::kLast,
                       logits.data());
@@ -317,7 +395,8 @@ Status Engine::Impl::RunStep() {
         continue;
       }
       const size_t k = std::min(cache->Match(a.keys), (a.prompt.size() - 1) / kBlockTokens);
-      if ((k < a.keys.size() && cache->IsPending(a.keys[k])) || MaybeFetch(*it, a, k)) {
+      if ((k < a.keys.size() && cache->IsPending(a.keys[k])) || MaybeFetch(*it, a, k) ||
+          (UsesSegments(a) && AnyContentPending(a.prompt, k * kBlockTokens, *cache, salt))) {
         ++it;
         continue;
       }
@@ -353,9 +432,10 @@ Status Engine::Impl::RunStep() {
     const size_t left = a.prompt.size() - a.prefilled;
     size_t take = std::min(left, budget);
     if (comix) take = std::min(take, kBlockTokens - a.prefilled % kBlockTokens);  // one block per pass (see Open)
-    // End chunks on block boundaries (the next one then starts on one: KvFootprint's prefill), or
-    // wait for a step with room for a whole block.
-    if (take < left) take -= (a.prefilled + take) % kBlockTokens;
+    if (!a.segments.empty()) take = std::min(take, a.segments.next().at - a.prefilled);  // up to the next segment
+    // End chunks on block boundaries of the sequence's rows (the next one then starts on one:
+    // KvFootprint's prefill; a segment's `at` is one), or wait for a step with room for a whole block.
+    if (take < left) take -= (a.seq->size() + take) % kBlockTokens;
     if (take == 0) continue;
     plan.push_back({id, take, take == left});
     tokens.insert(tokens.end(), a.prompt.begin() + a.prefilled, a.prompt.begin() + a.prefilled + take);
@@ -408,6 +488,7 @@ Status Engine::Impl::RunStep() {
       a.prefilled += r.n;
       counters.prefilled_tokens += r.n;
       InsertPromptBlocks(r.id, a);
+      AttachDueSegments(a);
       if (a.prefilled == a.prompt.size()) {
         cache->ClearPending(r.id);
         a.state.phase = AgentPhase::kDecode;

@@ -6,6 +6,7 @@
 
 #include "kv/attention_math.h"  // SoftmaxFold, ScoreF16Rows, AccumulateF16Rows
 #include "kv/hadamard.h"      // HadamardRotate, HadamardRotateInverse
+#include "util/check.h"      // CHORUS_CHECK
 #include "ops/cpu_target.h"   // AmxInt8Enabled
 #include "ops/elementwise.h"  // Dot, Axpy, Scale
 #include "util/fp16.h"        // F16ToF32
@@ -63,6 +64,7 @@ void BlockAttention::Begin(const float* q, size_t n_q) {
   n_q_ = n_q;
   have_q_rot_ = false;
   q8_keys_ = KvFormat::kF16;
+  q8_shift_ = 0;
   plain_.Reset(n_q, g_.head_dim);
   rot_.m.clear();
   scores_.resize(n_q * kBlockTokens);
@@ -74,20 +76,37 @@ void BlockAttention::Update(SoftmaxState& st, size_t q0, size_t nq, size_t n_row
               st.o.data() + q0 * g_.head_dim, g_.head_dim);
 }
 
-const float* BlockAttention::RotatedQueries() {
-  if (!have_q_rot_) {
+void RotateHeads(const KeyRope& rope, int64_t pos, float* heads, size_t n, size_t head_dim, float* cos_sin) {
+  CHORUS_CHECK(rope.rope_dim > 0 && rope.rope_dim <= head_dim);
+  RopeTable(pos, rope.rope_dim, rope.params, cos_sin);
+  for (size_t i = 0; i < n; ++i) {
+    if (rope.neox) RopeApplyNeox(heads + i * head_dim, rope.rope_dim, cos_sin);
+    else RopeApply(heads + i * head_dim, rope.rope_dim, cos_sin);
+  }
+}
+
+const float* BlockAttention::Queries(int32_t shift, bool rotated, const KeyRope* rope) {
+  if (shift == 0 && !rotated) return q_;
+  if (!have_q_rot_ || q_rot_shift_ != shift || q_rot_hadamard_ != rotated) {
     const size_t hd = g_.head_dim;
     q_rot_.assign(q_, q_ + n_q_ * hd);
-    for (size_t i = 0; i < n_q_; ++i) HadamardRotate(q_rot_.data() + i * hd, hd);
+    if (shift != 0) {
+      CHORUS_CHECK(rope != nullptr);  // a shifted block needs its layer's RoPE
+      RotateHeads(*rope, -int64_t{shift}, q_rot_.data(), n_q_, hd, tmp_.data());
+    }
+    if (rotated)
+      for (size_t i = 0; i < n_q_; ++i) HadamardRotate(q_rot_.data() + i * hd, hd);
     have_q_rot_ = true;
+    q_rot_shift_ = shift;
+    q_rot_hadamard_ = rotated;
   }
   return q_rot_.data();
 }
 
-QueryQ8 BlockAttention::QuantizedQueries(KvFormat keys) {
-  if (q8_keys_ != keys) {  // a table mixing tq4 and q8 key groups quantizes again at each switch
+QueryQ8 BlockAttention::QuantizedQueries(KvFormat keys, int32_t shift, const KeyRope* rope) {
+  if (q8_keys_ != keys || q8_shift_ != shift) {  // a table mixing tq4 and q8 key groups quantizes again at each switch
     const size_t hd = g_.head_dim;
-    const float* q = KvFormatIsRotated(keys) ? RotatedQueries() : q_;
+    const float* q = Queries(shift, KvFormatIsRotated(keys), rope);
     q8_padded_ = n_q_ >= kQuPadRows && AmxInt8Enabled();  // the tile kernels read 16 rows at a time
     q8_.resize((n_q_ + (q8_padded_ ? kQuPadRows : 0)) * hd);
     q8_scale_.resize(n_q_);
@@ -95,6 +114,7 @@ QueryQ8 BlockAttention::QuantizedQueries(KvFormat keys) {
     QuantizeQueriesQ8(q, n_q_, hd, q8_.data(), q8_scale_.data(), q8_bias_.data(), keys);
     std::fill(q8_.begin() + n_q_ * hd, q8_.end(), int8_t{0});
     q8_keys_ = keys;
+    q8_shift_ = shift;
   }
   return {q8_.data(), q8_scale_.data(), q8_bias_.data(), q8_padded_ ? q8_.data() : nullptr};
 }
@@ -142,23 +162,24 @@ inline void PrefetchHeadTiles(const KvGeometry& g, const HeadTiles& t, const Blo
 }  // namespace
 
 void BlockAttention::AddBlocks(std::span<const BlockView> blocks, uint32_t kv_head, size_t q0, size_t nq,
-                               size_t skip_first) {
+                               size_t skip_first, const KeyRope* rope) {
   const size_t hd = g_.head_dim, n = blocks.size();
   nq = std::min(nq, n_q_ - q0);
   // Runs of equal (K, V) formats are one group: kernels, query and state are looked up once per
   // group (a table reordered by format — KvSequence::ReorderByFormat — is a few long groups).
   for (size_t b0 = 0; b0 < n;) {
     const KvFormat kf = blocks[b0].k_format, vf = blocks[b0].v_format;
+    const int32_t shift = blocks[b0].shift;
     size_t b1 = b0 + 1;
-    while (b1 < n && blocks[b1].k_format == kf && blocks[b1].v_format == vf) ++b1;
+    while (b1 < n && blocks[b1].k_format == kf && blocks[b1].v_format == vf && blocks[b1].shift == shift) ++b1;
     ++groups_;
     const KvBlockKernels& kk = kernels_[static_cast<size_t>(kf)];
     const KvBlockKernels& vk = kernels_[static_cast<size_t>(vf)];
     const HeadTiles tiles(g_, kf, vf, kv_head);
-    const float* q = (KvFormatIsRotated(kf) ? RotatedQueries() : q_) + q0 * hd;
+    const float* q = Queries(shift, KvFormatIsRotated(kf), rope) + q0 * hd;
     QueryQ8 q8{};  // integer key scores (tq4, q8 keys) where the CPU has them
     if (kk.score_q8) {
-      const QueryQ8 all = QuantizedQueries(kf);
+      const QueryQ8 all = QuantizedQueries(kf, shift, rope);
       q8 = {all.q + q0 * hd, all.scale + q0, all.bias + q0, all.qp ? all.qp + q0 * hd : nullptr};
     }
     // integer value sums (tq3 / tq4 values) where the CPU has them; other head_dims fall back inside
@@ -173,8 +194,9 @@ void BlockAttention::AddBlocks(std::span<const BlockView> blocks, uint32_t kv_he
         kk.score_q8(g_, blocks[b].k, kv_head, q8, nq, scores_.data(), kBlockTokens);
       else
         kk.score(g_, blocks[b].k, kv_head, q, nq, scores_.data(), kBlockTokens);
-      if (b == 0 && skip_first > 0)
-        for (size_t i = 0; i < nq; ++i) std::fill_n(scores_.data() + i * kBlockTokens, skip_first, -INFINITY);
+      const size_t skip = std::max<size_t>(blocks[b].skip, b == 0 ? skip_first : 0);
+      if (skip > 0)
+        for (size_t i = 0; i < nq; ++i) std::fill_n(scores_.data() + i * kBlockTokens, skip, -INFINITY);
       if (b + 1 < n) PrefetchHeadTiles<3, 2>(g_, tiles, blocks[b + 1], kv_head);
       Update(st, q0, nq, kBlockTokens);
       accumulate(g_, blocks[b].v, kv_head, scores_.data(), nq, st.o.data() + q0 * hd, kBlockTokens);
@@ -292,30 +314,42 @@ void BlockAttention::FinishParts(const float* acc, size_t n, float* out) {
 
 void BlockAttentionRef(const KvGeometry& g, std::span<const BlockView> blocks, uint32_t kv_head,
                        const uint16_t* native_k, const uint16_t* native_v, size_t stride, size_t n_native,
-                       const float* q, size_t n_q, float* out) {
+                       const float* q, size_t n_q, float* out, const KeyRope* rope) {
   const size_t hd = g.head_dim, kv_dim = g.n_head_kv * hd;
   std::vector<float> keys, vals;  // (n_ctx, hd) this head, original domain
+  std::vector<int32_t> shifts;    // (n_ctx) the shift of each key's block
   std::vector<float> kb(kBlockTokens * kv_dim), vb(kBlockTokens * kv_dim);
   for (const BlockView& b : blocks) {
     DecodeKvBlockRef(b.k_format, KvSide::kKey, g, b.k, kb.data());
     DecodeKvBlockRef(b.v_format, KvSide::kValue, g, b.v, vb.data());
-    for (size_t j = 0; j < kBlockTokens; ++j) {
+    for (size_t j = b.skip; j < kBlockTokens; ++j) {
+      shifts.push_back(b.shift);
       keys.insert(keys.end(), kb.begin() + j * kv_dim + kv_head * hd, kb.begin() + j * kv_dim + (kv_head + 1) * hd);
       vals.insert(vals.end(), vb.begin() + j * kv_dim + kv_head * hd, vb.begin() + j * kv_dim + (kv_head + 1) * hd);
     }
   }
-  for (size_t j = 0; j < n_native; ++j)
+  for (size_t j = 0; j < n_native; ++j) {
+    shifts.push_back(0);
     for (size_t c = 0; c < hd; ++c) {
       keys.push_back(F16ToF32(native_k[j * stride + c]));
       vals.push_back(F16ToF32(native_v[j * stride + c]));
     }
+  }
   const size_t n = keys.size() / hd;
   std::vector<double> s(n);
+  std::vector<float> qs(hd), cs(hd);
   for (size_t i = 0; i < n_q; ++i) {
     double m = -INFINITY;
+    int32_t have = 0;  // the shift qs is rotated for
+    qs.assign(q + i * hd, q + (i + 1) * hd);
     for (size_t j = 0; j < n; ++j) {
+      if (shifts[j] != have) {
+        qs.assign(q + i * hd, q + (i + 1) * hd);
+        if (shifts[j] != 0) RotateHeads(*rope, -int64_t{shifts[j]}, qs.data(), 1, hd, cs.data());
+        have = shifts[j];
+      }
       double acc = 0;
-      for (size_t c = 0; c < hd; ++c) acc += double(q[i * hd + c]) * keys[j * hd + c];
+      for (size_t c = 0; c < hd; ++c) acc += double(qs[c]) * keys[j * hd + c];
       s[j] = acc;
       m = std::max(m, acc);
     }

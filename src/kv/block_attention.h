@@ -9,18 +9,36 @@
 #include <span>
 #include <vector>
 
-#include "kv/kv_format.h"   // KvFormat, KvGeometry
-#include "kv/kv_kernels.h"  // KvBlockKernels
+#include "kv/kv_format.h"     // KvFormat, KvGeometry
+#include "kv/kv_kernels.h"    // KvBlockKernels
+#include "ops/elementwise.h"  // RopeParams
 
 namespace chorus {
 
 // One sealed block as the kernels see it: its two sides and their formats (non-owning).
+// A block reused at another offset (a segment attached after a different prefix, KvSequence::Attach)
+// holds keys rotated at (its position here - shift): queries meet it rotated by -shift, which is
+// exact because RoPE rotations compose (METHODS.md §5b). Its first `skip` rows are a hole: tokens
+// this sequence does not hold there; no query sees them.
 struct BlockView {
   const uint8_t* k;
   const uint8_t* v;
   KvFormat k_format;
   KvFormat v_format;
+  uint8_t skip = 0;    // leading rows no query sees
+  int32_t shift = 0;   // position here minus the position its keys were rotated at
 };
+
+// How a layer rotates its keys (RoPE), so a query can be rotated back for a shifted block. A
+// rope_dim of 0: no rotation to undo (a shifted block is then an error).
+struct KeyRope {
+  size_t rope_dim = 0;
+  bool neox = false;
+  RopeParams params;
+};
+// In place: rotates each of n heads (head_dim apart) by the RoPE of position `pos` (may be
+// negative); cos_sin: (rope_dim) scratch.
+void RotateHeads(const KeyRope& rope, int64_t pos, float* heads, size_t n, size_t head_dim, float* cos_sin);
 
 // Streaming-softmax state of n_q queries: running max m, sum l, unnormalized output o.
 struct SoftmaxState {
@@ -41,9 +59,11 @@ class BlockAttention {
   // Folds in sealed blocks (any mix of formats), reading head `kv_head` of each; consecutive
   // blocks of equal formats form one group (one kernel lookup).
   // skip_first: the first block's leading rows no query may see (a sliding window's edge): their
-  // scores are -inf before the fold, so they weigh nothing and the rest is exactly as unmasked.
+  // scores are -inf before the fold, so they weigh nothing and the rest is exactly as unmasked
+  // (a block's own BlockView::skip masks the same way). Consecutive blocks of one shift are one
+  // group too; a group with a shift needs `rope` (its layer's).
   void AddBlocks(std::span<const BlockView> blocks, uint32_t kv_head, size_t q0 = 0, size_t nq = SIZE_MAX,
-                 size_t skip_first = 0);
+                 size_t skip_first = 0, const KeyRope* rope = nullptr);
   // Folds in native fp16 rows: k, v rows of `stride` elements, this head's slice at k/v.
   void AddNative(const uint16_t* k, const uint16_t* v, size_t stride, size_t n_rows, size_t q0 = 0,
                  size_t nq = SIZE_MAX);
@@ -80,14 +100,20 @@ class BlockAttention {
 
  private:
   void Update(SoftmaxState& st, size_t q0, size_t nq, size_t n_rows);
-  const float* RotatedQueries();
-  QueryQ8 QuantizedQueries(KvFormat keys);  // for score_q8 of `keys` (tq4: rotated; q8: as they are)
+  // The queries for blocks of this shift, Hadamard-rotated or not: q_ itself (shift 0, plain), or
+  // derived into q_rot_ (one derived set is kept: a switch derives again).
+  const float* Queries(int32_t shift, bool rotated, const KeyRope* rope);
+  // For score_q8 of `keys` (tq4: rotated; q8: as they are) at this shift.
+  QueryQ8 QuantizedQueries(KvFormat keys, int32_t shift, const KeyRope* rope);
 
   KvGeometry g_;
   size_t n_q_ = 0;
   const float* q_ = nullptr;
-  std::vector<float> q_rot_;   // (n_q, head_dim) rotated queries, computed on first need
+  std::vector<float> q_rot_;   // (n_q, head_dim) derived queries (Queries), computed on first need
   bool have_q_rot_ = false;
+  int32_t q_rot_shift_ = 0;    // what q_rot_ holds: H · R(-shift) · q (rotated) or R(-shift) · q
+  bool q_rot_hadamard_ = false;
+  int32_t q8_shift_ = 0;       // the shift q8_ was quantized at
   std::vector<int8_t> q8_;         // (n_q, head_dim) int8 rotated queries (score_q8), on first need, and
   bool q8_padded_ = false;         // 16 zero rows after them for the AMX kernels (QueryQ8::qp = q8_)
   std::vector<float> q8_scale_;    // (n_q)
@@ -103,8 +129,9 @@ class BlockAttention {
 };
 
 // Scalar reference: decode every block, then plain softmax attention in double. out: (n_q, head_dim).
+// A block's skip rows are left out and a shifted block meets the query rotated by -shift (`rope`).
 void BlockAttentionRef(const KvGeometry& g, std::span<const BlockView> blocks, uint32_t kv_head,
                        const uint16_t* native_k, const uint16_t* native_v, size_t stride, size_t n_native,
-                       const float* q, size_t n_q, float* out);
+                       const float* q, size_t n_q, float* out, const KeyRope* rope = nullptr);
 
 }  // namespace chorus

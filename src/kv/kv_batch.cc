@@ -127,7 +127,9 @@ size_t SharedRun(const KvSequence& a, const KvSequence& b) {
   if (a.views_first() != 0 || b.views_first() != 0) return 0;
   const auto va = a.views(), vb = b.views();
   size_t n = 0;
-  while (n < va.size() && n < vb.size() && va[n].k == vb[n].k && va[n].v == vb[n].v) ++n;
+  while (n < va.size() && n < vb.size() && va[n].k == vb[n].k && va[n].v == vb[n].v && va[n].shift == vb[n].shift &&
+         va[n].skip == vb[n].skip)
+    ++n;
   return n;
 }
 

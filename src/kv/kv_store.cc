@@ -269,16 +269,73 @@ size_t KvSequence::Window(size_t layer) const {
   return layer < w.size() ? w[layer] : 0;
 }
 
-size_t KvSequence::VisibleFrom(size_t layer, size_t t) const {
-  const size_t w = Window(layer), p = size_ + t;
-  return w > 0 && p + 1 > w ? p + 1 - w : 0;
+size_t KvSequence::WindowEdge(size_t w, size_t row) const {
+  if (w == 0) return 0;
+  size_t before = 0;  // hole rows before `row`
+  for (const Run& u : runs_)
+    if (row >= u.first * kBlockTokens + u.skip) before += u.skip;
+  const size_t p = row - before;
+  if (p + 1 <= w) return 0;
+  size_t r = p + 1 - w;  // the first position seen, as a row: past every hole before it
+  for (const Run& u : runs_) {
+    if (r < u.first * kBlockTokens) break;
+    r += u.skip;
+  }
+  return r;
+}
+
+size_t KvSequence::VisibleFrom(size_t layer, size_t t) const { return WindowEdge(Window(layer), size_ + t); }
+
+size_t KvSequence::attached_rows() const {
+  size_t rows = 0;
+  for (const Run& u : runs_) rows += u.blocks * kBlockTokens;
+  return rows;
+}
+
+bool KvSequence::attached(size_t j) const {
+  for (const Run& u : runs_)
+    if (j >= u.first && j < u.first + u.blocks) return true;
+  return false;
+}
+
+Status KvSequence::Attach(const AttachedBlocks& run) {
+  const size_t L = tables_.size();
+  CHORUS_CHECK(run.tables.size() == L && run.skip < kBlockTokens);
+  const size_t m = run.tables[0].size();
+  if (m == 0) return Status::Ok();
+  for (size_t l = 0; l < L; ++l) {
+    CHORUS_CHECK(run.tables[l].size() == m);
+    CHORUS_CHECK(sealed_blocks(l) * kBlockTokens == size_);  // on a block boundary, windows empty
+    CHORUS_CHECK(!undo_[l].active);                            // no batch in flight
+  }
+  if (size_ + m * kBlockTokens > capacity_)
+    return Status::Error("attaching {} blocks after {} rows passes the sequence's capacity of {} rows", m, size_,
+                         capacity_);
+  if (run.shift != 0 && store_.options_.layer_rope.size() != L)
+    return Status::Error("blocks at another offset need every layer's RoPE (KvStoreOptions::layer_rope)");
+  if (runs_.size() == runs_.capacity()) {  // bookkeeping grows here, counted like the rest of the table
+    const size_t cap = std::max<size_t>(4, 2 * runs_.capacity()), more = (cap - runs_.capacity()) * sizeof(Run);
+    CHORUS_RETURN_IF_ERROR(store_.Reserve(more, "attached runs"));
+    runs_.reserve(cap);
+    counted_bookkeeping_ += more;
+  }
+  for (size_t l = 0; l < L; ++l)
+    for (BlockId id : run.tables[l]) {
+      CHORUS_CHECK(id != kNoBlock);
+      store_.pool_.Ref(id);
+      tables_[l].push_back(id);  // reserved for capacity / 32 blocks: no reallocation
+    }
+  runs_.push_back({size_ / kBlockTokens, m, run.shift, static_cast<uint32_t>(run.skip)});
+  size_ += m * kBlockTokens;
+  holes_ += run.skip;
+  FreeOutOfWindow();
+  return Status::Ok();
 }
 
 void KvSequence::FreeOutOfWindow() {
   const size_t next = std::min(size_, keep_from_);  // the earliest token still to be computed
   for (size_t l = 0; l < tables_.size(); ++l) {
-    const size_t w = Window(l);
-    const size_t lo = w > 0 && next + 1 > w ? next + 1 - w : 0;  // later tokens see less
+    const size_t lo = WindowEdge(Window(l), next);  // later tokens see less
     std::vector<BlockId>& t = tables_[l];
     size_t drop = 0;
     while (drop < t.size() && (dropped_[l] + drop + 1) * kBlockTokens <= lo) ++drop;
@@ -307,7 +364,7 @@ size_t KvSequence::window_bytes() const {
 size_t KvSequence::table_bytes() const {
   size_t b = sizeof(*this) + tables_.capacity() * sizeof(tables_[0]) + views_.capacity() * sizeof(BlockView) +
              dropped_.capacity() * sizeof(size_t) + (win_k_.capacity() + win_v_.capacity()) * sizeof(win_k_[0]) +
-             undo_.capacity() * sizeof(undo_[0]);
+             undo_.capacity() * sizeof(undo_[0]) + runs_.capacity() * sizeof(Run);
   for (const auto& t : tables_) b += t.capacity() * sizeof(BlockId);
   return b;
 }
@@ -487,10 +544,17 @@ void KvSequence::SetViews(size_t layer) {
   views_.clear();
   views_first_ = dropped_[layer];
   views_window_ = Window(layer);
+  views_rope_ = layer < store_.options_.layer_rope.size() ? &store_.options_.layer_rope[layer] : nullptr;
   for (BlockId id : tables_[layer]) {
     const BlockMeta& m = bp.meta(id);
     views_.push_back({bp.k_data(id), bp.v_data(id), m.k_format, m.v_format});
   }
+  for (const Run& u : runs_)
+    for (size_t j = std::max(u.first, views_first_); j < u.first + u.blocks; ++j) {
+      BlockView& bv = views_[j - views_first_];
+      bv.shift = u.shift;
+      if (j == u.first) bv.skip = static_cast<uint8_t>(u.skip);
+    }
 }
 
 namespace {
@@ -498,7 +562,7 @@ namespace {
 // Folds the blocks [from, to) of a table whose block i starts at position base + 32·i and whose
 // live views begin at block `first`, restricted to `r` (a block partly before r.lo is masked).
 void FoldBlocks(BlockAttention& att, std::span<const BlockView> views, size_t first, size_t base, size_t from,
-                size_t to, uint32_t kv_head, size_t q0, size_t nq, const SegmentRange& r) {
+                size_t to, uint32_t kv_head, size_t q0, size_t nq, const SegmentRange& r, const KeyRope* rope) {
   auto start = [&](size_t i) { return base + i * kBlockTokens; };
   if (r.lo > base) from = std::max(from, (r.lo - base) / kBlockTokens);  // blocks ending after lo
   if (r.begin > base) from = std::max(from, (r.begin - base + kBlockTokens - 1) / kBlockTokens);
@@ -507,24 +571,24 @@ void FoldBlocks(BlockAttention& att, std::span<const BlockView> views, size_t fi
   if (from >= to) return;
   CHORUS_CHECK(from >= first);  // a window never reaches a freed block (FreeOutOfWindow)
   const size_t skip = r.lo > start(from) ? r.lo - start(from) : 0;
-  att.AddBlocks(views.subspan(from - first, to - from), kv_head, q0, nq, skip);
+  att.AddBlocks(views.subspan(from - first, to - from), kv_head, q0, nq, skip, rope);
 }
 
 }  // namespace
 
 void KvSequence::AddOwnBlocks(BlockAttention& att, uint32_t kv_head, size_t q0, size_t nq, size_t to_block,
                               const SegmentRange& range) const {
-  FoldBlocks(att, views_, views_first_, 0, 0, to_block, kv_head, q0, nq, range);
+  FoldBlocks(att, views_, views_first_, 0, 0, to_block, kv_head, q0, nq, range, views_rope_);
 }
 
 void KvSequence::AddOwn(BlockAttention& att, size_t t, uint32_t kv_head, size_t q0, size_t nq,
                         size_t from_block, size_t part_begin, size_t part_end) const {
   const size_t kv_dim = store_.options_.shape.kv_dim(), hd = store_.options_.shape.head_dim;
-  const size_t p = size_ + t;  // the token's position
+  const size_t p = size_ + t;  // the token's row (its position plus the hole rows before it)
   const size_t nb = p / kBlockTokens;
-  const size_t lo = views_window_ > 0 && p + 1 > views_window_ ? p + 1 - views_window_ : 0;
+  const size_t lo = WindowEdge(views_window_, p);
   FoldBlocks(att, views_, views_first_, 0, from_block, nb, kv_head, q0, nq,
-             SegmentRange{.lo = lo, .begin = part_begin, .end = part_end});
+             SegmentRange{.lo = lo, .begin = part_begin, .end = part_end}, views_rope_);
   const size_t row_pos = nb * kBlockTokens;  // the native rows of p's block
   if (row_pos < part_begin || row_pos >= part_end) return;
   const size_t skip = lo > row_pos ? lo - row_pos : 0;

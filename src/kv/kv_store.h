@@ -54,6 +54,9 @@ struct KvStoreOptions {
   // layer's token at position p attends positions (p - layer_window[l], p], masked per token even
   // inside a partly covered block; blocks no reader's window can reach are freed at once.
   std::vector<uint32_t> layer_window;
+  // (n_layer) how each layer rotated its keys: what a block attached at another offset
+  // (KvSequence::Attach) needs to meet its queries exactly. Empty: no sequence may attach such blocks.
+  std::vector<KeyRope> layer_rope;
   size_t threads = 1;  // attention scratch is made for this many pool threads up front (more grow it)
   // Testing the all-or-nothing paths: the n-th block allocation of this store (1-based) fails as
   // if the budget were exhausted. 0 = never.
@@ -89,6 +92,16 @@ struct BorrowedBlocks {
   std::span<const std::vector<BlockId>> tables;  // (n_layer) ids of blocks [first[l], n)
   std::span<const size_t> first;                 // (n_layer) or empty
   size_t blocks() const;                         // n
+};
+
+// Blocks attached in the middle of a sequence (KvSequence::Attach): a run of m sealed blocks of
+// another sequence, reused at another offset (a segment: METHODS.md §5b). Their keys were rotated
+// at (position here - shift); the first block's leading `skip` rows are tokens this sequence does
+// not hold there (a hole in its rows: its positions then continue from the first row after it).
+struct AttachedBlocks {
+  std::span<const std::vector<BlockId>> tables;  // (n_layer) m ids each, every one live
+  int32_t shift = 0;
+  size_t skip = 0;                               // < 32
 };
 
 class KvStore {
@@ -207,8 +220,19 @@ class KvSequence final : public SequenceKv {
   KvSequence(const KvSequence&) = delete;
   KvSequence& operator=(const KvSequence&) = delete;
 
-  size_t size() const override { return size_; }  // tokens held, borrowed blocks included
+  // Rows held, borrowed and attached blocks (their holes too) included: rows are a sequence's
+  // storage order, and a token's position is its row minus the hole rows before it.
+  size_t size() const override { return size_; }
   size_t capacity() const override { return capacity_; }
+  size_t Position(size_t t) const override { return size_ + t - holes_; }
+  // Appends another sequence's sealed blocks after this one's rows (see AttachedBlocks): the
+  // sequence must end on a block boundary with no batch in flight, and have room for them. One
+  // reference is taken on each. Their rows join size(); their hole rows are no one's.
+  Status Attach(const AttachedBlocks& run);
+  // Rows of attached blocks (holes included), and whether block j of the table was attached.
+  size_t attached_rows() const;
+  bool attached(size_t j) const;
+  size_t hole_rows() const { return holes_; }
   Status AppendAndAttend(size_t layer, size_t n, const float* k, const float* v, const float* q, float* out,
                          ThreadPool& pool) override;
   // The batch is done: its tokens become part of the sequence, the native rows of the batch
@@ -282,6 +306,9 @@ class KvSequence final : public SequenceKv {
   // min(size_, keep_from_) on can see.
   void FreeOutOfWindow();
   size_t Window(size_t layer) const;  // 0 = global
+  // The first row a token at `row` sees on a layer of sliding window w (0 = global): by position,
+  // so hole rows are skipped over.
+  size_t WindowEdge(size_t w, size_t row) const;
   // Resizes a buffer (contents not kept), counting the change; an error if the budget would pass.
   template <typename T>
   Status Fit(AlignedBuffer<T>& b, size_t n, const char* what);
@@ -315,6 +342,14 @@ class KvSequence final : public SequenceKv {
   size_t views_first_ = 0;                       // block index of views_[0]
   size_t views_window_ = 0;                      // sliding window of the layer of views_ (0 = global)
   size_t nat_base_ = 0;                          // index of nat_ row 0
+  struct Run {                                   // blocks [first, first + blocks) were attached
+    size_t first, blocks;
+    int32_t shift;
+    uint32_t skip;
+  };
+  std::vector<Run> runs_;                        // in row order; counted in table_bytes once grown
+  size_t holes_ = 0;                             // hole rows of attached runs
+  const KeyRope* views_rope_ = nullptr;          // the RoPE of the layer of views_ (null: none given)
   // (n_layer) stored rows (WindowRowBytes each) of the tokens after the last sealed block.
   std::vector<AlignedBuffer<uint8_t>> win_k_, win_v_;
   // (window + batch, kv_dim) fp16 native rows of the layer being computed: read by this

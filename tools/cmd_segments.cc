@@ -1,0 +1,61 @@
+// `chorus eval segments`: segment reuse against a full prefill at several repair fractions
+// (src/eval/segment_eval.h); flags and printing only.
+#include "eval/segment_eval.h"
+#include "tools/common.h"
+
+namespace chorus::cli {
+
+std::pair<CLI::App*, RunFn> AddSegmentEval(CLI::App* eval) {
+  struct Args {
+    std::string model, file, out;
+    int threads = 2, docs = 4, words = 700, max_tokens = 24;
+    uint64_t seed = 1;
+    std::vector<double> repair = {0.0, 0.05, 0.15, 0.30};
+    std::string k = "tq4", v = "tq3";
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* cmd = eval->add_subcommand(
+      "segments", "A document reused after another role's prompt (its blocks at another offset, its head "
+                  "recomputed) against a full prefill: mean/p99 KLD of the answer tokens, greedy answers identical, "
+                  "a needle's answer, time to first token, per repair fraction (METHODS.md §5b).");
+  cmd->add_option("-m,--model", a->model, "GGUF model file")->required();
+  cmd->add_option("-f,--file", a->file, "text the documents are cut from (e.g. a corpus of scripts/make_corpora.py)")
+      ->required();
+  cmd->add_option("-t,--threads", a->threads, "threads")->check(CLI::Range(1, 256))->capture_default_str();
+  cmd->add_option("--docs", a->docs, "documents cut from the file")->check(CLI::Range(1, 1000))->capture_default_str();
+  cmd->add_option("--words", a->words, "words per document (a needle sentence is added)")
+      ->check(CLI::Range(50, 100000))->capture_default_str();
+  cmd->add_option("--seed", a->seed, "where the documents and needles are cut")->capture_default_str();
+  cmd->add_option("--repair", a->repair, "repair fractions to measure")->delimiter(',')->default_str("0,0.05,0.15,0.3");
+  cmd->add_option("--max-tokens", a->max_tokens, "answer tokens")->check(CLI::Range(1, 4096))->capture_default_str();
+  cmd->add_option("--shared-k", a->k, "format of prompt (shared) blocks' keys")->capture_default_str();
+  cmd->add_option("--shared-v", a->v, "format of prompt (shared) blocks' values")->capture_default_str();
+  cmd->add_option("-o,--out", a->out, "write the report (JSON) here too");
+  return {cmd, [a] {
+            auto text = ReadFile(a->file);
+            if (!text.ok()) return Fail(text.status());
+            eval::SegmentEvalConfig c;
+            c.engine.model_path = a->model;
+            c.engine.threads = a->threads;
+            c.engine.shared_k = a->k;
+            c.engine.shared_v = a->v;
+            c.cases = eval::MakeSegmentCases(*text, size_t(a->docs), size_t(a->words), a->seed);
+            if (c.cases.empty()) return Fail(Status::Error("'{}' has fewer than {} words", a->file, a->words));
+            c.repair_fractions = a->repair;
+            c.max_tokens = a->max_tokens;
+            c.progress = [](const std::string& s) { std::fprintf(stderr, "%s\n", s.c_str()); };
+            auto r = eval::RunSegmentEval(c);
+            if (!r.ok()) return Fail(r.status());
+            const std::string j = eval::ToJson(*r);
+            std::printf("%s\n", j.c_str());
+            if (!a->out.empty()) {
+              std::FILE* f = std::fopen(a->out.c_str(), "w");
+              if (!f) return Fail(Status::Error("cannot write '{}'", a->out));
+              std::fprintf(f, "%s\n", j.c_str());
+              std::fclose(f);
+            }
+            return 0;
+          }};
+}
+
+}  // namespace chorus::cli
