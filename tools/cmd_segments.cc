@@ -12,6 +12,7 @@ std::pair<CLI::App*, RunFn> AddSegmentEval(CLI::App* eval) {
     uint64_t seed = 1;
     std::vector<double> repair = {0.0, 0.05, 0.15, 0.30};
     std::string k = "tq4", v = "tq3";
+    bool no_f16 = false;
   };
   auto a = std::make_shared<Args>();
   CLI::App* cmd = eval->add_subcommand(
@@ -30,6 +31,8 @@ std::pair<CLI::App*, RunFn> AddSegmentEval(CLI::App* eval) {
   cmd->add_option("--max-tokens", a->max_tokens, "answer tokens")->check(CLI::Range(1, 4096))->capture_default_str();
   cmd->add_option("--shared-k", a->k, "format of prompt (shared) blocks' keys")->capture_default_str();
   cmd->add_option("--shared-v", a->v, "format of prompt (shared) blocks' values")->capture_default_str();
+  cmd->add_flag("--no-f16", a->no_f16, "skip the yardstick: every point against a full prefill with f16 KV too "
+                                     "(the reference's own distance to it is the formats' error)");
   cmd->add_option("-o,--out", a->out, "write the report (JSON) here too");
   return {cmd, [a] {
             auto text = ReadFile(a->file);
@@ -43,6 +46,7 @@ std::pair<CLI::App*, RunFn> AddSegmentEval(CLI::App* eval) {
             if (c.cases.empty()) return Fail(Status::Error("'{}' has fewer than {} words", a->file, a->words));
             c.repair_fractions = a->repair;
             c.max_tokens = a->max_tokens;
+            c.f16_yardstick = !a->no_f16;
             c.progress = [](const std::string& s) { std::fprintf(stderr, "%s\n", s.c_str()); };
             auto r = eval::RunSegmentEval(c);
             if (!r.ok()) return Fail(r.status());

@@ -83,6 +83,17 @@ struct Engine::Impl {
     bool remote_checked = false;   // the remote store was asked for its leading blocks (once)
     uint64_t fetch_ticket = 0;     // a remote fetch of its leading blocks is in flight
     SegmentPlan segments;          // runs still to attach (Reuse::kSegments), holding their blocks
+    // Its continuation chain (PrefixCache::ContinuationKey): blocks [cont_block, ...) of its
+    // sequence go in under it from its first attached run on, prompt tokens from cont_pos.
+    bool cont_open = false;
+    uint64_t cont_key = 0;
+    size_t cont_block = 0, cont_pos = 0;
+    struct AttachedBlock {
+      uint64_t source = 0;  // the source block's exact key (0: a continuation block found again)
+      int32_t shift = 0;
+      uint8_t skip = 0;
+    };
+    std::map<size_t, AttachedBlock> attached_blocks;  // sequence block index → what was attached there
   };
   std::map<AgentId, Agent> agents;
   std::deque<AgentId> waiting;

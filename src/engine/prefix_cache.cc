@@ -35,6 +35,36 @@ uint64_t PrefixCache::ContentKey(std::span<const int32_t> tokens, uint64_t salt)
   return k == 0 ? 1 : k;
 }
 
+uint64_t PrefixCache::ContinuationKey(uint64_t parent, std::span<const int32_t> tokens, size_t skip, uint64_t salt) {
+  return ChainKey(parent ^ (0xc0a7ull * (skip + 1)), tokens, salt ^ 0x6c0171ac0ull);  // apart from chain keys
+}
+
+bool PrefixCache::InsertContinuation(uint64_t key, uint64_t parent, std::span<const BlockId> ids) {
+  if (!Insert(key, parent, ids)) return false;
+  entries_.at(key).continuation = true;
+  return true;
+}
+
+bool PrefixCache::InsertAlias(uint64_t key, uint64_t parent, uint64_t source, int32_t shift, uint8_t skip) {
+  if (!entries_.count(source) || !Insert(key, parent, {})) return false;
+  Entry& e = entries_.at(key);
+  e.continuation = true;
+  e.alias = source;
+  e.shift = shift;
+  e.skip = skip;
+  return true;
+}
+
+std::optional<PrefixCache::ContinuationHit> PrefixCache::FindContinuation(uint64_t key) const {
+  auto it = entries_.find(key);
+  if (it == entries_.end() || !it->second.continuation) return std::nullopt;
+  const Entry& e = it->second;
+  if (e.alias == 0) return ContinuationHit{.ids = &e.ids};
+  auto src = entries_.find(e.alias);
+  if (src == entries_.end()) return std::nullopt;
+  return ContinuationHit{.ids = &src->second.ids, .shift = e.shift, .skip = e.skip};
+}
+
 PrefixCache::~PrefixCache() {
   for (auto& [key, e] : entries_)
     for (BlockId id : e.ids)
@@ -43,7 +73,10 @@ PrefixCache::~PrefixCache() {
 
 size_t PrefixCache::Match(std::span<const uint64_t> keys) const {
   size_t n = 0;
-  while (n < keys.size() && entries_.count(keys[n])) ++n;
+  for (; n < keys.size(); ++n) {
+    auto it = entries_.find(keys[n]);
+    if (it == entries_.end() || it->second.continuation) break;
+  }
   return n;
 }
 
@@ -122,8 +155,8 @@ void PrefixCache::Drop(uint64_t key) {
     if (--p.children == 0 && p.pins == 0) leaves_.insert({p.last_use, e.parent});
   }
   if (e.content != 0) content_.erase(e.content);
+  if (e.alias == 0) ++evicted_;
   entries_.erase(it);
-  ++evicted_;
 }
 
 void PrefixCache::IndexContent(uint64_t key, uint64_t content, size_t first_pos) {
@@ -203,14 +236,15 @@ std::vector<PrefixCache::EntryInfo> PrefixCache::Entries() const {
   std::vector<EntryInfo> out;
   out.reserve(entries_.size());
   for (const auto& [key, e] : entries_)
-    out.push_back({.key = key, .parent = e.parent, .ids = &e.ids, .bytes = e.bytes, .children = e.children,
+    if (!e.continuation) out.push_back({.key = key, .parent = e.parent, .ids = &e.ids, .bytes = e.bytes, .children = e.children,
                    .pins = e.pins, .hits = e.hits});
   return out;
 }
 
 PrefixCache::Report PrefixCache::Stats() const {
-  Report r{.blocks = entries_.size(), .evicted_blocks = evicted_};
+  Report r{.evicted_blocks = evicted_};
   for (const auto& [key, e] : entries_) {
+    r.blocks += e.alias == 0;
     if (e.pins > 0) r.pinned_bytes += e.bytes;
     else if (Idle(e)) r.idle_bytes += e.bytes;
     else r.active_bytes += e.bytes;

@@ -60,6 +60,22 @@ class PrefixCache {
     const std::vector<BlockId>* ids = nullptr;  // valid until the cache changes
   };
   std::optional<ContentHit> FindContent(uint64_t content) const;
+  // Continuations (segments): the blocks a request's sequence held from its first attached run on,
+  // chained from the exact key before it (0: none) by the prompt tokens each block holds and its
+  // hole. Its own blocks are entries like any other, under keys no exact prompt produces; an
+  // attached block is an alias: no ids of its own, the source block's key, shift and hole. Only a
+  // prompt identical up to there finds them (the same plan again): reused as a segment, never as a
+  // prefix hit, and left out of Entries() (reports show exact blocks).
+  static uint64_t ContinuationKey(uint64_t parent, std::span<const int32_t> tokens, size_t skip, uint64_t salt);
+  bool InsertContinuation(uint64_t key, uint64_t parent, std::span<const BlockId> ids);
+  bool InsertAlias(uint64_t key, uint64_t parent, uint64_t source, int32_t shift, uint8_t skip);
+  struct ContinuationHit {
+    const std::vector<BlockId>* ids = nullptr;  // the block's (an alias: its source's), valid until the cache changes
+    int32_t shift = 0;
+    uint8_t skip = 0;
+  };
+  // nullopt if absent, or an alias whose source was evicted.
+  std::optional<ContinuationHit> FindContinuation(uint64_t key) const;
   // Explicit contexts: pinned keys are never evicted. Pins count (two contexts may share blocks).
   void Pin(std::span<const uint64_t> keys);
   void Unpin(std::span<const uint64_t> keys);
@@ -109,6 +125,10 @@ class PrefixCache {
     uint64_t last_use = 0;
     uint64_t hits = 0;  // Touch calls (borrows) since it was inserted
     uint64_t content = 0;  // its content key while the content index names it (0: none)
+    bool continuation = false;  // a continuation block (own or alias)
+    uint64_t alias = 0;         // an alias: the source block's key (ids empty, bytes 0)
+    int32_t shift = 0;          // an alias: its run's shift
+    uint8_t skip = 0;           // an alias: the hole rows at its start
   };
   bool Idle(const Entry& e) const;  // only the cache holds its blocks
   void Drop(uint64_t key);          // unrefs the blocks, erases the entry, updates the parent

@@ -150,7 +150,7 @@ Result<Engine::Impl::Admit> Engine::Impl::TryAdmit(AgentId id, Agent& a) {
   // eviction cannot take them either; a sequence's rows hold their holes too.
   SegmentPlan plan;
   if (UsesSegments(a))
-    plan = PlanSegments(a.prompt, k * kBlockTokens, *cache, store->pool(), salt, model->config().n_layer,
+    plan = PlanSegments(a.prompt, k * kBlockTokens, k ? a.keys[k - 1] : 0, *cache, store->pool(), salt, model->config().n_layer,
                         SegmentRepair{.fraction = options.segments.repair, .min_tokens = options.segments.repair_min_tokens});
   // Its own KV is the projection less the planned runs' blocks (prompt blocks: the shared formats).
   const auto need_with = [&](const SegmentPlan& p) {
@@ -230,6 +230,10 @@ Result<Engine::Impl::Admit> Engine::Impl::TryAdmit(AgentId id, Agent& a) {
     cache->MarkContentPending(id, contents);
   }
   if (!plan.empty()) {
+    a.cont_open = a.cacheable;
+    a.cont_block = plan.first_at() / kBlockTokens;  // no holes before the first run: rows = positions
+    a.cont_pos = a.cont_block * kBlockTokens;
+    a.cont_key = a.cont_block ? a.keys[a.cont_block - 1] : 0;
     counters.segment_runs += plan.runs();
     counters.segment_reused_tokens += plan.reused_tokens();
     counters.segment_repaired_tokens += plan.repaired_tokens();
@@ -250,6 +254,7 @@ bool Engine::Impl::UsesSegments(const Agent& a) const {
 void Engine::Impl::AttachDueSegments(Agent& a) {
   while (!a.segments.empty() && a.segments.next().at == a.prefilled) {
     const SegmentRun& r = a.segments.next();
+    const size_t b0 = a.seq->size() / kBlockTokens;
     if (Status s = a.seq->Attach({.tables = r.tables, .shift = r.shift, .skip = r.skip}); !s.ok()) {
       // Nothing attached: the rest of the prompt is computed instead (counted as planned, not reused).
       counters.segment_reused_tokens -= a.segments.reused_tokens() - a.state.reused_tokens;
@@ -257,6 +262,8 @@ void Engine::Impl::AttachDueSegments(Agent& a) {
       return;
     }
     cache->Touch(r.keys);
+    for (size_t j = 0; j < r.sources.size(); ++j)
+      a.attached_blocks[b0 + j] = {.source = r.sources[j], .shift = r.shift, .skip = uint8_t(j == 0 ? r.skip : 0)};
     a.prefilled += r.tokens;
     a.state.reused_tokens += r.tokens;
     a.segments.Advance();
@@ -285,8 +292,37 @@ void Engine::Impl::InsertPromptBlocks(AgentId id, Agent& a) {
     }
     a.inserted = j + 1;
   }
+  // Its continuation: from its first run on, its blocks (own, or aliases of what it attached) under
+  // keys only a prompt identical up to there finds.
+  // (It continues the last exact block before its first run: that one must be in the cache.)
+  if (stuck) a.cont_open = false;
+  while (a.cont_open && a.inserted >= prompt_blocks && a.cont_block < a.seq->sealed_blocks(0)) {
+    const size_t j = a.cont_block;
+    const auto at = a.attached_blocks.find(j);
+    const bool attached = at != a.attached_blocks.end();
+    const size_t skip = attached ? at->second.skip : 0, n = kBlockTokens - skip;
+    if (a.cont_pos + n > a.prompt.size()) break;  // it holds generated tokens: not a prompt block
+    const uint64_t key =
+        PrefixCache::ContinuationKey(a.cont_key, std::span<const int32_t>(a.prompt).subspan(a.cont_pos, n), skip, salt);
+    bool ok = cache->FindContinuation(key).has_value();
+    if (!ok && attached) {
+      ok = at->second.source && cache->InsertAlias(key, a.cont_key, at->second.source, at->second.shift, at->second.skip);
+    } else if (!ok) {
+      for (size_t l = 0; l < L; ++l) ids[l] = a.seq->block(l, j);
+      ok = cache->InsertContinuation(key, a.cont_key, ids);
+    }
+    if (!ok) {
+      a.cont_open = false;
+      break;
+    }
+    a.cont_key = key;
+    a.cont_pos += n;
+    ++a.cont_block;
+  }
   // Windowed layers may free what the cache now holds (or what will never get there).
-  a.seq->set_keep_from(stuck || a.inserted == prompt_blocks ? SIZE_MAX : a.inserted * kBlockTokens);
+  size_t keep = stuck || a.inserted == prompt_blocks ? SIZE_MAX : a.inserted * kBlockTokens;
+  if (a.cont_open) keep = std::min(keep, a.cont_block * kBlockTokens);
+  a.seq->set_keep_from(keep);
 }
 
 // ---- generation ----------------------------------------------------------------------------

@@ -29,11 +29,12 @@ struct SegmentRepair {
 struct SegmentRun {
   size_t at = 0;        // prompt position at which it is attached (the sequence's rows end on a block boundary there)
   size_t tokens = 0;    // prompt tokens its rows hold (its blocks' rows minus the hole)
-  size_t repaired = 0;  // tokens of the span before `at`, recomputed
+  size_t repaired = 0;  // tokens of its span before `at` this request recomputes (the repair, gaps, alignment)
   int32_t shift = 0;    // position here minus the position its keys were computed at
   size_t skip = 0;      // the first block's leading rows this request holds itself (a hole)
   std::vector<std::vector<BlockId>> tables;  // (n_layer) its blocks
-  std::vector<uint64_t> keys;                // their cache keys (LRU touch on attach)
+  std::vector<uint64_t> keys;                // their cache keys (LRU touch on attach; a continuation's own keys)
+  std::vector<uint64_t> sources;             // (blocks) the source block's exact key; 0: a continuation's own block
 };
 
 // The runs planned for one request, in prompt order, each holding its pool references until
@@ -58,6 +59,7 @@ class SegmentPlan {
   // The first run's `at` (SIZE_MAX with none): prompt blocks before it are exact.
   size_t first_at() const { return runs_.empty() ? SIZE_MAX : runs_.front().at; }
   size_t runs() const { return runs_.size(); }
+  const SegmentRun& run(size_t i) const { return runs_[i]; }
   // Extra rows a sequence needs for the holes: one block per run at most.
   size_t hole_allowance() const;
   size_t reused_tokens() const;  // tokens every run holds
@@ -71,11 +73,14 @@ class SegmentPlan {
   size_t next_ = 0;
 };
 
-// The runs of `prompt` after position `from` (a block boundary: what the exact prefix covers) that
-// the cache holds, with their repair; every layer's block of a run must be live. The last prompt
-// token is never reused (its logits are computed). `content` salts the content keys.
-SegmentPlan PlanSegments(std::span<const int32_t> prompt, size_t from, const PrefixCache& cache, BlockPool& pool,
-                         uint64_t content_salt, size_t n_layer, const SegmentRepair& repair);
+// The runs of `prompt` after position `from` (a block boundary: what the exact prefix covers; its
+// last block's key is `parent`, 0 for none) that the cache holds. First the continuation of that
+// exact prefix another request with the same prompt left (PrefixCache::ContinuationKey: its own
+// blocks and attached runs, in its layout, nothing repaired again), then spans found by content
+// anywhere after, each with its repair. Every layer's block of a run must be live. The last prompt
+// token is never reused (its logits are computed). `salt` salts the keys.
+SegmentPlan PlanSegments(std::span<const int32_t> prompt, size_t from, uint64_t parent, const PrefixCache& cache,
+                         BlockPool& pool, uint64_t salt, size_t n_layer, const SegmentRepair& repair);
 // The content keys of a prompt's 32-token windows from `from` on, at every offset (the rolling
 // search of PlanSegments): one pending among them means another request is computing a span this
 // one could reuse.

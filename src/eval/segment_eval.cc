@@ -86,6 +86,41 @@ std::vector<SegmentCase> MakeSegmentCases(const std::string& corpus, size_t n_do
   return cases;
 }
 
+namespace {
+
+// One question's answer against a reference: greedy agreement, and the KLD per answer token
+// teacher-forced on the reference's greedy answer.
+struct Tally {
+  std::vector<double> klds;
+  size_t same = 0, n = 0;
+  Status Add(Engine& e, const std::vector<int32_t>& p, const AgentState& greedy, const Reference& ref, int max_tokens) {
+    ++n;
+    same += greedy.tokens == ref.tokens;
+    if (ref.tokens.empty()) return Status::Ok();  // the reference ended at once: nothing to compare
+    CHORUS_ASSIGN_OR_RETURN(const AgentState* t, Run(e, p, {.max_tokens = int(ref.tokens.size()), .forced_tokens = ref.tokens,
+                                                            .capture_logits = true}));
+    (void)max_tokens;
+    const size_t V = e.vocab_size();
+    for (size_t i = 0; i < ref.tokens.size(); ++i) klds.push_back(Kld(ref.logits.data() + i * V, t->logits.data() + i * V, V));
+    return Status::Ok();
+  }
+  double mean() const {
+    double sum = 0;
+    for (double k : klds) sum += k;
+    return klds.empty() ? 0 : sum / double(klds.size());
+  }
+  double p99() {
+    if (klds.empty()) return 0;
+    std::sort(klds.begin(), klds.end());
+    return klds[std::min(klds.size() - 1, size_t(0.99 * double(klds.size())))];
+  }
+  double agree() const { return n ? double(same) / double(n) : 0; }
+};
+
+using Refs = std::vector<std::vector<std::vector<Reference>>>;  // [case][reader][question]
+
+}  // namespace
+
 Result<SegmentEvalReport> RunSegmentEval(const SegmentEvalConfig& c) {
   if (c.cases.empty() || c.reader_roles.empty()) return Status::Error("segment eval: no cases or no reader roles");
   SegmentEvalReport report;
@@ -93,48 +128,64 @@ Result<SegmentEvalReport> RunSegmentEval(const SegmentEvalConfig& c) {
     if (c.progress) c.progress(s);
   };
   const size_t R = c.reader_roles.size();
-  // The reference: reuse off, every reader's answer from a full prefill (exact prefix hits are bit-identical).
+  // Every reader's greedy answer from a full prefill with reuse off (exact prefix hits are
+  // bit-identical), at the evaluated formats and, as the yardstick of their own error, at f16.
+  const auto references = [&](const EngineOptions& o, const char* name, Refs* out, const Refs* yardstick,
+                              SegmentEvalPoint* pt) -> Status {
+    CHORUS_ASSIGN_OR_RETURN(auto e, Engine::Open(o));
+    report.model = e->model_name();
+    Tally vs_f16;
+    size_t ttft_n = 0, needle_hits = 0;
+    out->assign(c.cases.size(), {});
+    for (size_t ci = 0; ci < c.cases.size(); ++ci) {
+      const SegmentCase& sc = c.cases[ci];
+      (*out)[ci].assign(R, {});
+      for (size_t r = 0; r < R; ++r)
+        for (size_t qi = 0; qi < sc.questions.size(); ++qi) {
+          CHORUS_ASSIGN_OR_RETURN(const auto p, Prompt(*e, c.reader_roles[r], sc.document, sc.questions[qi]));
+          CHORUS_ASSIGN_OR_RETURN(const AgentState* s, Run(*e, p, {.max_tokens = c.max_tokens, .capture_logits = true}));
+          (*out)[ci][r].push_back({s->tokens, s->logits, s->text});
+          if (pt) {
+            if (qi == 0) pt->mean_ttft_ms += 1e3 * s->first_token_seconds, ++ttft_n;
+            if (qi < sc.needles.size() && !sc.needles[qi].empty()) {
+              ++pt->needles;
+              needle_hits += s->text.find(sc.needles[qi]) != std::string::npos;
+            }
+            ++pt->answers;
+            if (yardstick) CHORUS_RETURN_IF_ERROR(vs_f16.Add(*e, p, *s, (*yardstick)[ci][r][qi], c.max_tokens));
+          }
+        }
+      say(fmt::format("{}: case {}/{}", name, ci + 1, c.cases.size()));
+    }
+    if (pt) {
+      pt->mean_ttft_ms /= double(std::max<size_t>(1, ttft_n));
+      pt->greedy_identical = 1;
+      pt->needle_exact = pt->needles ? double(needle_hits) / pt->needles : 0;
+      pt->mean_kld_f16 = vs_f16.mean();
+      pt->greedy_identical_f16 = yardstick ? vs_f16.agree() : 0;
+    }
+    return Status::Ok();
+  };
+  Refs refs, f16;
+  if (c.f16_yardstick) {
+    EngineOptions fo = c.engine;
+    fo.segments.reuse = Reuse::kExact;
+    fo.shared_k = fo.shared_v = fo.private_k = fo.private_v = "f16";
+    CHORUS_RETURN_IF_ERROR(references(fo, "f16 reference", &f16, nullptr, nullptr));
+  }
+  SegmentEvalPoint full{.repair = -1};
   EngineOptions ro = c.engine;
   ro.segments.reuse = Reuse::kExact;
-  CHORUS_ASSIGN_OR_RETURN(auto ref_engine, Engine::Open(ro));
-  report.model = ref_engine->model_name();
-  const size_t V = ref_engine->vocab_size();
-  std::vector<std::vector<std::vector<Reference>>> refs(c.cases.size());  // [case][reader][question]
-  SegmentEvalPoint full{.repair = -1};
-  size_t ttft_n = 0, needle_hits = 0;
-  for (size_t ci = 0; ci < c.cases.size(); ++ci) {
-    const SegmentCase& sc = c.cases[ci];
-    refs[ci].assign(R, {});
-    for (size_t r = 0; r < R; ++r)
-      for (size_t qi = 0; qi < sc.questions.size(); ++qi) {
-        CHORUS_ASSIGN_OR_RETURN(const auto p, Prompt(*ref_engine, c.reader_roles[r], sc.document, sc.questions[qi]));
-        CHORUS_ASSIGN_OR_RETURN(const AgentState* s, Run(*ref_engine, p, {.max_tokens = c.max_tokens, .capture_logits = true}));
-        refs[ci][r].push_back({s->tokens, s->logits, s->text});
-        if (qi == 0) {
-          full.mean_ttft_ms += 1e3 * s->first_token_seconds;
-          ++ttft_n;
-        }
-        if (qi < sc.needles.size() && !sc.needles[qi].empty()) {
-          ++full.needles;
-          needle_hits += s->text.find(sc.needles[qi]) != std::string::npos;
-        }
-        ++full.answers;
-      }
-    say(fmt::format("reference: case {}/{}", ci + 1, c.cases.size()));
-  }
-  full.mean_ttft_ms /= double(std::max<size_t>(1, ttft_n));
-  full.greedy_identical = 1;
-  full.needle_exact = full.needles ? double(needle_hits) / full.needles : 0;
+  CHORUS_RETURN_IF_ERROR(references(ro, "reference", &refs, c.f16_yardstick ? &f16 : nullptr, &full));
   report.points.push_back(full);
-  ref_engine.reset();
 
   for (double f : c.repair_fractions) {
     EngineOptions so = c.engine;
     so.segments = {.reuse = Reuse::kSegments, .repair = f, .repair_min_tokens = f > 0 ? c.repair_min_tokens : 0};
     CHORUS_ASSIGN_OR_RETURN(auto e, Engine::Open(so));
     SegmentEvalPoint pt{.repair = f};
-    std::vector<double> klds;
-    size_t same = 0, hits = 0, ttfts = 0, prompt_tokens = 0, reused = 0, repaired = 0;
+    Tally vs_ref, vs_f16;
+    size_t hits = 0, ttfts = 0, prompt_tokens = 0, reused = 0, repaired = 0;
     for (size_t ci = 0; ci < c.cases.size(); ++ci) {
       const SegmentCase& sc = c.cases[ci];
       // The source role computes the document first (its question: the case's first).
@@ -142,47 +193,36 @@ Result<SegmentEvalReport> RunSegmentEval(const SegmentEvalConfig& c) {
       CHORUS_RETURN_IF_ERROR(Run(*e, src, {.max_tokens = 1}).status());
       for (size_t r = 0; r < R; ++r)
         for (size_t qi = 0; qi < sc.questions.size(); ++qi) {
-          const Reference& ref = refs[ci][r][qi];
           CHORUS_ASSIGN_OR_RETURN(const auto p, Prompt(*e, c.reader_roles[r], sc.document, sc.questions[qi]));
           CHORUS_ASSIGN_OR_RETURN(const AgentState* g, Run(*e, p, {.max_tokens = c.max_tokens}));
-          same += g->tokens == ref.tokens;
+          const AgentState greedy = *g;
           if (qi == 0) {
-            pt.mean_ttft_ms += 1e3 * g->first_token_seconds;
+            pt.mean_ttft_ms += 1e3 * greedy.first_token_seconds;
             ++ttfts;
           }
           if (qi < sc.needles.size() && !sc.needles[qi].empty()) {
             ++pt.needles;
-            hits += g->text.find(sc.needles[qi]) != std::string::npos;
+            hits += greedy.text.find(sc.needles[qi]) != std::string::npos;
           }
           prompt_tokens += p.size();
-          reused += g->reused_tokens;
-          repaired += g->repaired_tokens;
-          if (ref.tokens.empty()) continue;  // the reference ended at once: nothing to compare
-          // Teacher-forced on the reference's answer: the same KV (its exact blocks are cached now).
-          CHORUS_ASSIGN_OR_RETURN(const AgentState* t,
-                                  Run(*e, p, {.max_tokens = int(ref.tokens.size()), .forced_tokens = ref.tokens,
-                                              .capture_logits = true}));
-          for (size_t i = 0; i < ref.tokens.size(); ++i)
-            klds.push_back(Kld(ref.logits.data() + i * V, t->logits.data() + i * V, V));
+          reused += greedy.reused_tokens;
+          repaired += greedy.repaired_tokens;
+          // Teacher-forced on the references' answers: the same KV (its own continuation is cached now).
+          CHORUS_RETURN_IF_ERROR(vs_ref.Add(*e, p, greedy, refs[ci][r][qi], c.max_tokens));
+          if (c.f16_yardstick) CHORUS_RETURN_IF_ERROR(vs_f16.Add(*e, p, greedy, f16[ci][r][qi], c.max_tokens));
           ++pt.answers;
         }
       say(fmt::format("repair {:.2f}: case {}/{}", f, ci + 1, c.cases.size()));
     }
-    if (!klds.empty()) {
-      double sum = 0;
-      for (double k : klds) sum += k;
-      pt.mean_kld = sum / double(klds.size());
-      std::sort(klds.begin(), klds.end());
-      pt.p99_kld = klds[std::min(klds.size() - 1, size_t(0.99 * double(klds.size())))];
-    }
-    const size_t asked = c.cases.size() * R;
-    size_t questions = 0;
-    for (const SegmentCase& sc : c.cases) questions += sc.questions.size() * R;
-    pt.greedy_identical = questions ? double(same) / double(questions) : 0;
+    pt.mean_kld = vs_ref.mean();
+    pt.p99_kld = vs_ref.p99();
+    pt.greedy_identical = vs_ref.agree();
+    pt.mean_kld_f16 = vs_f16.mean();
+    pt.greedy_identical_f16 = vs_f16.agree();
     pt.needle_exact = pt.needles ? double(hits) / pt.needles : 0;
     pt.mean_ttft_ms /= double(std::max<size_t>(1, ttfts));
     pt.reused_fraction = prompt_tokens ? double(reused) / double(prompt_tokens) : 0;
-    pt.repaired_tokens = asked ? double(repaired) / double(questions) : 0;
+    pt.repaired_tokens = pt.answers ? double(repaired) / double(pt.answers) : 0;
     report.points.push_back(pt);
   }
   return report;
@@ -196,6 +236,8 @@ std::string ToJson(const SegmentEvalReport& r) {
                            {"mean_kld", p.mean_kld},
                            {"p99_kld", p.p99_kld},
                            {"greedy_identical", p.greedy_identical},
+                           {"mean_kld_f16", p.mean_kld_f16},
+                           {"greedy_identical_f16", p.greedy_identical_f16},
                            {"needle_exact", p.needle_exact},
                            {"needles", p.needles},
                            {"mean_ttft_ms", p.mean_ttft_ms},

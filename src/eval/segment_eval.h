@@ -33,6 +33,7 @@ struct SegmentEvalConfig {
   std::vector<double> repair_fractions = {0.0, 0.05, 0.15, 0.30};
   size_t repair_min_tokens = 16;  // applied at every fraction but 0 (which recomputes nothing extra)
   int max_tokens = 24;
+  bool f16_yardstick = true;  // also measure every point against a full prefill with f16 KV
   std::function<void(const std::string& line)> progress = {};
 };
 
@@ -41,6 +42,9 @@ struct SegmentEvalPoint {
   size_t answers = 0;  // reader questions measured
   double mean_kld = 0, p99_kld = 0;  // per answer token, nats
   double greedy_identical = 0;       // fraction of answers equal to the reference's, token for token
+  // The same against a full prefill with f16 KV (the yardstick: the formats' own error shows on
+  // the reference's point; 0 without SegmentEvalConfig::f16_yardstick).
+  double mean_kld_f16 = 0, greedy_identical_f16 = 0;
   double needle_exact = 0;           // fraction of needle answers holding their expected text
   size_t needles = 0;
   double mean_ttft_ms = 0;           // first question of each (case, reader): its document is not cached exactly
@@ -51,7 +55,7 @@ struct SegmentEvalPoint {
 struct SegmentEvalReport {
   int version = kSegmentReportVersion;
   std::string model;
-  std::vector<SegmentEvalPoint> points;  // the reference first, then one per repair fraction
+  std::vector<SegmentEvalPoint> points;  // the reference (full prefill) first, then one per repair fraction
 };
 
 // n_docs cases cut from `corpus` at seeded offsets, each of about `words` words with a needle

@@ -179,3 +179,42 @@ TEST(PrefixCache, RandomChurnKeepsInvariants) {
 
 }  // namespace
 }  // namespace chorus
+
+namespace chorus {
+namespace {
+
+TEST(PrefixCache, ContinuationsAndAliases) {
+  // A chain's continuation: an own block under a continuation key, then an alias of another
+  // chain's block (shift, hole). Exact Match never finds them; an alias dies with its source; an
+  // alias holds no bytes and reports never list continuation blocks.
+  Fixture f;
+  auto src = f.InsertChain(Tokens(64, 500));
+  auto exact = f.InsertChain(Tokens(32, 0));
+  const auto t = Tokens(96, 7000);
+  const uint64_t k1 = PrefixCache::ContinuationKey(exact[0], std::span(t).first(32), 0, 7);
+  const uint64_t k2 = PrefixCache::ContinuationKey(k1, std::span(t).subspan(32, 27), 5, 7);
+  EXPECT_NE(k1, PrefixCache::ChainKey(exact[0], std::span(t).first(32), 7));
+  EXPECT_NE(k2, PrefixCache::ContinuationKey(k1, std::span(t).subspan(32, 27), 4, 7));  // the hole is in the key
+  auto own = f.Seal();
+  ASSERT_TRUE(f.cache.InsertContinuation(k1, exact[0], own));
+  f.Release(own);
+  EXPECT_FALSE(f.cache.InsertAlias(k2, k1, /*source=*/12345, 40, 5));  // no such source
+  ASSERT_TRUE(f.cache.InsertAlias(k2, k1, src[1], 40, 5));
+  const auto hit = f.cache.FindContinuation(k2);
+  ASSERT_TRUE(hit);
+  EXPECT_EQ(*hit->ids, *f.cache.Blocks(src[1]));
+  EXPECT_EQ(hit->shift, 40);
+  EXPECT_EQ(hit->skip, 5);
+  EXPECT_FALSE(f.cache.FindContinuation(src[1]));  // exact blocks are not continuations
+  EXPECT_EQ(f.cache.Match(std::vector<uint64_t>{exact[0], k1}), 1u);
+  EXPECT_EQ(f.cache.Entries().size(), 3u);  // src (2) + exact (1)
+  EXPECT_EQ(f.cache.Stats().blocks, 4u);    // + the own continuation block, not the alias
+  // Evicting everything: the alias first or after its source, never a dangling hit.
+  f.cache.Evict(SIZE_MAX);
+  EXPECT_FALSE(f.cache.FindContinuation(k2));
+  EXPECT_EQ(f.cache.size(), 0u);
+  EXPECT_EQ(f.cache.Stats().evicted_blocks, 4u);
+}
+
+}  // namespace
+}  // namespace chorus

@@ -149,6 +149,28 @@ TEST(Segments, PartlyCachedSpanReusesWhatIsThere) {
   EXPECT_LE(b.reused_tokens, half_tokens);
 }
 
+TEST(Segments, SameRoleAgainReusesItsOwnContinuation) {
+  // B reuses A's document once (repaired); B's next turn starts with B's whole previous prompt: it
+  // finds B's own blocks and attached runs again (its continuation), recomputes nothing of them,
+  // and reads the same KV, so a repeated question gets the same answer.
+  const std::string doc = Article(600);
+  auto e = Open(WithSegments());
+  Complete(*e, RolePrompt(*e, kAnalyst, doc, "Who was Du Fu?"), {.max_tokens = 2});
+  const auto pb = RolePrompt(*e, kCritic, doc, "Who was Du Fu?");
+  const AgentState first = Complete(*e, pb, {.max_tokens = 10});
+  ASSERT_GT(first.reused_tokens, 0u);
+  ASSERT_GT(first.repaired_tokens, 0u);
+  const AgentState again = Complete(*e, pb, {.max_tokens = 10});
+  EXPECT_EQ(again.repaired_tokens, 0u);
+  // All but the last partial block and the token whose logits start the answer come from the cache.
+  EXPECT_GE(again.cached_tokens + again.reused_tokens, pb.size() - 2 * 32);
+  EXPECT_EQ(again.tokens, first.tokens);
+  // An exact-only request never sees the continuation (it is not an exact prefix).
+  const AgentState exact = Complete(*e, pb, {.max_tokens = 10, .reuse = Reuse::kExact});
+  EXPECT_EQ(exact.reused_tokens, 0u);
+  EXPECT_LE(exact.cached_tokens, first.cached_tokens + (first.repaired_tokens + 31) / 32 * 32 + 32);
+}
+
 TEST(Segments, TightBudgetNeverEvictsAPlannedRun) {
   // Room for about one document's KV and a few agents' own: later agents evict idle cached blocks
   // while others hold planned runs; every request finishes, and the budget holds.
