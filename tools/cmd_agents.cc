@@ -7,6 +7,7 @@
 
 #include "chorus/engine.h"
 #include "model/chat_template.h"  // ApplyChatTemplate
+#include "tools/agents_roles.h"  // RunRoles
 #include "tools/common.h"
 #include "tools/policy_flags.h"  // ParseTiers
 #include "util/timer.h"
@@ -32,6 +33,9 @@ struct AgentsArgs {
   double relevance_gain = 4;       // cocktail
   bool relevance_values_only = false;
   std::string window;  // --kv-window; empty = the engine's default
+  std::string roles;   // --roles FILE: one system prompt per agent (agents_roles.cc)
+  std::string reuse = "segments";
+  double repair = SegmentOptions{}.repair;
 };
 
 int RunAgents(const AgentsArgs& a, const CLI::App& cmd) {
@@ -103,6 +107,17 @@ int RunAgents(const AgentsArgs& a, const CLI::App& cmd) {
   }
   if (!a.shared_k.empty()) eo.shared_k = a.shared_k;
   if (!a.shared_v.empty()) eo.shared_v = a.shared_v;
+  if (!a.roles.empty()) {
+    if (a.policy != "chorus" && a.policy != "polykv" && a.policy != "polykv-paper")
+      return Fail(Status::Error("--roles runs every agent as its own request with segment reuse, which needs a "
+                                "uniform policy (chorus, polykv, polykv-paper), not --policy {}", a.policy));
+    eo.segments.repair = a.repair;
+    return RunRoles({.engine = eo, .document = doc.value(), .roles_file = a.roles, .questions_file = a.questions,
+                     .max_tokens = a.max_tokens, .reuse = a.reuse == "exact" ? Reuse::kExact : Reuse::kSegments,
+                     .json = a.json, .quiet = a.quiet});
+  }
+  for (const char* o : {"--reuse", "--repair"})
+    if (cmd.count(o)) return Fail(Status::Error("{} needs --roles (one system prompt per agent)", o));
   auto engine_r = Engine::Open(eo);
   if (!engine_r.ok()) return Fail(engine_r.status());
   Engine& engine = *engine_r.value();
@@ -272,7 +287,17 @@ RunFn AddAgents(CLI::App& app) {
                                                "decode together in one batch per step.");
   cmd->add_option("-m,--model", a->model, "GGUF model file")->required();
   cmd->add_option("--doc", a->doc, "the shared document (text file)")->required();
-  cmd->add_option("--questions", a->questions, "questions, one per line: one agent each")->required();
+  cmd->add_option("--questions", a->questions, "questions, one per line: one agent each (with --roles: one per "
+                                               "role, or one asked by every role)")->required();
+  cmd->add_option("--roles", a->roles, "one system prompt per line, one agent each, each followed by the document "
+                                       "and its question (as agent frameworks build prompts): every agent is its own "
+                                       "request; the document is computed once and reused at the other agents' "
+                                       "offsets (segments), its head recomputed (--repair)");
+  cmd->add_option("--reuse", a->reuse, "with --roles: segments (reuse the document after another role) or exact "
+                                       "(only identical prefixes: every role prefills the document)")
+      ->check(CLI::IsMember({"exact", "segments"}))->capture_default_str();
+  cmd->add_option("--repair", a->repair, "with --roles: fraction of a reused span recomputed at its head")
+      ->check(CLI::Range(0.0, 1.0))->capture_default_str();
   cmd->add_option("-n,--max-tokens", a->max_tokens, "tokens per answer")->check(CLI::Range(1, 1 << 16))
       ->capture_default_str();
   cmd->add_option("--policy", a->policy, "shared-context preset: chorus (tq4/tq3, the measured default), polykv (q8/tq3), "

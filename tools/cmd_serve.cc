@@ -21,6 +21,8 @@ struct ServeArgs {
   double avg_bits = 3;
   std::string kv_store, kv_store_queue = "64M";
   int kv_store_timeout_ms = 200;
+  std::string reuse;  // "" = the engine's default
+  double repair = SegmentOptions{}.repair;
   size_t max_queue = 64, max_running = 64, prefill_chunk = 256, max_tokens = 1024, max_body = 8 << 20;
 };
 
@@ -38,6 +40,8 @@ int RunServe(const ServeArgs& a) {
   EngineOptions eo{.model_path = a.model, .threads = a.threads, .n_ctx = static_cast<size_t>(a.ctx),
                    .private_k = a.private_k, .private_v = a.private_v, .sink_blocks = a.sink,
                    .kv_budget_bytes = *budget, .kv_avg_bits = a.avg_bits, .comix_family = a.family};
+  if (!a.reuse.empty()) eo.segments.reuse = a.reuse == "segments" ? Reuse::kSegments : Reuse::kExact;
+  eo.segments.repair = a.repair;
   eo.serve = {.prefill_chunk = a.prefill_chunk, .max_prefill = std::max<size_t>(512, a.prefill_chunk),
               .max_running = a.max_running};
   auto queue = ParseBytes(a.kv_store_queue);
@@ -125,6 +129,17 @@ RunFn AddServe(CLI::App& app) {
   cmd->add_option("--policy", a->policy, "KV policy: chorus (shared tq4/tq3, the measured default), polykv (q8/tq3), "
                                          "polykv-paper, comix (bits per request x layer under the budget)")
       ->capture_default_str();
+  cmd->add_option("--reuse", a->reuse,
+                  std::string("which cached KV a prompt may reuse: exact (only a prefix identical up to the block) or "
+                              "segments (also a span cached after other text, e.g. the same document after another "
+                              "agent's system prompt: its blocks read at their new offset, the span's head recomputed "
+                              "(--repair); reported as usage.prompt_tokens_details.reused_tokens). A request can "
+                              "choose with \"chorus\": {\"reuse\": ...}. Default: ") +
+                      (SegmentOptions{}.reuse == Reuse::kSegments ? "segments" : "exact"))
+      ->check(CLI::IsMember({"exact", "segments"}));
+  cmd->add_option("--repair", a->repair, "segments: fraction of each reused span recomputed at its head "
+                                         "(at least 16 tokens; docs/results/segments.md has the curve)")
+      ->check(CLI::Range(0.0, 1.0))->capture_default_str();
   cmd->add_option("--kv-shared-k", a->shared_k, "override the K format of prompt blocks (any may be shared)");
   cmd->add_option("--kv-shared-v", a->shared_v, "override the V format of prompt blocks");
   cmd->add_option("--kv-private-k", a->private_k, "K format of generated-token blocks")->capture_default_str();

@@ -3,7 +3,8 @@
 
 namespace chorus::server {
 
-void Channel::Publish(std::string_view delta, size_t completion_tokens, size_t cached_tokens, StopReason stop,
+void Channel::Publish(std::string_view delta, size_t completion_tokens, size_t cached_tokens, size_t reused_tokens,
+                      StopReason stop,
                       std::string_view error) {
   std::lock_guard lock(mu_);
   if (pending_.done) return;
@@ -11,6 +12,7 @@ void Channel::Publish(std::string_view delta, size_t completion_tokens, size_t c
   bytes_published_ += delta.size();
   pending_.completion_tokens = completion_tokens;
   pending_.cached_tokens = cached_tokens;
+  pending_.reused_tokens = reused_tokens;
   if (stop != StopReason::kNone) {
     pending_.done = true;
     pending_.stop = stop;
@@ -38,6 +40,7 @@ void Channel::MoveOut(ChannelUpdate* u) {
   pending_.delta.clear();  // moved-from: make it empty for the next appends
   u->completion_tokens = pending_.completion_tokens;
   u->cached_tokens = pending_.cached_tokens;
+  u->reused_tokens = pending_.reused_tokens;
   u->done = pending_.done;
   u->stop = pending_.stop;
   u->error = pending_.error;

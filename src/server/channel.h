@@ -28,6 +28,7 @@ struct ChannelUpdate {
   std::string delta;
   size_t completion_tokens = 0;
   size_t cached_tokens = 0;  // prompt tokens borrowed from the prefix cache
+  size_t reused_tokens = 0;  // prompt tokens reused from segments at another offset
   bool done = false;
   StopReason stop = StopReason::kNone;  // with done
   std::string error;                    // with stop == kError
@@ -47,7 +48,7 @@ class Channel {
   // ---- the loop's side ----
   // Appends `delta`, sets the totals; with `stop` != kNone also finishes the channel in the same
   // critical section (the reader sees the last text and the end together). Ignored once finished.
-  void Publish(std::string_view delta, size_t completion_tokens, size_t cached_tokens,
+  void Publish(std::string_view delta, size_t completion_tokens, size_t cached_tokens, size_t reused_tokens,
                StopReason stop = StopReason::kNone, std::string_view error = {});
   // Finishes without new text (refused, cancelled while queued, shutdown). First call wins.
   void Finish(StopReason stop, std::string_view error, int error_status);

@@ -84,6 +84,7 @@ json StateJson(const EngineSnapshot& snap, const std::map<AgentId, RequestInfo>&
   j["counts"] = {{"running", st.prefilling + st.decoding}, {"prefilling", st.prefilling}, {"decoding", st.decoding},
                  {"waiting", st.waiting}, {"contexts", 0}, {"cached_blocks", st.cached_blocks},
                  {"generated_tokens", st.generated_tokens}, {"prefix_hit_tokens", st.prefix_hit_tokens},
+                 {"segment_reused_tokens", st.segment_reused_tokens}, {"segment_repaired_tokens", st.segment_repaired_tokens},
                  {"prefix_queried_tokens", st.prefix_queried_tokens}};
   size_t contexts = 0;
   for (const SharedRunSnapshot& r : snap.runs) contexts += r.kind != "prefix";

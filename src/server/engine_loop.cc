@@ -130,7 +130,7 @@ void EngineLoop::Run() {
       }
       // Only the text since the last publish crosses; a finish the server never asks for (forced
       // tokens) reads as an error, as the reader maps it (OpenAiFinishReason).
-      l.ch->Publish(std::string_view(st->text).substr(l.sent_bytes), st->tokens.size(), st->cached_tokens,
+      l.ch->Publish(std::string_view(st->text).substr(l.sent_bytes), st->tokens.size(), st->cached_tokens, st->reused_tokens,
                     st->done ? st->stop : StopReason::kNone, st->error);
       l.sent_bytes = st->text.size();
       if (st->done) {
@@ -148,6 +148,8 @@ void EngineLoop::Run() {
                       .kv_free = s.free_bytes, .kv_budget = s.budget_bytes, .kv_total = s.total_bytes, .kv_high_water = s.high_water_bytes, .kv_overhead = s.overhead_bytes,
                       .contexts = engine_.live_contexts(), .cached_blocks = s.cached_blocks,
                       .prefix_queried_tokens = s.prefix_queried_tokens, .prefix_hit_tokens = s.prefix_hit_tokens,
+                      .segment_runs = s.segment_runs, .segment_reused_tokens = s.segment_reused_tokens,
+                      .segment_repaired_tokens = s.segment_repaired_tokens,
                       .evicted_blocks = s.evicted_blocks, .prompt_tokens = s.prompt_tokens,
                       .prefilled_tokens = s.prefilled_tokens, .generated_tokens = s.generated_tokens,
                       .steps = s.steps, .remote = s.remote, .shared = s.shared_bytes});

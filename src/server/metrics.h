@@ -54,7 +54,9 @@ struct EngineGauges {
   size_t kv_pinned = 0, kv_in_use = 0, kv_cached = 0, kv_free = 0, kv_budget = 0, kv_total = 0, kv_high_water = 0, kv_overhead = 0;
   size_t contexts = 0, cached_blocks = 0;
   // Counters the engine keeps (monotonic; copied, not added).
-  uint64_t prefix_queried_tokens = 0, prefix_hit_tokens = 0, evicted_blocks = 0;
+  uint64_t prefix_queried_tokens = 0, prefix_hit_tokens = 0;
+  uint64_t segment_runs = 0, segment_reused_tokens = 0, segment_repaired_tokens = 0;
+  uint64_t evicted_blocks = 0;
   uint64_t prompt_tokens = 0, prefilled_tokens = 0, generated_tokens = 0, steps = 0;
   EngineStats::Remote remote;  // the remote block store (--kv-store), copied
   size_t shared = 0;  // EngineStats::shared_bytes

@@ -174,6 +174,16 @@ std::optional<ApiError> ParseCommon(const json& obj, const ProtocolLimits& limit
     }
   }
   if (auto e = GetBool(obj, "ignore_eos", &r->ignore_eos)) return e;
+  if (const json* c = Field(obj, "chorus")) {
+    if (!c->is_object()) return Bad("chorus", std::string("'chorus' must be an object, got ") + c->type_name(), "invalid_type");
+    for (const auto& [k, v] : c->items())
+      if (k != "reuse") return Bad("chorus." + k, "unknown field 'chorus." + k + "' (known: reuse)", "unknown_field");
+    if (const json* u = Field(*c, "reuse")) {
+      if (!u->is_string() || (u->get<std::string>() != "exact" && u->get<std::string>() != "segments"))
+        return Bad("chorus.reuse", "'chorus.reuse' must be \"exact\" or \"segments\", got " + u->dump(), "invalid_value");
+      r->reuse = u->get<std::string>();
+    }
+  }
   return std::nullopt;
 }
 
@@ -284,7 +294,7 @@ json UsageJson(const Usage& u) {
   return {{"prompt_tokens", u.prompt_tokens},
           {"completion_tokens", u.completion_tokens},
           {"total_tokens", u.prompt_tokens + u.completion_tokens},
-          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}, {"reused_tokens", u.reused_tokens}}}};
 }
 
 namespace {

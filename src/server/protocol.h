@@ -54,6 +54,9 @@ struct GenerationRequest {
   bool stream = false;
   bool include_usage = false;         // stream_options.include_usage
   bool ignore_eos = false;            // extension: generate past end-of-generation tokens
+  // Extension "chorus": {"reuse": "exact" | "segments"}: whether spans of the prompt cached after
+  // other text may be reused at their new offset (repaired), or only exact prefixes; "" = the server's.
+  std::string reuse;
 };
 
 using ParsedRequest = std::variant<GenerationRequest, ApiError>;
@@ -68,7 +71,8 @@ std::variant<std::string, ApiError> ParseContextRequest(std::string_view body);
 struct Usage {
   size_t prompt_tokens = 0;
   size_t completion_tokens = 0;
-  size_t cached_tokens = 0;  // prompt tokens whose KV came from the prefix cache
+  size_t cached_tokens = 0;  // prompt tokens whose KV came from the prefix cache (exact prefix)
+  size_t reused_tokens = 0;  // prompt tokens whose KV came from a segment at another offset (repaired)
 };
 
 // What every response object of one request carries.

@@ -197,7 +197,10 @@ std::variant<HttpServer::Admission, ApiError> HttpServer::Admit(const Generation
   std::random_device rd;
   ch.options = AgentOptions{.temperature = g.temperature, .top_k = g.top_k, .top_p = g.top_p,
                             .seed = g.seed ? *g.seed : (uint64_t(rd()) << 32 | rd()),
-                            .max_tokens = static_cast<int>(max_tokens), .ignore_eog = g.ignore_eos};
+                            .max_tokens = static_cast<int>(max_tokens), .ignore_eog = g.ignore_eos,
+                            .reuse = g.reuse == "exact"      ? Reuse::kExact
+                                     : g.reuse == "segments" ? Reuse::kSegments
+                                                             : Reuse::kDefault};
   const uint64_t serial = next_id_++;
   ch.request_id = fmt::format("{}-{}", ep == Endpoint::kChat ? "chatcmpl" : "cmpl", serial);
   if (ep == Endpoint::kChat) ch.preview = Preview(g.messages.empty() ? "" : g.messages.back().content);
@@ -227,7 +230,7 @@ void HttpServer::ReplyWhole(const Request& req, Response& res, const GenerationR
   }
   if (ts.stopped()) ch.cancel = true;
   const Usage usage{.prompt_tokens = a.n_prompt, .completion_tokens = u.completion_tokens,
-                    .cached_tokens = u.cached_tokens};
+                    .cached_tokens = u.cached_tokens, .reused_tokens = u.reused_tokens};
   const bool chat = g.endpoint == Endpoint::kChat;
   ReplyJson(res, chat ? ChatResponse(a.ids, ts.emitted(), finish, usage)
                       : CompletionResponse(a.ids, ts.emitted(), finish, usage));
@@ -280,7 +283,7 @@ void HttpServer::ReplyStream(Response& res, const GenerationRequest& g, const Ad
     if (!sse.Data(st->chat ? ChatChunk(st->ids, "", false, finish) : CompletionChunk(st->ids, "", finish)))
       return false;
     const Usage usage{.prompt_tokens = st->n_prompt, .completion_tokens = u.completion_tokens,
-                      .cached_tokens = u.cached_tokens};
+                      .cached_tokens = u.cached_tokens, .reused_tokens = u.reused_tokens};
     if (st->include_usage &&
         !sse.Data(UsageChunk(st->ids, st->chat ? Endpoint::kChat : Endpoint::kCompletion, usage)))
       return false;

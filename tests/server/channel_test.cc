@@ -17,19 +17,19 @@ TEST(Channel, TakeMovesOutOnlyWhatIsNewSinceTheLastTake) {
   Channel ch;
   ChannelUpdate u;
   EXPECT_FALSE(ch.TakeFor(&u, milliseconds(1)));  // nothing published yet
-  ch.Publish("Hel", 1, 32);
-  ch.Publish("lo", 2, 32);
+  ch.Publish("Hel", 1, 32, 0);
+  ch.Publish("lo", 2, 32, 0);
   ch.Take(&u);
   EXPECT_EQ(u.delta, "Hello");  // two publishes, one take: appended in order
   EXPECT_EQ(u.completion_tokens, 2u);
   EXPECT_EQ(u.cached_tokens, 32u);
   EXPECT_FALSE(u.done);
   EXPECT_FALSE(ch.TakeFor(&u, milliseconds(1)));
-  ch.Publish("", 3, 32);  // a token that made no whole text yet still wakes the reader
+  ch.Publish("", 3, 32, 0);  // a token that made no whole text yet still wakes the reader
   ch.Take(&u);
   EXPECT_EQ(u.delta, "");
   EXPECT_EQ(u.completion_tokens, 3u);
-  ch.Publish(" world", 4, 32, StopReason::kEndOfGeneration);
+  ch.Publish(" world", 4, 32, 0, StopReason::kEndOfGeneration);
   ch.Take(&u);
   EXPECT_EQ(u.delta, " world");
   EXPECT_TRUE(u.done);
@@ -41,7 +41,7 @@ TEST(Channel, FinishesExactlyOnce) {
   Channel ch;
   ch.Finish(StopReason::kError, "the queue closed", 503);
   ch.Finish(StopReason::kCancelled, "", 499);   // ignored
-  ch.Publish("late", 1, 0, StopReason::kMaxTokens);  // ignored
+  ch.Publish("late", 1, 0, 0, StopReason::kMaxTokens);  // ignored
   ChannelUpdate u;
   ch.Take(&u);
   EXPECT_TRUE(u.done);
@@ -62,7 +62,7 @@ TEST(Channel, ConcurrentReaderGetsTheWholeTextOnce) {
     for (int i = 0; i < 2000; ++i) {
       const std::string piece = std::to_string(i) + " ";
       text += piece;
-      ch.Publish(piece, i + 1, 0, i == 1999 ? StopReason::kMaxTokens : StopReason::kNone);
+      ch.Publish(piece, i + 1, 0, 0, i == 1999 ? StopReason::kMaxTokens : StopReason::kNone);
     }
     want = text;
   });

@@ -96,6 +96,17 @@ TEST(Protocol, ChatErrorsNameTheField) {
   }
 }
 
+TEST(Protocol, ChorusReuseExtension) {
+  const std::string msgs = R"("messages":[{"role":"user","content":"x"}])";
+  EXPECT_EQ(RequestOf(ParseChatCompletion("{" + msgs + "}")).reuse, "");
+  EXPECT_EQ(RequestOf(ParseChatCompletion("{" + msgs + R"(,"chorus":{"reuse":"exact"}})")).reuse, "exact");
+  EXPECT_EQ(RequestOf(ParseCompletion(R"({"prompt":"p","chorus":{"reuse":"segments"}})")).reuse, "segments");
+  EXPECT_EQ(ErrorOf(ParseChatCompletion("{" + msgs + R"(,"chorus":{"reuse":"always"}})")).param, "chorus.reuse");
+  EXPECT_EQ(ErrorOf(ParseChatCompletion("{" + msgs + R"(,"chorus":{"reuse":1}})")).param, "chorus.reuse");
+  EXPECT_EQ(ErrorOf(ParseChatCompletion("{" + msgs + R"(,"chorus":{"resue":"exact"}})")).param, "chorus.resue");
+  EXPECT_EQ(ErrorOf(ParseChatCompletion("{" + msgs + R"(,"chorus":"exact"})")).param, "chorus");
+}
+
 TEST(Protocol, LimitsComeFromTheServer) {
   ProtocolLimits lim{.max_tokens = 100};
   EXPECT_EQ(ErrorOf(ParseChatCompletion(R"({"messages":[{"role":"user","content":"x"}],"max_tokens":101})", lim)).param,
