@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # PolyKV paper reproduction on SmolLM2-135M: writes docs/results/polykv.md.
 # Usage: scripts/polykv_repro.sh [THREADS] [JSON_IN]   (JSON_IN: reuse a saved `chorus eval polykv --json`)
+# The committed page's own run is docs/results/polykv.json: `scripts/polykv_repro.sh 2 docs/results/polykv.json`
+# writes polykv.md again, byte for byte.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
