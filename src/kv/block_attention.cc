@@ -126,11 +126,9 @@ namespace {
 // of cache (the weights stream through L3 between two layers' attention), and the hardware
 // prefetcher sees no stream across them: AddBlocks requests each tile itself, twice — into L2
 // kL2Ahead blocks ahead, then into L1 one block ahead of the kernel that reads it (the next key tile
-// before this block's scores, the next value tile before its sums). On the Zen 4 (SmolLM2, tq4/tq3,
-// depth 4096, 1 thread, interleaved runs) both tiles into L1 one block ahead decoded 95 tok/s; into
-// L2 one block ahead 101; this, 98-104 against 97-100 with both L1 requests at the block's start
-// (4 or 16 blocks ahead into L2: no better than 8). The value kernel's first load had 27 % of its
-// samples with one request into L1; ~8 % with two.
+// before this block's scores, the next value tile before its sums). This decoded faster than both
+// tiles into L1 (or L2) one block ahead and than both L1 requests at the block's start; 4 or 16 blocks
+// ahead into L2 were no better than 8 (docs/results/design-measurements.md, HeadTiles prefetch).
 struct HeadTiles {
   KvFormat kf, vf;
   size_t k_off, v_off, k_bytes, v_bytes;

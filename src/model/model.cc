@@ -164,8 +164,8 @@ std::optional<std::string_view> Model::chat_template() const {
 
 // The mapped rows of a repacked matrix are released (read again from the file only by what reads
 // `data`: MatMulRef, a later --cpu-target cap, and — for a tied output — the embedding rows a token
-// looks up, a page at a time). Scalar byte moves: SmolLM2-135M's 60 MiB of Q4_1 and 29 MiB Q8_0 output
-// take ~0.1 s.
+// looks up, a page at a time). The copy is scalar byte moves, cheap beside the load (measured:
+// docs/results/design-measurements.md, Model::Repack).
 Status Model::Repack() {
   const char* env = std::getenv("CHORUS_REPACK");
   const std::string_view v = env ? env : "1";

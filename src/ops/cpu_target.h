@@ -62,10 +62,9 @@ bool AmxInt8Enabled();
 void AmxEnsureTileConfig();
 // AmxEnsureTileConfig, then a tile product into tile 0 whose result nobody reads (tiles 0, 2, 4 hold
 // whatever they hold): it wakes this core's tile unit while the vector work before the kernel's real
-// products runs. On the 2-vCPU Xeon the unit sleeps after ~0.5 µs without a product and the next one
-// then waits ~0.25 µs (a product after 1000 dependent FMAs: 818 TSC ticks, after 400: 150); SmolLM2,
-// 15 agents on a 4096-token document, tq4/tq3, 1 thread: without the wake the AMX kernels' gain was
-// lost (331-339 tok/s without AMX, 318-363 with), with it 374-375. Only where AmxInt8Enabled().
+// products runs. The unit sleeps after a short time without a product and the next one then waits for
+// it to wake: without this, the AMX kernels' gain was lost (docs/results/design-measurements.md,
+// AmxWake). Only where AmxInt8Enabled().
 void AmxWake();
 // True when the Arm targets may use sdot: the CPU has the dot-product extension and the cap is
 // not scalar (NEON is Arm's Highway baseline, so the scalar cap must also switch these kernels off).

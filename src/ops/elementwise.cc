@@ -97,7 +97,8 @@ void SwiGluImpl(const float* gate, const float* up, size_t n, float* out) {
 }
 
 // gelu_tanh(gate) · up, the scalar GeGluTanh's expression with Highway's Tanh (≤ 4 ULP from std::tanh);
-// glibc's scalar tanhf was ~14 % of a Gemma 3 prefill's CPU time (2,048 per token and layer).
+// glibc's scalar tanhf was a large share of a Gemma 3 prefill's CPU time (2,048 per token and layer;
+// docs/results/design-measurements.md, GeGluTanh).
 void GeGluTanhImpl(const float* gate, const float* up, size_t n, float* out) {
   const hn::ScalableTag<float> d;
   const auto k = hn::Set(d, 0.7978845608028654f), coef = hn::Set(d, 0.044715f), one = hn::Set(d, 1.0f),

@@ -34,7 +34,7 @@ void Softmax(float* x, size_t n);
 double LogSumExp(const float* x, size_t n);
 // The same in f32 SIMD (Highway's Exp, sums folded into a double every 1024 elements), within ~1e-6
 // relative of LogSumExp: per generated token over the whole vocabulary (an agent's NLL), where the
-// scalar form was ~4 % of a 15-agent decode step.
+// scalar form showed in a 15-agent decode step (docs/results/design-measurements.md, LogSumExpFast).
 double LogSumExpFast(const float* x, size_t n);
 
 // out[i] = silu(gate[i]) * up[i] = gate[i] / (1 + exp(-gate[i])) * up[i];  (n)

@@ -63,11 +63,9 @@ HWY_INLINE void PackedPanelTokens(const uint8_t* panel, size_t nb, const uint8_t
     const uint8_t* blk = panel + b * kBlock;
     // pf (the next panel, or null): its blocks pf_phase, pf_phase + pf_step, ... into L2. With several token
     // passes over this panel, each pass asks for its share of the next one, so DRAM streams the next
-    // panel the whole time the passes compute from cache (matmul_bench ModelMatMuls, 15 tokens, 1 thread,
-    // a 2-vCPU Xeon with AMX: none 18.3–21.0 ms, all of it in the first pass 15.1–17.4, spread over the
-    // passes 14.8–15.2; 24 tokens 28.3–28.9 / 25.3–26.0 / 21.2–21.7). A single pass is one contiguous
-    // stream the hardware prefetcher follows alone (n_tok 1, Zen 4: none 3.66–3.78 ms, 5 lines 1280 bytes
-    // ahead into L2 3.75–3.85, into L1 4.17–4.20).
+    // panel the whole time the passes compute from cache (faster than no prefetch or all of it in the
+    // first pass). A single pass is one contiguous stream the hardware prefetcher follows alone: a
+    // software prefetch there was no better (docs/results/design-measurements.md, PackedInt8Path prefetch).
     if (pf && b == pf_phase) {
       for (size_t o = 0; o < kBlock; o += 64)
         _mm_prefetch(reinterpret_cast<const char*>(pf + b * kBlock + o), _MM_HINT_T1);
@@ -120,8 +118,8 @@ HWY_INLINE void ForPackedPanels(const ops_internal::JobList& jobs, size_t n_tok,
   }
 }
 
-// Below this many tokens the VNNI kernel is faster (matmul_bench ModelMatMuls, 1 thread, Xeon: 8 tokens
-// VNNI 9.1-9.3 ms, AMX 11.6-11.9; 15 tokens 14.3-14.7 / 12.7-13.1).
+// Below this many tokens the VNNI kernel is faster than the AMX one (docs/results/design-measurements.md,
+// kAmxMinTokens).
 inline constexpr size_t kAmxMinTokens = 12;
 
 // PackedInt8Path on AMX: act holds the tokens' codes (signed xq), and kAmxTokens readable rows past the

@@ -35,16 +35,16 @@ HWY_INLINE void PanelTokens(const Panel8& pn, size_t cols, const uint8_t* act, s
   for (int t = 0; t < kT; ++t) StoreRows(y + t * ldy, acc[t], n_rows);
 }
 
-// Where DirectPanelsToken's Q8_0 panels request their next panel: L2 (prefetcht1). With AVX2 kernels
-// (CHORUS_CPU_TARGET=avx2 on the Zen 4, Gemma 3 tg128, 1 thread, 5 alternated rounds) prefetcht1 for every
-// type decoded 59.6–67.3 tok/s against 45.9–50.6 with prefetcht0 (gemma3.md §25); the other types stay on
-// prefetcht0 (measured no better with prefetcht1 on the AVX-512 path).
+// Where DirectPanelsToken's Q8_0 panels request their next panel: L2 (prefetcht1). With the AVX2 kernels
+// prefetcht1 decoded faster than prefetcht0; the other types stay on prefetcht0 (no better with
+// prefetcht1 on the AVX-512 path). Measured: docs/results/design-measurements.md, kQ8PrefetchHint.
 inline constexpr _mm_hint kQ8PrefetchHint = _MM_HINT_T1;
 
 // The next panel's `bytes` at `next` toward L1 (kHint: or L2), spread evenly over the n steps of the current
 // panel's work (a burst of them at once stalls): step n0 (0, 1, ... in order) requests the lines of
 // [n0 · bytes / n, (n0 + 1) · bytes / n). The bounds advance by bytes / n and a carried remainder:
-// no division per step (two 64-bit divisions per block were ~9 % of the Q8_0 decode kernel's samples).
+// no division per step (two 64-bit divisions per block showed in the Q8_0 decode kernel's profile:
+// docs/results/design-measurements.md, PrefetchSpread).
 template <_mm_hint kHint>
 class PrefetchSpread {
  public:
@@ -105,7 +105,8 @@ HWY_INLINE void DirectPanelsToken(const uint8_t* const* rps, size_t cols, const 
     add(acc, TransposeSum8(v), dwv, mv, j, j);
   };
 // The body that follows, up to its closing brace, runs once per panel with that panel's rp / acc / pf (a
-// macro, not a lambda per panel: the lambda form measured 12-18 % slower decode on the Xeon, SmolLM2 tg128).
+// macro, not a lambda per panel: the lambda form decoded slower; docs/results/design-measurements.md,
+// CHORUS_EACH_PANEL).
 #define CHORUS_EACH_PANEL                             \
   _Pragma("GCC unroll 4") for (int p = 0; p < kP; ++p) { \
     const uint8_t* const* rp = rps + 8 * p;           \
@@ -207,9 +208,8 @@ HWY_INLINE void DirectPanelsToken(const uint8_t* const* rps, size_t cols, const 
 inline constexpr size_t kDirectMaxTok = 2;
 // Panels a decode thread reads in lock step (DirectPanelsToken).
 inline constexpr size_t kDirectStreams = 4;
-// ... except Q4_K / Q6_K, whose super-block bodies are long: read one panel at a time. On AMD Zen 4, 1 thread,
-// matmul_bench's Gemma 3 sequence (6 alternated rounds), one panel at a time read Q4_K at 10.4–15.0 GB/s
-// against 8.7–10.8 in lock step, Q6_K 12.1–18.3 against 8.0–10.2 (docs/results/gemma3.md §24). Not measured
+// ... except Q4_K / Q6_K, whose super-block bodies are long: read one panel at a time, which read them
+// faster than lock step on AMD Zen 4 (docs/results/design-measurements.md, DecodeInLockstep). Not measured
 // on Intel.
 inline constexpr bool DecodeInLockstep(GgmlType t) { return t != GgmlType::kQ4_K && t != GgmlType::kQ6_K; }
 

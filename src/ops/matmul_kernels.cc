@@ -34,9 +34,8 @@ void MatMulImpl(const WeightView* ws, float* const* ys, size_t n, const float* x
   if (HaveVnniVbmi()) {
     // Q4_0 / Q4_1 / Q5_0 / Q4_K / Q6_K: the 8-row kernels of int8_x86-inl.h (vpdpbusd on 256-bit
     // vectors, the scalar twin's bits). The 512-bit path unpacks Q5_0 / K-quants one row at a time per
-    // 4-token pass (matmul_bench, Gemma 3 shapes, 1 thread: Q5_0 7.6x slower at n_tok 1, 9x at 512;
-    // Q4_K / Q6_K ~2x); its Q4_0 / Q4_1 stream kernels, gone, decoded 8–13 % faster (SmolLM2 tg128 on
-    // the Xeon, 1 / 2 threads, both with 4 streams in lock step) but prefilled 1.65–1.75x slower (pp512).
+    // 4-token pass, several times slower; its Q4_0 / Q4_1 stream kernels, gone, decoded a little faster
+    // but prefilled much slower (docs/results/design-measurements.md, MatMulImpl on AVX3_DL).
     const GgmlType t = ws[0].type;
     // Q4_0 / Q4_1 / Q8_0 repacked at load (MatMulMany groups packed views apart from the others).
     if (ws[0].packed && IsRepackableType(t)) return PackedInt8Path(ws, ys, n, x, n_tok, pool);

@@ -23,10 +23,8 @@ namespace HWY_NAMESPACE {
 namespace mm {  // matmul internals (names private to these kernels)
 
 // Software prefetch distance of the decode streams (bytes ahead of the block being read), requested
-// into L2 (prefetcht1), not L1: on AMD Zen 4 (1 thread, matmul_bench, Gemma 3's 262,144 × 640 Q8_0
-// output, 2 alternated rounds of 3) prefetcht0 read 15.7–18.1 GB/s, prefetcht1 19.3–23.4 (the L1's
-// few miss buffers capped the lines in flight); Gemma 3 tg128 62 → 74 tok/s together with Q4_K / Q6_K
-// read one panel at a time (DecodeInLockstep).
+// into L2 (prefetcht1), not L1: the L1's few miss buffers capped the lines in flight, and prefetcht1
+// read the Q8_0 rows faster (docs/results/design-measurements.md, kPrefetchBytes).
 inline constexpr size_t kPrefetchBytes = 2048;
 
 // Mask of the first n (≤ 64) bytes.
@@ -152,9 +150,8 @@ HWY_INLINE void Q8RowsLockstep(const uint8_t* const* row, const Q8Consts& c, con
 // One decode token: rows [r0, r1) as kQ8Streams equal parts of whole 16-row groups, read in lock
 // step (the rest, < kQ8Streams · 16 rows, one row at a time). One row after the other is a single
 // stream, which the hardware prefetcher and the 2 KiB software prefetch do not keep at the read
-// bandwidth: matmul_bench, Gemma 3's 262,144 × 640 Q8_0 output, 1 thread, loaded, 3 alternated
-// reps: 38.4–41.4 ms one stream, 26.5–30.3 ms four (2 threads: 25.8–32.1 vs 19.5–21.3 ms), eight
-// no better than four.
+// bandwidth; four streams read faster, eight no better than four (docs/results/design-measurements.md,
+// kQ8Streams).
 inline constexpr int kQ8Streams = 4;
 
 template <int kT, int kS = kQ8Streams>

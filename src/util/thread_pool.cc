@@ -13,9 +13,10 @@
 namespace chorus {
 namespace {
 // pause is ~40-140 cycles. The caller waiting for the workers yields after ~50-150 us (on an
-// oversubscribed machine a descheduled worker must get the core back); an idle worker spins ~4x
-// longer before it sleeps: a decode step's serial gaps (sampling, scheduling) reach ~0.1 ms, and a
-// futex wake costs more than the spin (15 agents, 2 threads: 1 << 11 -> 1 << 13, +3-5 % tok/s).
+// oversubscribed machine a descheduled worker must get the core back); an idle worker spins 4x
+// longer before it sleeps: a decode step's serial gaps (sampling, scheduling) outlast the shorter
+// spin, and a futex wake costs more than spinning through them (docs/results/design-measurements.md,
+// ThreadPool spin).
 constexpr int kSpinIterations = 1 << 11;
 constexpr int kIdleSpinIterations = 1 << 13;
 }
