@@ -1,5 +1,5 @@
 // The dashboard's data: GET /v1/state (a JSON picture of the engine, documented in
-// docs/ARCHITECTURE.md "Serving: the dashboard") and the time series behind its charts.
+// docs/SERVING.md "The dashboard") and the time series behind its charts.
 // The engine loop samples the series at most once a second from counters it already keeps (no
 // engine walk); an Engine::Snapshot is taken on the loop only when a client asks for the state,
 // at most once a second (HttpServer caches the answer). StateJson is a pure function of what was

@@ -103,7 +103,7 @@ void HttpServer::Routes() {
   s.Get("/metrics", [this](const Request&, Response& res) {
     res.set_content(metrics_.Render(), "text/plain; version=0.0.4; charset=utf-8");
   });
-  // The dashboard (docs/ARCHITECTURE.md "Serving: the dashboard"): its state and its files.
+  // The dashboard (docs/SERVING.md "The dashboard"): its state and its files.
   s.Get("/v1/state", [this](const Request& req, Response& res) { HandleState(req, res); });
   for (const EmbeddedFile& f : kEmbeddedFiles) {
     const std::string path = f.path, mime = std::string(f.mime) + "; charset=utf-8";

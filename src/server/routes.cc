@@ -36,7 +36,7 @@ json ContextJson(ContextId id, size_t tokens, size_t bytes, const std::string& f
 
 }  // namespace
 
-// ---- the dashboard (docs/ARCHITECTURE.md "Serving: the dashboard") ----
+// ---- the dashboard (docs/SERVING.md "The dashboard") ----
 
 void HttpServer::HandleState(const Request& req, Response& res) {
   if (!Authorized(req, res)) return;
