@@ -40,7 +40,7 @@ if [ "$(id -u)" -ne 0 ]; then
   fi
 fi
 
-apt_pkgs=(build-essential cmake ninja-build g++ clang libgtest-dev libgmock-dev
+apt_pkgs=(build-essential cmake ninja-build g++ clang clang-format libgtest-dev libgmock-dev
           libbenchmark-dev libhwy-dev nlohmann-json3-dev libcli11-dev libfmt-dev
           libxxhash-dev libpcre2-dev libcpp-httplib-dev python3 python3-pip
           libhiredis-dev redis-server haproxy  # the replicas' block store (--kv-store) and its tests

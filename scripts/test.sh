@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# The whole test suite: dependencies + model (cached), a Release build with every test; the unit
-# tests and a real-model subset (ctest label asan-model) under AddressSanitizer +
-# UndefinedBehaviorSanitizer; the engine and KV tests (label tsan) under ThreadSanitizer.
-# Usage: scripts/test.sh [--no-asan] [--no-tsan]
+# The whole test suite: dependencies + model (cached), the format of the changed C++ lines
+# (scripts/check_format.sh), a Release build with every test; the unit tests and a real-model subset
+# (label asan-model) under AddressSanitizer + UBSan; the engine and KV tests (label tsan) under TSan.
+# Usage: scripts/test.sh [--no-format] [--no-asan] [--no-tsan]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
+format=1
 asan=1
 tsan=1
 for arg in "$@"; do
   case "$arg" in
+    --no-format) format=0 ;;
     --no-asan) asan=0 ;;
     --no-tsan) tsan=0 ;;
     -h|--help) sed -n '2,5p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
@@ -20,6 +22,10 @@ jobs=$(nproc 2>/dev/null || echo 2)
 stage() { echo "==> $1 ($(date -u +%H:%M:%S), ${SECONDS}s so far)"; }
 
 scripts/setup.sh --no-build
+if [ "$format" = 1 ]; then
+  stage "Format of the C++ lines changed since origin/main (or the last commit)"
+  scripts/check_format.sh
+fi
 stage "Release build + all tests"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 ninja -C build
