@@ -123,10 +123,10 @@ class Sampler(threading.Thread):
 
 
 class LlamaServer:
-    def __init__(self, binary, model, threads, parallel, ctx, kv_type):
+    def __init__(self, binary, model, threads, parallel, ctx, kv_type, extra=(), unified=True):
         self.cmd = [binary, "-m", model, "--host", "127.0.0.1", "--port", "0", "-t", str(threads), "-tb", str(threads),
-                    "--parallel", str(parallel), "--kv-unified", "-fa", "on", "-c", str(ctx), "-ctk", kv_type,
-                    "-ctv", kv_type, "--no-webui", "-b", "2048", "-ub", "512"]
+                    "--parallel", str(parallel), *(["--kv-unified"] if unified else []), "-fa", "on", "-c", str(ctx),
+                    "-ctk", kv_type, "-ctv", kv_type, "--no-webui", "-b", "2048", "-ub", "512", *extra]
         port = self.free_port()
         self.cmd[self.cmd.index("--port") + 1] = str(port)
         self.log = []

@@ -9,6 +9,8 @@ PNGs beside them, which the results pages embed.
   tok-s-vs-depth.png         decode tok/s vs context depth per KV format (kv-speed-depth.json)
   comix-bits-heatmap.png     CoMix bits per (agent, layer), K and V (the heat map in comix.md)
   cocktail-chunk-map.png     Cocktail chunk maps (the maps printed in cocktail.md)
+  segments-curve.png         segment reuse: answer KLD and time to first token vs the repair fraction, per
+                             model and corpus, the full prefill's own distance to f16 as a line (segments/*.json)
 
 Usage: python3 scripts/plot_results.py [--out docs/results]   (pip install matplotlib: scripts/setup.sh)
 """
@@ -174,11 +176,41 @@ def cocktail_chunk_map(out):
     save(fig, out, "cocktail-chunk-map.png")
 
 
+def segments_curve(out):
+    d = os.path.join(RES, "segments")
+    runs = sorted(f for f in os.listdir(d) if f.endswith(".json")) if os.path.isdir(d) else []
+    if not runs:
+        return
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    for name in runs:
+        r = load(os.path.join("segments", name))
+        label = name[:-5]
+        pts = [p for p in r["points"] if p["repair"] >= 0]
+        full = [p for p in r["points"] if p["repair"] < 0][0]
+        x = [100 * p["repair"] for p in pts]
+        line = axes[0].plot(x, [p["mean_kld"] for p in pts], marker="o", label=label)[0]
+        axes[1].plot(x, [p["mean_kld_f16"] for p in pts], marker="o", color=line.get_color(), label=label)
+        axes[1].axhline(full["mean_kld_f16"], color=line.get_color(), ls=":", lw=1)
+        axes[2].plot(x + [100], [p["mean_ttft_ms"] for p in pts] + [full["mean_ttft_ms"]], marker="o",
+                     color=line.get_color(), label=label)
+    axes[0].set_title("answer KLD vs the full prefill (same formats)")
+    axes[1].set_title("answer KLD vs an f16 full prefill\n(dotted: the full prefill's own)")
+    axes[2].set_title("time to first token (100 % = full prefill)")
+    for ax in axes:
+        ax.set_xlabel("repair: % of each reused span recomputed")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("mean KLD per answer token (nats)")
+    axes[1].set_ylabel("mean KLD per answer token (nats)")
+    axes[2].set_ylabel("ms")
+    axes[0].legend(fontsize=7)
+    save(fig, out, "segments-curve.png")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=RES)
     a = ap.parse_args()
-    for f in (kv_bytes_vs_agents, tok_s_vs_agents, tok_s_vs_depth, comix_heatmap, cocktail_chunk_map):
+    for f in (kv_bytes_vs_agents, tok_s_vs_agents, tok_s_vs_depth, comix_heatmap, cocktail_chunk_map, segments_curve):
         f(a.out)
 
 

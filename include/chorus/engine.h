@@ -45,7 +45,7 @@ struct SegmentOptions {
   Reuse reuse = Reuse::kExact;
   // Recomputed at the head of each reused span: max(repair_min_tokens, repair · span tokens), then
   // up to the next block boundary (where the run's blocks can be attached).
-  double repair = 0.15;
+  double repair = 0.05;  // measured: docs/results/segments.md (quality flat from 0 to 30 %)
   size_t repair_min_tokens = 16;
 };
 
@@ -268,6 +268,14 @@ struct RequestSnapshot {
   size_t private_bytes = 0;     // measured: its own blocks, window and table (0 while waiting)
   size_t projected_private_bytes = 0;
   size_t context_tokens = 0;    // prompt + generated: what an fp16 copy of its KV would hold
+  // Segments it reads (Reuse::kSegments): where in its prompt, how many tokens, and the offset
+  // from where their keys were computed (position here − there).
+  size_t reused_tokens = 0, repaired_tokens = 0;
+  struct Segment {
+    size_t at = 0, tokens = 0;
+    int32_t shift = 0;
+  };
+  std::vector<Segment> segments;
 };
 struct SharedRunSnapshot {
   // "context": a pinned document (POST /v1/contexts, Engine::Share); "prefix": cached prompt blocks

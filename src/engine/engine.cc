@@ -208,7 +208,12 @@ ContextId Engine::Impl::AddContext(std::vector<int32_t> tokens, const KvSequence
     std::vector<BlockId> ids(L);
     for (size_t j = 0; j < full; ++j) {
       for (size_t l = 0; l < L; ++l) ids[l] = seq.block(l, j);
-      if (cache->Insert(c.keys[j], j ? c.keys[j - 1] : 0, ids)) PublishBlock(c.keys[j], j, ids);  // present already when borrowed
+      if (cache->Insert(c.keys[j], j ? c.keys[j - 1] : 0, ids)) {  // present already when borrowed
+        // Found by content too: a prompt holding the context's text after other text reuses it (segments).
+        cache->IndexContent(c.keys[j], PrefixCache::ContentKey(std::span<const int32_t>(tokens).subspan(j * kBlockTokens, kBlockTokens), salt),
+                            j * kBlockTokens);
+        PublishBlock(c.keys[j], j, ids);
+      }
     }
     cache->Pin(c.keys);
   }

@@ -162,11 +162,12 @@ void PrefixCache::Drop(uint64_t key) {
 void PrefixCache::IndexContent(uint64_t key, uint64_t content, size_t first_pos) {
   auto it = entries_.find(key);
   CHORUS_CHECK(it != entries_.end() && content != 0);
-  if (auto old = content_.find(content); old != content_.end()) entries_.at(old->second.key).content = 0;
-  if (it->second.content != 0) content_.erase(it->second.content);
+  content_pending_.erase(content);
+  // The first block given keeps the name while it lives: it is usually the span's original
+  // computation, whose chain goes on furthest (a later prompt's copy of a part of it ends sooner).
+  if (content_.count(content) || it->second.content != 0) return;
   it->second.content = content;
   content_[content] = {key, first_pos};
-  content_pending_.erase(content);
 }
 
 std::optional<PrefixCache::ContentHit> PrefixCache::FindContent(uint64_t content) const {

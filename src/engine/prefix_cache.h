@@ -52,7 +52,7 @@ class PrefixCache {
   // the parent is not.
   bool Insert(uint64_t key, uint64_t parent, std::span<const BlockId> ids);
   // Segments: the cached block `key` (its first token at `first_pos`) is found by `content` too. A
-  // content key names one block: the newest given.
+  // content key names one block: the first given, while it is cached.
   void IndexContent(uint64_t key, uint64_t content, size_t first_pos);
   struct ContentHit {
     uint64_t key = 0;

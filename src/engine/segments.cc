@@ -128,6 +128,14 @@ SegmentPlan PlanSegments(std::span<const int32_t> prompt, size_t from, uint64_t 
     f.blocks = {hit->ids};
     f.keys = {hit->key};
     while (at + (f.blocks.size() + 1) * kBlockTokens <= end) {
+      // The source's own next block first (its chain), else whatever block the content names.
+      const auto window = prompt.subspan(at + f.blocks.size() * kBlockTokens, kBlockTokens);
+      const uint64_t chained = PrefixCache::ChainKey(f.keys.back(), window, salt);
+      if (const std::vector<BlockId>* ids = cache.Blocks(chained); ids && AllLive(*ids)) {
+        f.blocks.push_back(ids);
+        f.keys.push_back(chained);
+        continue;
+      }
       const auto next = cache.FindContent(WindowKey(prompt, at + f.blocks.size() * kBlockTokens, salt));
       if (!next || next->first_pos != hit->first_pos + f.blocks.size() * kBlockTokens || !AllLive(*next->ids)) break;
       f.blocks.push_back(next->ids);

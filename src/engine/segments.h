@@ -21,7 +21,7 @@ namespace chorus {
 // How a span is repaired: its first max(min_tokens, fraction · span) tokens are recomputed (then
 // rounded up to where its blocks can be attached).
 struct SegmentRepair {
-  double fraction = 0.15;
+  double fraction = 0.05;
   size_t min_tokens = 16;
 };
 

@@ -95,7 +95,11 @@ json StateJson(const EngineSnapshot& snap, const std::map<AgentId, RequestInfo>&
   for (const RequestSnapshot& r : snap.requests) {
     json o{{"engine_id", r.id}, {"state", PhaseName(r.phase)}, {"prompt_tokens", r.prompt_tokens},
            {"cached_tokens", r.cached_tokens}, {"tokens", r.generated_tokens}, {"private_bytes", r.private_bytes},
-           {"projected_private_bytes", r.projected_private_bytes}};
+           {"projected_private_bytes", r.projected_private_bytes}, {"reused_tokens", r.reused_tokens},
+           {"repaired_tokens", r.repaired_tokens}};
+    o["segments"] = json::array();
+    for (const RequestSnapshot::Segment& g : r.segments)
+      o["segments"].push_back({{"at", g.at}, {"tokens", g.tokens}, {"shift", g.shift}});
     auto it = infos.find(r.id);
     const RequestInfo none{.id = fmt::format("engine-{}", r.id)};
     const RequestInfo& ri = it == infos.end() ? none : it->second;

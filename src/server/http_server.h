@@ -10,11 +10,12 @@
 // Engine but through EngineLoop (RunOnLoop, TakeState) and the Engine's thread-safe calls
 // (Tokenize, RenderChat, EstimateBytes, the model's getters). A generation reads its Channel's
 // deltas on its own thread: a streaming one from the chunked-content provider, one call per publish
-// or keep-alive. state_body_ is under state_mu_; the rest is immutable after the constructor or
+// or keep-alive. state_body_ is under state_mu_, context_text_ under contexts_mu_; the rest is immutable after the constructor or
 // atomic.
 #pragma once
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -91,6 +92,9 @@ class HttpServer {
   int port_ = 0;
   std::atomic<bool> shutting_down_{false};
   std::atomic<uint64_t> next_id_{1};
+  // Pinned contexts' texts by id, for chorus_context content parts; under contexts_mu_.
+  std::mutex contexts_mu_;
+  std::map<ContextId, std::string> context_text_;
   // GET /v1/state: one snapshot a second at most, whoever asks (the answer is cached).
   std::mutex state_mu_;
   std::string state_body_;

@@ -187,8 +187,10 @@ std::optional<ApiError> ParseCommon(const json& obj, const ProtocolLimits& limit
   return std::nullopt;
 }
 
-// A message's content: a string, or an array of {"type": "text", "text": ...} parts.
-std::optional<ApiError> ContentText(const json& content, const std::string& where, std::string* out) {
+// A message's content: a string, or an array of {"type": "text", "text": ...} parts and
+// {"type": "chorus_context", "id": "ctx-N"} parts (a pinned context's text goes there).
+std::optional<ApiError> ContentText(const json& content, const std::string& where, ChatTurn* turn) {
+  std::string* out = &turn->content;
   if (content.is_string()) {
     *out = content.get<std::string>();
     return std::nullopt;
@@ -201,8 +203,16 @@ std::optional<ApiError> ContentText(const json& content, const std::string& wher
     if (!part.is_object()) return Bad(at, "'" + at + "' must be an object", "invalid_type");
     const json* type = Field(part, "type");
     if (!type || !type->is_string()) return Bad(at + ".type", "'" + at + ".type' must be a string", "invalid_type");
+    if (type->get<std::string>() == "chorus_context") {
+      const json* id = Field(part, "id");
+      if (!id || !id->is_string() || id->get<std::string>().rfind("ctx-", 0) != 0)
+        return Bad(at + ".id", "'" + at + ".id' must be a context id (\"ctx-N\", from POST /v1/contexts)", "invalid_value");
+      turn->contexts.push_back({.at = out->size(), .id = id->get<std::string>()});
+      continue;
+    }
     if (type->get<std::string>() != "text")
-      return Bad(at + ".type", "only text content parts are supported, got '" + type->get<std::string>() + "'", "unsupported_value");
+      return Bad(at + ".type", "content parts must be text or chorus_context, got '" + type->get<std::string>() + "'",
+                 "unsupported_value");
     const json* text = Field(part, "text");
     if (!text || !text->is_string()) return Bad(at + ".text", "'" + at + ".text' must be a string", "invalid_type");
     *out += text->get<std::string>();
@@ -240,7 +250,7 @@ ParsedRequest ParseChatCompletion(std::string_view body, const ProtocolLimits& l
     const json* content = Field(m, "content");
     if (!content) {
       if (turn.role != "assistant") return Bad(at + ".content", "'" + at + ".content' is required", "missing_field");
-    } else if (auto e = ContentText(*content, at + ".content", &turn.content)) {
+    } else if (auto e = ContentText(*content, at + ".content", &turn)) {
       return *e;
     }
     r.messages.push_back(std::move(turn));

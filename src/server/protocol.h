@@ -26,6 +26,12 @@ struct ApiError {
 struct ChatTurn {
   std::string role;     // system, developer (→ system), user, assistant
   std::string content;  // text parts joined
+  // chorus_context parts: a pinned context's text goes at byte `at` of content (in order).
+  struct ContextRef {
+    size_t at = 0;
+    std::string id;  // "ctx-N"
+  };
+  std::vector<ContextRef> contexts;
 };
 
 enum class Endpoint { kChat, kCompletion };

@@ -88,6 +88,10 @@ void HttpServer::HandleCreateContext(const Request& req, Response& res) {
     metrics_.CountRequest(req.path, 400);
     return;
   }
+  {
+    std::lock_guard lock(contexts_mu_);
+    context_text_[*id] = text;
+  }
   ReplyJson(res, ContextJson(*id, tokens, bytes, engine_.fingerprint()));
   metrics_.CountRequest(req.path, 200);
 }
@@ -114,6 +118,10 @@ void HttpServer::HandleDeleteContext(const Request& req, Response& res) {
       found = std::find(ids.begin(), ids.end(), id) != ids.end();
       if (found) e.Release(id);
     });
+  if (found) {
+    std::lock_guard lock(contexts_mu_);
+    context_text_.erase(id);
+  }
   if (!found)
     return Reply(res, {.status = 404, .message = fmt::format("no context '{}'", name), .param = "id",
                        .code = "not_found"});
@@ -162,7 +170,21 @@ std::variant<HttpServer::Admission, ApiError> HttpServer::Admit(const Generation
   Channel& ch = *a.ch;
   if (ep == Endpoint::kChat) {
     std::vector<Engine::ChatTurn> turns;
-    for (const ChatTurn& t : g.messages) turns.push_back({t.role, t.content});
+    for (size_t i = 0; i < g.messages.size(); ++i) {
+      const ChatTurn& t = g.messages[i];
+      std::string content = t.content;
+      for (size_t j = t.contexts.size(); j-- > 0;) {  // from the back: earlier offsets stay valid
+        const ChatTurn::ContextRef& c = t.contexts[j];
+        const ContextId cid = std::strtoull(c.id.c_str() + 4, nullptr, 10);
+        std::lock_guard lock(contexts_mu_);
+        auto it = context_text_.find(cid);
+        if (it == context_text_.end())
+          return ApiError{.message = fmt::format("no context '{}' (POST /v1/contexts makes one)", c.id),
+                          .param = fmt::format("messages[{}].content", i), .code = "context_not_found"};
+        content.insert(c.at, it->second);
+      }
+      turns.push_back({t.role, std::move(content)});
+    }
     auto text = engine_.RenderChat(turns);
     if (!text.ok()) return ApiError{.message = text.status().message(), .param = "messages"};
     ch.prompt = engine_.Tokenize(*text, /*add_special=*/true, /*parse_special=*/true);

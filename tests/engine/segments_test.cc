@@ -171,6 +171,17 @@ TEST(Segments, SameRoleAgainReusesItsOwnContinuation) {
   EXPECT_LE(exact.cached_tokens, first.cached_tokens + (first.repaired_tokens + 31) / 32 * 32 + 32);
 }
 
+TEST(Segments, PinnedContextIsFoundAfterARole) {
+  // A document pinned with Share is reused by a prompt that holds it after a role (POST
+  // /v1/contexts, then agents that paste the same text).
+  const std::string doc = Article(500);
+  auto e = Open(WithSegments());
+  ASSERT_TRUE(e->Share(doc).ok());
+  const auto p = RolePrompt(*e, kCritic, doc, "Who was Du Fu?");
+  const AgentState& b = Complete(*e, p, {.max_tokens = 2});
+  EXPECT_GT(b.reused_tokens, e->Tokenize(doc, false, false).size() * 6 / 10);
+}
+
 TEST(Segments, TightBudgetNeverEvictsAPlannedRun) {
   // Room for about one document's KV and a few agents' own: later agents evict idle cached blocks
   // while others hold planned runs; every request finishes, and the budget holds.

@@ -107,6 +107,22 @@ TEST(Protocol, ChorusReuseExtension) {
   EXPECT_EQ(ErrorOf(ParseChatCompletion("{" + msgs + R"(,"chorus":"exact"})")).param, "chorus");
 }
 
+TEST(Protocol, ChorusContextContentParts) {
+  auto r = RequestOf(ParseChatCompletion(R"({"messages":[{"role":"user","content":[{"type":"text","text":"Read "},
+      {"type":"chorus_context","id":"ctx-3"},{"type":"text","text":" and answer."}]}]})"));
+  ASSERT_EQ(r.messages.size(), 1u);
+  EXPECT_EQ(r.messages[0].content, "Read  and answer.");
+  ASSERT_EQ(r.messages[0].contexts.size(), 1u);
+  EXPECT_EQ(r.messages[0].contexts[0].at, 5u);
+  EXPECT_EQ(r.messages[0].contexts[0].id, "ctx-3");
+  EXPECT_EQ(ErrorOf(ParseChatCompletion(R"({"messages":[{"role":"user","content":[{"type":"chorus_context"}]}]})")).param,
+            "messages[0].content[0].id");
+  EXPECT_EQ(ErrorOf(ParseChatCompletion(R"({"messages":[{"role":"user","content":[{"type":"chorus_context","id":"doc"}]}]})")).param,
+            "messages[0].content[0].id");
+  EXPECT_EQ(ErrorOf(ParseChatCompletion(R"({"messages":[{"role":"user","content":[{"type":"image_url"}]}]})")).param,
+            "messages[0].content[0].type");
+}
+
 TEST(Protocol, LimitsComeFromTheServer) {
   ProtocolLimits lim{.max_tokens = 100};
   EXPECT_EQ(ErrorOf(ParseChatCompletion(R"({"messages":[{"role":"user","content":"x"}],"max_tokens":101})", lim)).param,

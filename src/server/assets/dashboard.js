@@ -108,9 +108,12 @@ function emptyRow(tbody, cols, text, id) {
 function renderRequests(s) {
   const tbody = $("requests").tBodies[0];
   clear(tbody);
-  if (s.requests.length === 0) return emptyRow(tbody, 9, "no requests", "requests-empty");
+  if (s.requests.length === 0) return emptyRow(tbody, 10, "no requests", "requests-empty");
   for (const r of s.requests) {
-    const tr = row([[r.id], [r.state], [r.prompt_tokens, "num"], [r.cached_tokens, "num"], [r.tokens, "num"],
+    // Reused segments: their tokens, and where each sits (prompt position, offset from where it was computed).
+    const segs = (r.segments || []).map(g => `${g.tokens} @${g.at}${g.shift >= 0 ? "+" : ""}${g.shift}`).join(", ");
+    const tr = row([[r.id], [r.state], [r.prompt_tokens, "num"], [r.cached_tokens, "num"],
+      [r.reused_tokens ? `${r.reused_tokens} (${segs})` : "–", "num"], [r.tokens, "num"],
       [mib(r.private_bytes), "num"], [r.tok_s > 0 ? r.tok_s.toFixed(1) : "–", "num"], [r.age_s.toFixed(1) + " s", "num"],
       [oneLine(r.preview), "text"]]);
     tr.dataset.state = r.state;
