@@ -10,7 +10,8 @@ PNGs beside them, which the results pages embed.
   comix-bits-heatmap.png     CoMix bits per (agent, layer), K and V (the heat map in comix.md)
   cocktail-chunk-map.png     Cocktail chunk maps (the maps printed in cocktail.md)
   segments-curve.png         segment reuse: answer KLD and time to first token vs the repair fraction, per
-                             model and corpus, the full prefill's own distance to f16 as a line (segments/*.json)
+                             model and corpus, the full prefill's own distance to f16 as a line
+                             (segments/eval-*-seed41.json)
 
 Usage: python3 scripts/plot_results.py [--out docs/results]   (pip install matplotlib: scripts/setup.sh)
 """
@@ -178,7 +179,8 @@ def cocktail_chunk_map(out):
 
 def segments_curve(out):
     d = os.path.join(RES, "segments")
-    runs = sorted(f for f in os.listdir(d) if f.endswith(".json")) if os.path.isdir(d) else []
+    # `chorus eval segments` reports at the default formats (eval-MODEL-CORPUS-seedN.json)
+    runs = sorted(f for f in os.listdir(d) if f.startswith("eval-") and f.endswith("seed41.json")) if os.path.isdir(d) else []
     if not runs:
         return
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
@@ -199,6 +201,8 @@ def segments_curve(out):
     for ax in axes:
         ax.set_xlabel("repair: % of each reused span recomputed")
         ax.grid(alpha=0.3)
+    axes[0].set_ylim(bottom=0)
+    axes[1].set_ylim(bottom=0)
     axes[0].set_ylabel("mean KLD per answer token (nats)")
     axes[1].set_ylabel("mean KLD per answer token (nats)")
     axes[2].set_ylabel("ms")

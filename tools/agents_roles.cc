@@ -64,33 +64,46 @@ int RunRoles(const RolesRun& r) {
   for (size_t i = 0; i < ids.size(); ++i) {
     const AgentState& s = *engine.agent(ids[i]);
     generated += s.tokens.size();
-    agents.push_back({{"role", roles[i]}, {"answer", s.text}, {"prompt_tokens", s.prompt_tokens},
-                      {"cached_tokens", s.cached_tokens}, {"reused_tokens", s.reused_tokens},
-                      {"repaired_tokens", s.repaired_tokens}, {"first_token_seconds", s.first_token_seconds},
-                      {"tokens", s.tokens.size()}, {"stop", ToString(s.stop)}, {"error", s.error}});
+    agents.push_back({{"role", roles[i]},
+                      {"answer", s.text},
+                      {"prompt_tokens", s.prompt_tokens},
+                      {"cached_tokens", s.cached_tokens},
+                      {"reused_tokens", s.reused_tokens},
+                      {"repaired_tokens", s.repaired_tokens},
+                      {"first_token_seconds", s.first_token_seconds},
+                      {"tokens", s.tokens.size()},
+                      {"stop", ToString(s.stop)},
+                      {"error", s.error}});
     if (!r.json) {
       std::printf("\n[agent %zu] %s\n%s\n", i + 1, roles[i].c_str(), s.text.c_str());
-      std::printf("  prompt %zu tokens: %zu cached (exact prefix), %zu reused (segments), %zu prefilled; "
-                  "first token after %.0f ms\n",
-                  s.prompt_tokens, s.cached_tokens, s.reused_tokens,
-                  s.prompt_tokens - s.cached_tokens - s.reused_tokens, 1e3 * s.first_token_seconds);
+      std::printf(
+          "  prompt %zu tokens: %zu cached (exact prefix), %zu reused (segments), %zu prefilled; "
+          "first token after %.0f ms\n",
+          s.prompt_tokens, s.cached_tokens, s.reused_tokens, s.prompt_tokens - s.cached_tokens - s.reused_tokens,
+          1e3 * s.first_token_seconds);
     }
   }
   const double share = prompt_tokens ? double(st.prefix_hit_tokens + st.segment_reused_tokens) / prompt_tokens : 0;
   if (r.json) {
-    PrintJson({{"agents", agents}, {"reuse", r.reuse == Reuse::kSegments ? "segments" : "exact"},
-               {"prompt_tokens", prompt_tokens}, {"prefilled_tokens", st.prefilled_tokens},
-               {"cached_tokens", st.prefix_hit_tokens}, {"reused_tokens", st.segment_reused_tokens},
-               {"repaired_tokens", st.segment_repaired_tokens}, {"kv_high_water_bytes", st.high_water_bytes},
-               {"generated_tokens", generated}, {"seconds", seconds}, {"threads", eo.threads}});
+    PrintJson({{"agents", agents},
+               {"reuse", r.reuse == Reuse::kSegments ? "segments" : "exact"},
+               {"prompt_tokens", prompt_tokens},
+               {"prefilled_tokens", st.prefilled_tokens},
+               {"cached_tokens", st.prefix_hit_tokens},
+               {"reused_tokens", st.segment_reused_tokens},
+               {"repaired_tokens", st.segment_repaired_tokens},
+               {"kv_high_water_bytes", st.high_water_bytes},
+               {"generated_tokens", generated},
+               {"seconds", seconds},
+               {"threads", eo.threads}});
     return 0;
   }
-  std::printf("\n%zu agents, %zu prompt tokens: %llu prefilled, %llu cached, %llu reused (%.1f %% not computed; "
-              "reuse %s); KV high water %.2f MiB; %zu tokens generated in %.2f s (%.1f tok/s aggregate, %d threads)\n",
-              ids.size(), prompt_tokens, (unsigned long long)st.prefilled_tokens,
-              (unsigned long long)st.prefix_hit_tokens, (unsigned long long)st.segment_reused_tokens, 100 * share,
-              r.reuse == Reuse::kSegments ? "segments" : "exact", st.high_water_bytes / 1048576.0, generated, seconds,
-              generated / seconds, eo.threads);
+  std::printf(
+      "\n%zu agents, %zu prompt tokens: %llu prefilled, %llu cached, %llu reused (%.1f %% not computed; "
+      "reuse %s); KV high water %.2f MiB; %zu tokens generated in %.2f s (%.1f tok/s aggregate, %d threads)\n",
+      ids.size(), prompt_tokens, (unsigned long long)st.prefilled_tokens, (unsigned long long)st.prefix_hit_tokens,
+      (unsigned long long)st.segment_reused_tokens, 100 * share, r.reuse == Reuse::kSegments ? "segments" : "exact",
+      st.high_water_bytes / 1048576.0, generated, seconds, generated / seconds, eo.threads);
   return 0;
 }
 

@@ -7,7 +7,7 @@
 
 #include "chorus/engine.h"
 #include "model/chat_template.h"  // ApplyChatTemplate
-#include "tools/agents_roles.h"  // RunRoles
+#include "tools/agents_roles.h"   // RunRoles
 #include "tools/common.h"
 #include "tools/policy_flags.h"  // ParseTiers
 #include "util/timer.h"
@@ -109,12 +109,19 @@ int RunAgents(const AgentsArgs& a, const CLI::App& cmd) {
   if (!a.shared_v.empty()) eo.shared_v = a.shared_v;
   if (!a.roles.empty()) {
     if (a.policy != "chorus" && a.policy != "polykv" && a.policy != "polykv-paper")
-      return Fail(Status::Error("--roles runs every agent as its own request with segment reuse, which needs a "
-                                "uniform policy (chorus, polykv, polykv-paper), not --policy {}", a.policy));
+      return Fail(
+          Status::Error("--roles runs every agent as its own request with segment reuse, which needs a "
+                        "uniform policy (chorus, polykv, polykv-paper), not --policy {}",
+                        a.policy));
     eo.segments.repair = a.repair;
-    return RunRoles({.engine = eo, .document = doc.value(), .roles_file = a.roles, .questions_file = a.questions,
-                     .max_tokens = a.max_tokens, .reuse = a.reuse == "exact" ? Reuse::kExact : Reuse::kSegments,
-                     .json = a.json, .quiet = a.quiet});
+    return RunRoles({.engine = eo,
+                     .document = doc.value(),
+                     .roles_file = a.roles,
+                     .questions_file = a.questions,
+                     .max_tokens = a.max_tokens,
+                     .reuse = a.reuse == "exact" ? Reuse::kExact : Reuse::kSegments,
+                     .json = a.json,
+                     .quiet = a.quiet});
   }
   for (const char* o : {"--reuse", "--repair"})
     if (cmd.count(o)) return Fail(Status::Error("{} needs --roles (one system prompt per agent)", o));
@@ -207,9 +214,14 @@ int RunAgents(const AgentsArgs& a, const CLI::App& cmd) {
     const AgentState& s = *engine.agent(ids[i]);
     generated += s.tokens.size();
     baseline += engine.Fp16Bytes(doc_tokens + s.prompt_tokens + s.tokens.size());
-    agents_json.push_back({{"question", questions[started[i]]}, {"answer", s.text}, {"tokens", s.tokens.size()},
-                           {"prompt_tokens", s.prompt_tokens}, {"stop", ToString(s.stop)}, {"error", s.error},
-                           {"private_bytes", s.peak_private_bytes}, {"tokens_per_s", s.tokens.size() / s.seconds}});
+    agents_json.push_back({{"question", questions[started[i]]},
+                           {"answer", s.text},
+                           {"tokens", s.tokens.size()},
+                           {"prompt_tokens", s.prompt_tokens},
+                           {"stop", ToString(s.stop)},
+                           {"error", s.error},
+                           {"private_bytes", s.peak_private_bytes},
+                           {"tokens_per_s", s.tokens.size() / s.seconds}});
     if (!a.json) std::printf("\n[agent %zu] %s\n%s\n", started[i] + 1, questions[started[i]].c_str(), s.text.c_str());
     if (s.stop == StopReason::kError)
       std::fprintf(stderr, "agent %zu failed after %zu tokens: %s\n", started[i] + 1, s.tokens.size(), s.error.c_str());
@@ -287,17 +299,23 @@ RunFn AddAgents(CLI::App& app) {
                                                "decode together in one batch per step.");
   cmd->add_option("-m,--model", a->model, "GGUF model file")->required();
   cmd->add_option("--doc", a->doc, "the shared document (text file)")->required();
-  cmd->add_option("--questions", a->questions, "questions, one per line: one agent each (with --roles: one per "
-                                               "role, or one asked by every role)")->required();
-  cmd->add_option("--roles", a->roles, "one system prompt per line, one agent each, each followed by the document "
-                                       "and its question (as agent frameworks build prompts): every agent is its own "
-                                       "request; the document is computed once and reused at the other agents' "
-                                       "offsets (segments), its head recomputed (--repair)");
-  cmd->add_option("--reuse", a->reuse, "with --roles: segments (reuse the document after another role) or exact "
-                                       "(only identical prefixes: every role prefills the document)")
-      ->check(CLI::IsMember({"exact", "segments"}))->capture_default_str();
+  cmd->add_option("--questions", a->questions,
+                  "questions, one per line: one agent each (with --roles: one per "
+                  "role, or one asked by every role)")
+      ->required();
+  cmd->add_option("--roles", a->roles,
+                  "one system prompt per line, one agent each, each followed by the document "
+                  "and its question (as agent frameworks build prompts): every agent is its own "
+                  "request; the document is computed once and reused at the other agents' "
+                  "offsets (segments), its head recomputed (--repair)");
+  cmd->add_option("--reuse", a->reuse,
+                  "with --roles: segments (reuse the document after another role) or exact "
+                  "(only identical prefixes: every role prefills the document)")
+      ->check(CLI::IsMember({"exact", "segments"}))
+      ->capture_default_str();
   cmd->add_option("--repair", a->repair, "with --roles: fraction of a reused span recomputed at its head")
-      ->check(CLI::Range(0.0, 1.0))->capture_default_str();
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
   cmd->add_option("-n,--max-tokens", a->max_tokens, "tokens per answer")->check(CLI::Range(1, 1 << 16))
       ->capture_default_str();
   cmd->add_option("--policy", a->policy, "shared-context preset: chorus (tq4/tq3, the measured default), polykv (q8/tq3), "

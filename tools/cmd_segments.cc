@@ -16,23 +16,26 @@ std::pair<CLI::App*, RunFn> AddSegmentEval(CLI::App* eval) {
   };
   auto a = std::make_shared<Args>();
   CLI::App* cmd = eval->add_subcommand(
-      "segments", "A document reused after another role's prompt (its blocks at another offset, its head "
-                  "recomputed) against a full prefill: mean/p99 KLD of the answer tokens, greedy answers identical, "
-                  "a needle's answer, time to first token, per repair fraction (METHODS.md §5b).");
+      "segments",
+      "A document reused after another role's prompt (its blocks at another offset, its head "
+      "recomputed) against a full prefill: mean/p99 KLD of the answer tokens, greedy answers identical, "
+      "a needle's answer, time to first token, per repair fraction (METHODS.md §5b).");
   cmd->add_option("-m,--model", a->model, "GGUF model file")->required();
   cmd->add_option("-f,--file", a->file, "text the documents are cut from (e.g. a corpus of scripts/make_corpora.py)")
       ->required();
   cmd->add_option("-t,--threads", a->threads, "threads")->check(CLI::Range(1, 256))->capture_default_str();
   cmd->add_option("--docs", a->docs, "documents cut from the file")->check(CLI::Range(1, 1000))->capture_default_str();
   cmd->add_option("--words", a->words, "words per document (a needle sentence is added)")
-      ->check(CLI::Range(50, 100000))->capture_default_str();
+      ->check(CLI::Range(50, 100000))
+      ->capture_default_str();
   cmd->add_option("--seed", a->seed, "where the documents and needles are cut")->capture_default_str();
   cmd->add_option("--repair", a->repair, "repair fractions to measure")->delimiter(',')->default_str("0,0.05,0.15,0.3");
   cmd->add_option("--max-tokens", a->max_tokens, "answer tokens")->check(CLI::Range(1, 4096))->capture_default_str();
   cmd->add_option("--shared-k", a->k, "format of prompt (shared) blocks' keys")->capture_default_str();
   cmd->add_option("--shared-v", a->v, "format of prompt (shared) blocks' values")->capture_default_str();
-  cmd->add_flag("--no-f16", a->no_f16, "skip the yardstick: every point against a full prefill with f16 KV too "
-                                     "(the reference's own distance to it is the formats' error)");
+  cmd->add_flag("--no-f16", a->no_f16,
+                "skip the yardstick: every point against a full prefill with f16 KV too "
+                "(the reference's own distance to it is the formats' error)");
   cmd->add_option("-o,--out", a->out, "write the report (JSON) here too");
   return {cmd, [a] {
             auto text = ReadFile(a->file);

@@ -137,9 +137,11 @@ RunFn AddServe(CLI::App& app) {
                               "choose with \"chorus\": {\"reuse\": ...}. Default: ") +
                       (SegmentOptions{}.reuse == Reuse::kSegments ? "segments" : "exact"))
       ->check(CLI::IsMember({"exact", "segments"}));
-  cmd->add_option("--repair", a->repair, "segments: fraction of each reused span recomputed at its head "
-                                         "(at least 16 tokens; docs/results/segments.md has the curve)")
-      ->check(CLI::Range(0.0, 1.0))->capture_default_str();
+  cmd->add_option("--repair", a->repair,
+                  "segments: fraction of each reused span recomputed at its head "
+                  "(at least 16 tokens; docs/results/segments.md has the curve)")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
   cmd->add_option("--kv-shared-k", a->shared_k, "override the K format of prompt blocks (any may be shared)");
   cmd->add_option("--kv-shared-v", a->shared_v, "override the V format of prompt blocks");
   cmd->add_option("--kv-private-k", a->private_k, "K format of generated-token blocks")->capture_default_str();

@@ -124,13 +124,25 @@ int RunGenerateWithPolicy(const GenerateArgs& a) {
                                 a.pol.relevance_gain, a.pol.relevance_values_only ? ", values only" : "")
                   : fmt::format("comix-{} ({})", a.pol.family, target);
   if (a.json) {
-    PrintJson({{"text", st.text}, {"policy", a.pol.policy}, {"policy_desc", policy}, {"doc_tokens", doc_tokens},
-               {"prompt_tokens", st.prompt_tokens}, {"generated_tokens", gen}, {"stop", ToString(st.stop)},
-               {"prefill_seconds", prefill_s}, {"decode_tokens_per_s", decode_tps}, {"threads", a.threads},
-               {"seed", so.seed}, {"kv_peak_bytes", peak}, {"kv_shared_bytes", engine.KvReport().shared_bytes},
-               {"kv_private_peak_bytes", st.peak_private_bytes}, {"kv_bits_per_element", bits},
-               {"fp16_bytes", engine.Fp16Bytes(tokens)}, {"budget_bytes", a.pol.budget_bytes},
-               {"allocation", allocation}, {"chunk_map", map ? ChunkMapJson(*map) : nlohmann::json()}});
+    PrintJson({{"text", st.text},
+               {"policy", a.pol.policy},
+               {"policy_desc", policy},
+               {"doc_tokens", doc_tokens},
+               {"prompt_tokens", st.prompt_tokens},
+               {"generated_tokens", gen},
+               {"stop", ToString(st.stop)},
+               {"prefill_seconds", prefill_s},
+               {"decode_tokens_per_s", decode_tps},
+               {"threads", a.threads},
+               {"seed", so.seed},
+               {"kv_peak_bytes", peak},
+               {"kv_shared_bytes", engine.KvReport().shared_bytes},
+               {"kv_private_peak_bytes", st.peak_private_bytes},
+               {"kv_bits_per_element", bits},
+               {"fp16_bytes", engine.Fp16Bytes(tokens)},
+               {"budget_bytes", a.pol.budget_bytes},
+               {"allocation", allocation},
+               {"chunk_map", map ? ChunkMapJson(*map) : nlohmann::json()}});
     return 0;
   }
   std::printf("\n");

@@ -57,9 +57,10 @@ std::vector<KeyRope> LayerRopes(const Model& m) {
   for (size_t l = 0; l < c.n_layer; ++l) {
     r[l].rope_dim = c.rope_dim;
     r[l].neox = c.rope_style == RopeStyle::kNeox;
-    r[l].params = c.is_local(l) ? RopeParams{.base = c.rope_base_local}
-                                : RopeParams{.base = c.rope_base, .freq_scale = c.rope_freq_scale,
-                                             .freq_factors = m.weights().rope_freqs};
+    r[l].params =
+        c.is_local(l)
+            ? RopeParams{.base = c.rope_base_local}
+            : RopeParams{.base = c.rope_base, .freq_scale = c.rope_freq_scale, .freq_factors = m.weights().rope_freqs};
   }
   return r;
 }
@@ -210,8 +211,10 @@ ContextId Engine::Impl::AddContext(std::vector<int32_t> tokens, const KvSequence
       for (size_t l = 0; l < L; ++l) ids[l] = seq.block(l, j);
       if (cache->Insert(c.keys[j], j ? c.keys[j - 1] : 0, ids)) {  // present already when borrowed
         // Found by content too: a prompt holding the context's text after other text reuses it (segments).
-        cache->IndexContent(c.keys[j], PrefixCache::ContentKey(std::span<const int32_t>(tokens).subspan(j * kBlockTokens, kBlockTokens), salt),
-                            j * kBlockTokens);
+        cache->IndexContent(
+            c.keys[j],
+            PrefixCache::ContentKey(std::span<const int32_t>(tokens).subspan(j * kBlockTokens, kBlockTokens), salt),
+            j * kBlockTokens);
         PublishBlock(c.keys[j], j, ids);
       }
     }

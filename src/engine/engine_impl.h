@@ -15,15 +15,15 @@
 #include "engine/prefix_cache.h"    // PrefixCache
 #include "engine/routing_policy.h"  // RoutingPolicy
 #include "engine/segments.h"        // SegmentPlan
+#include "kv/kv_batch.h"            // KvBatch
 #include "kv/kv_store.h"            // KvStore, KvSequence
 #include "model/forward.h"          // ForwardPass
 #include "model/model.h"            // Model
 #include "model/sampler.h"          // Sampler
 #include "policy/comix_policy.h"    // ComixPolicy
+#include "remote/redis_store.h"     // RedisStore
 #include "util/thread_pool.h"
 #include "util/timer.h"
-#include "kv/kv_batch.h"             // KvBatch
-#include "remote/redis_store.h"      // RedisStore
 
 namespace chorus {
 

@@ -237,8 +237,14 @@ std::vector<PrefixCache::EntryInfo> PrefixCache::Entries() const {
   std::vector<EntryInfo> out;
   out.reserve(entries_.size());
   for (const auto& [key, e] : entries_)
-    if (!e.continuation) out.push_back({.key = key, .parent = e.parent, .ids = &e.ids, .bytes = e.bytes, .children = e.children,
-                   .pins = e.pins, .hits = e.hits});
+    if (!e.continuation)
+      out.push_back({.key = key,
+                     .parent = e.parent,
+                     .ids = &e.ids,
+                     .bytes = e.bytes,
+                     .children = e.children,
+                     .pins = e.pins,
+                     .hits = e.hits});
   return out;
 }
 

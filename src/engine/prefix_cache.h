@@ -124,7 +124,7 @@ class PrefixCache {
     size_t pins = 0;
     uint64_t last_use = 0;
     uint64_t hits = 0;  // Touch calls (borrows) since it was inserted
-    uint64_t content = 0;  // its content key while the content index names it (0: none)
+    uint64_t content = 0;       // its content key while the content index names it (0: none)
     bool continuation = false;  // a continuation block (own or alias)
     uint64_t alias = 0;         // an alias: the source block's key (ids empty, bytes 0)
     int32_t shift = 0;          // an alias: its run's shift
@@ -142,8 +142,8 @@ class PrefixCache {
     uint64_t key;
     size_t first_pos;
   };
-  std::unordered_map<uint64_t, Content> content_;            // content key → block
-  std::unordered_map<uint64_t, uint64_t> content_pending_;   // content key → owner
+  std::unordered_map<uint64_t, Content> content_;           // content key → block
+  std::unordered_map<uint64_t, uint64_t> content_pending_;  // content key → owner
   std::multimap<uint64_t, uint64_t> content_pending_by_owner_;
   uint64_t clock_ = 0;
   uint64_t evicted_ = 0;

@@ -150,8 +150,9 @@ Result<Engine::Impl::Admit> Engine::Impl::TryAdmit(AgentId id, Agent& a) {
   // eviction cannot take them either; a sequence's rows hold their holes too.
   SegmentPlan plan;
   if (UsesSegments(a))
-    plan = PlanSegments(a.prompt, k * kBlockTokens, k ? a.keys[k - 1] : 0, *cache, store->pool(), salt, model->config().n_layer,
-                        SegmentRepair{.fraction = options.segments.repair, .min_tokens = options.segments.repair_min_tokens});
+    plan = PlanSegments(
+        a.prompt, k * kBlockTokens, k ? a.keys[k - 1] : 0, *cache, store->pool(), salt, model->config().n_layer,
+        SegmentRepair{.fraction = options.segments.repair, .min_tokens = options.segments.repair_min_tokens});
   // Its own KV is the projection less the planned runs' blocks (prompt blocks: the shared formats).
   const auto need_with = [&](const SegmentPlan& p) {
     const size_t s0 = shared_cfg.sink_blocks, runs = BlockBytes(s0, s0 + p.blocks(), s0 + p.blocks());
@@ -226,7 +227,8 @@ Result<Engine::Impl::Admit> Engine::Impl::TryAdmit(AgentId id, Agent& a) {
     cache->MarkPending(id, std::span<const uint64_t>(a.keys).subspan(k, exact - k));
     std::vector<uint64_t> contents;
     for (size_t j = k; j < exact; ++j)
-      contents.push_back(PrefixCache::ContentKey(std::span<const int32_t>(a.prompt).subspan(j * kBlockTokens, kBlockTokens), salt));
+      contents.push_back(
+          PrefixCache::ContentKey(std::span<const int32_t>(a.prompt).subspan(j * kBlockTokens, kBlockTokens), salt));
     cache->MarkContentPending(id, contents);
   }
   if (!plan.empty()) {
@@ -282,9 +284,10 @@ void Engine::Impl::InsertPromptBlocks(AgentId id, Agent& a) {
     for (size_t l = 0; l < L; ++l) ids[l] = a.seq->block(l, j);
     // Present already (another request computed it too): that copy stays; ours is private.
     if (cache->Insert(a.keys[j], j ? a.keys[j - 1] : 0, ids)) {
-      cache->IndexContent(a.keys[j],
-                          PrefixCache::ContentKey(std::span<const int32_t>(a.prompt).subspan(j * kBlockTokens, kBlockTokens), salt),
-                          j * kBlockTokens);
+      cache->IndexContent(
+          a.keys[j],
+          PrefixCache::ContentKey(std::span<const int32_t>(a.prompt).subspan(j * kBlockTokens, kBlockTokens), salt),
+          j * kBlockTokens);
       PublishBlock(a.keys[j], j, ids);  // computed here: other replicas may use it
     } else if (!cache->Blocks(a.keys[j])) {
       stuck = true;  // its parent was evicted: nothing after it can be reached in the cache
@@ -306,7 +309,8 @@ void Engine::Impl::InsertPromptBlocks(AgentId id, Agent& a) {
         PrefixCache::ContinuationKey(a.cont_key, std::span<const int32_t>(a.prompt).subspan(a.cont_pos, n), skip, salt);
     bool ok = cache->FindContinuation(key).has_value();
     if (!ok && attached) {
-      ok = at->second.source && cache->InsertAlias(key, a.cont_key, at->second.source, at->second.shift, at->second.skip);
+      ok = at->second.source &&
+           cache->InsertAlias(key, a.cont_key, at->second.source, at->second.shift, at->second.skip);
     } else if (!ok) {
       for (size_t l = 0; l < L; ++l) ids[l] = a.seq->block(l, j);
       ok = cache->InsertContinuation(key, a.cont_key, ids);
@@ -353,7 +357,8 @@ void Engine::Impl::Accept(AgentId id, const float* row, const Pick* pick) {
   a.state.peak_private_bytes = std::max(a.state.peak_private_bytes, SequenceOwnBytes(*a.seq));
   if (a.state.tokens.size() >= static_cast<size_t>(a.options.max_tokens))
     Finish(id, forced ? StopReason::kForcedTokens : StopReason::kMaxTokens);
-  else if (a.seq->size() >= a.seq->capacity()) Finish(id, StopReason::kContextFull);
+  else if (a.seq->size() >= a.seq->capacity())
+    Finish(id, StopReason::kContextFull);
 }
 
 void Engine::Impl::Finish(AgentId id, StopReason why, std::string error) {
@@ -573,7 +578,8 @@ Result<AgentId> Engine::Submit(std::vector<int32_t> prompt, const AgentOptions& 
 void Engine::Cancel(AgentId id) {
   auto it = impl_->agents.find(id);
   if (it == impl_->agents.end() || it->second.state.done) return;
-  if (it->second.state.phase == AgentPhase::kWaiting) impl_->Finish(id, StopReason::kCancelled);
+  if (it->second.state.phase == AgentPhase::kWaiting)
+    impl_->Finish(id, StopReason::kCancelled);
   else it->second.cancel = true;
 }
 

@@ -149,8 +149,8 @@ SegmentPlan PlanSegments(std::span<const int32_t> prompt, size_t from, uint64_t 
     return std::pair{SIZE_MAX, Found{}};
   };
   size_t prev_end = runs.empty() ? SIZE_MAX : w;  // a continuation: what follows it continues its text
-  size_t owed = 0;                                 // repair tokens the current span still needs
-  size_t mark = w;  // where the tokens this request recomputes in the current span begin
+  size_t owed = 0;                                // repair tokens the current span still needs
+  size_t mark = w;                                // where the tokens this request recomputes in the current span begin
   while (w + kBlockTokens <= end) {
     Found f = run_at(w);
     if (f.blocks.empty()) {

@@ -51,15 +51,19 @@ EngineSnapshot Engine::Snapshot(const SnapshotOptions& o) const {
   std::unordered_map<uint64_t, const Impl::Agent*> holder;  // cache key → a prompt that has it (preview)
   for (const auto& [id, a] : m.agents) {
     if (a.state.done) continue;
-    RequestSnapshot r{.id = id, .phase = a.state.phase, .prompt_tokens = a.prompt.size(),
-                      .cached_tokens = a.state.cached_tokens, .generated_tokens = a.state.tokens.size(),
+    RequestSnapshot r{.id = id,
+                      .phase = a.state.phase,
+                      .prompt_tokens = a.prompt.size(),
+                      .cached_tokens = a.state.cached_tokens,
+                      .generated_tokens = a.state.tokens.size(),
                       .private_bytes = a.seq ? m.SequenceOwnBytes(*a.seq) : 0,
                       .projected_private_bytes = a.state.projected_private_bytes,
                       .context_tokens = a.prompt.size() + a.state.tokens.size(),
-                      .reused_tokens = a.state.reused_tokens, .repaired_tokens = a.state.repaired_tokens};
+                      .reused_tokens = a.state.reused_tokens,
+                      .repaired_tokens = a.state.repaired_tokens};
     for (size_t i = 0; i < a.segments.runs(); ++i)
-      r.segments.push_back({.at = a.segments.run(i).at, .tokens = a.segments.run(i).tokens,
-                            .shift = a.segments.run(i).shift});
+      r.segments.push_back(
+          {.at = a.segments.run(i).at, .tokens = a.segments.run(i).tokens, .shift = a.segments.run(i).shift});
     s.requests.push_back(r);
     for (size_t j = 0; j < a.keys.size(); ++j) holder.emplace(a.keys[j], &a);
     if (!a.seq) continue;

@@ -5,8 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <random>
 #include <nlohmann/json.hpp>
+#include <random>
 
 namespace chorus::eval {
 namespace {
@@ -79,8 +79,8 @@ std::vector<SegmentCase> MakeSegmentCases(const std::string& corpus, size_t n_do
       doc += w[start + i] + (i + 1 < words ? " " : "");
     }
     cases.push_back({.document = doc,
-                     .questions = {"What is the secret code of the " + item + "?", "What is the main topic of the text?",
-                                   "Name one fact the text states."},
+                     .questions = {"What is the secret code of the " + item + "?",
+                                   "What is the main topic of the text?", "Name one fact the text states."},
                      .needles = {code, "", ""}});
   }
   return cases;
@@ -97,11 +97,13 @@ struct Tally {
     ++n;
     same += greedy.tokens == ref.tokens;
     if (ref.tokens.empty()) return Status::Ok();  // the reference ended at once: nothing to compare
-    CHORUS_ASSIGN_OR_RETURN(const AgentState* t, Run(e, p, {.max_tokens = int(ref.tokens.size()), .forced_tokens = ref.tokens,
-                                                            .capture_logits = true}));
+    CHORUS_ASSIGN_OR_RETURN(
+        const AgentState* t,
+        Run(e, p, {.max_tokens = int(ref.tokens.size()), .forced_tokens = ref.tokens, .capture_logits = true}));
     (void)max_tokens;
     const size_t V = e.vocab_size();
-    for (size_t i = 0; i < ref.tokens.size(); ++i) klds.push_back(Kld(ref.logits.data() + i * V, t->logits.data() + i * V, V));
+    for (size_t i = 0; i < ref.tokens.size(); ++i)
+      klds.push_back(Kld(ref.logits.data() + i * V, t->logits.data() + i * V, V));
     return Status::Ok();
   }
   double mean() const {
@@ -143,7 +145,8 @@ Result<SegmentEvalReport> RunSegmentEval(const SegmentEvalConfig& c) {
       for (size_t r = 0; r < R; ++r)
         for (size_t qi = 0; qi < sc.questions.size(); ++qi) {
           CHORUS_ASSIGN_OR_RETURN(const auto p, Prompt(*e, c.reader_roles[r], sc.document, sc.questions[qi]));
-          CHORUS_ASSIGN_OR_RETURN(const AgentState* s, Run(*e, p, {.max_tokens = c.max_tokens, .capture_logits = true}));
+          CHORUS_ASSIGN_OR_RETURN(const AgentState* s,
+                                  Run(*e, p, {.max_tokens = c.max_tokens, .capture_logits = true}));
           (*out)[ci][r].push_back({s->tokens, s->logits, s->text});
           if (pt) {
             if (qi == 0) pt->mean_ttft_ms += 1e3 * s->first_token_seconds, ++ttft_n;

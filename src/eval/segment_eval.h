@@ -24,7 +24,7 @@ struct SegmentCase {
 };
 
 struct SegmentEvalConfig {
-  EngineOptions engine;  // model and KV settings (segments are set per run)
+  EngineOptions engine;                                             // model and KV settings (segments are set per run)
   std::string source_role = "You are an analyst. Answer briefly.";  // the role that computes the document first
   std::vector<std::string> reader_roles = {"You are a critic. Answer in one sentence.",
                                            "You summarize documents for busy readers.",
@@ -38,18 +38,18 @@ struct SegmentEvalConfig {
 };
 
 struct SegmentEvalPoint {
-  double repair = 0;   // fraction; < 0: the full prefill (the reference itself)
-  size_t answers = 0;  // reader questions measured
+  double repair = 0;                 // fraction; < 0: the full prefill (the reference itself)
+  size_t answers = 0;                // reader questions measured
   double mean_kld = 0, p99_kld = 0;  // per answer token, nats
   double greedy_identical = 0;       // fraction of answers equal to the reference's, token for token
   // The same against a full prefill with f16 KV (the yardstick: the formats' own error shows on
   // the reference's point; 0 without SegmentEvalConfig::f16_yardstick).
   double mean_kld_f16 = 0, greedy_identical_f16 = 0;
-  double needle_exact = 0;           // fraction of needle answers holding their expected text
+  double needle_exact = 0;  // fraction of needle answers holding their expected text
   size_t needles = 0;
-  double mean_ttft_ms = 0;           // first question of each (case, reader): its document is not cached exactly
-  double reused_fraction = 0;        // reused prompt tokens / prompt tokens
-  double repaired_tokens = 0;        // mean per answer
+  double mean_ttft_ms = 0;     // first question of each (case, reader): its document is not cached exactly
+  double reused_fraction = 0;  // reused prompt tokens / prompt tokens
+  double repaired_tokens = 0;  // mean per answer
 };
 
 struct SegmentEvalReport {

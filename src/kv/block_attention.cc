@@ -5,11 +5,11 @@
 #include <cmath>
 
 #include "kv/attention_math.h"  // SoftmaxFold, ScoreF16Rows, AccumulateF16Rows
-#include "kv/hadamard.h"      // HadamardRotate, HadamardRotateInverse
-#include "util/check.h"      // CHORUS_CHECK
-#include "ops/cpu_target.h"   // AmxInt8Enabled
-#include "ops/elementwise.h"  // Dot, Axpy, Scale
-#include "util/fp16.h"        // F16ToF32
+#include "kv/hadamard.h"        // HadamardRotate, HadamardRotateInverse
+#include "ops/cpu_target.h"     // AmxInt8Enabled
+#include "ops/elementwise.h"    // Dot, Axpy, Scale
+#include "util/check.h"         // CHORUS_CHECK
+#include "util/fp16.h"          // F16ToF32
 
 namespace chorus {
 namespace {
@@ -80,8 +80,10 @@ void RotateHeads(const KeyRope& rope, int64_t pos, float* heads, size_t n, size_
   CHORUS_CHECK(rope.rope_dim > 0 && rope.rope_dim <= head_dim);
   RopeTable(pos, rope.rope_dim, rope.params, cos_sin);
   for (size_t i = 0; i < n; ++i) {
-    if (rope.neox) RopeApplyNeox(heads + i * head_dim, rope.rope_dim, cos_sin);
-    else RopeApply(heads + i * head_dim, rope.rope_dim, cos_sin);
+    if (rope.neox)
+      RopeApplyNeox(heads + i * head_dim, rope.rope_dim, cos_sin);
+    else
+      RopeApply(heads + i * head_dim, rope.rope_dim, cos_sin);
   }
 }
 

@@ -25,8 +25,8 @@ struct BlockView {
   const uint8_t* v;
   KvFormat k_format;
   KvFormat v_format;
-  uint8_t skip = 0;    // leading rows no query sees
-  int32_t shift = 0;   // position here minus the position its keys were rotated at
+  uint8_t skip = 0;   // leading rows no query sees
+  int32_t shift = 0;  // position here minus the position its keys were rotated at
 };
 
 // How a layer rotates its keys (RoPE), so a query can be rotated back for a shifted block. A
@@ -109,11 +109,11 @@ class BlockAttention {
   KvGeometry g_;
   size_t n_q_ = 0;
   const float* q_ = nullptr;
-  std::vector<float> q_rot_;   // (n_q, head_dim) derived queries (Queries), computed on first need
+  std::vector<float> q_rot_;  // (n_q, head_dim) derived queries (Queries), computed on first need
   bool have_q_rot_ = false;
-  int32_t q_rot_shift_ = 0;    // what q_rot_ holds: H · R(-shift) · q (rotated) or R(-shift) · q
+  int32_t q_rot_shift_ = 0;  // what q_rot_ holds: H · R(-shift) · q (rotated) or R(-shift) · q
   bool q_rot_hadamard_ = false;
-  int32_t q8_shift_ = 0;       // the shift q8_ was quantized at
+  int32_t q8_shift_ = 0;           // the shift q8_ was quantized at
   std::vector<int8_t> q8_;         // (n_q, head_dim) int8 rotated queries (score_q8), on first need, and
   bool q8_padded_ = false;         // 16 zero rows after them for the AMX kernels (QueryQ8::qp = q8_)
   std::vector<float> q8_scale_;    // (n_q)

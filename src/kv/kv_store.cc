@@ -306,7 +306,7 @@ Status KvSequence::Attach(const AttachedBlocks& run) {
   for (size_t l = 0; l < L; ++l) {
     CHORUS_CHECK(run.tables[l].size() == m);
     CHORUS_CHECK(sealed_blocks(l) * kBlockTokens == size_);  // on a block boundary, windows empty
-    CHORUS_CHECK(!undo_[l].active);                            // no batch in flight
+    CHORUS_CHECK(!undo_[l].active);                          // no batch in flight
   }
   if (size_ + m * kBlockTokens > capacity_)
     return Status::Error("attaching {} blocks after {} rows passes the sequence's capacity of {} rows", m, size_,

@@ -101,7 +101,7 @@ struct BorrowedBlocks {
 struct AttachedBlocks {
   std::span<const std::vector<BlockId>> tables;  // (n_layer) m ids each, every one live
   int32_t shift = 0;
-  size_t skip = 0;                               // < 32
+  size_t skip = 0;  // < 32
 };
 
 class KvStore {
@@ -347,9 +347,9 @@ class KvSequence final : public SequenceKv {
     int32_t shift;
     uint32_t skip;
   };
-  std::vector<Run> runs_;                        // in row order; counted in table_bytes once grown
-  size_t holes_ = 0;                             // hole rows of attached runs
-  const KeyRope* views_rope_ = nullptr;          // the RoPE of the layer of views_ (null: none given)
+  std::vector<Run> runs_;                // in row order; counted in table_bytes once grown
+  size_t holes_ = 0;                     // hole rows of attached runs
+  const KeyRope* views_rope_ = nullptr;  // the RoPE of the layer of views_ (null: none given)
   // (n_layer) stored rows (WindowRowBytes each) of the tokens after the last sealed block.
   std::vector<AlignedBuffer<uint8_t>> win_k_, win_v_;
   // (window + batch, kv_dim) fp16 native rows of the layer being computed: read by this

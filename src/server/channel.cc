@@ -4,8 +4,7 @@
 namespace chorus::server {
 
 void Channel::Publish(std::string_view delta, size_t completion_tokens, size_t cached_tokens, size_t reused_tokens,
-                      StopReason stop,
-                      std::string_view error) {
+                      StopReason stop, std::string_view error) {
   std::lock_guard lock(mu_);
   if (pending_.done) return;
   pending_.delta.append(delta);

@@ -41,8 +41,8 @@ class Channel {
   std::vector<int32_t> prompt;
   AgentOptions options;
   Clock::time_point arrival = Clock::now();
-  std::string request_id;  // the response id (dashboard)
-  std::string preview;     // the start of the client's text (dashboard; user text)
+  std::string request_id;           // the response id (dashboard)
+  std::string preview;              // the start of the client's text (dashboard; user text)
   std::atomic<bool> cancel{false};  // the client went away or a stop string ended it
 
   // ---- the loop's side ----
@@ -67,7 +67,7 @@ class Channel {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  ChannelUpdate pending_;  // delta: published, not yet taken
+  ChannelUpdate pending_;             // delta: published, not yet taken
   uint64_t version_ = 0, taken_ = 0;  // bumped per publish; what the reader last took
   size_t bytes_published_ = 0;
 };

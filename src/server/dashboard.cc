@@ -81,10 +81,16 @@ json StateJson(const EngineSnapshot& snap, const std::map<AgentId, RequestInfo>&
                  {"cached_bytes", st.cached_bytes}, {"in_use_bytes", st.in_use_bytes},
                  {"overhead_bytes", st.overhead_bytes}, {"free_bytes", st.free_bytes},
                  {"shared_bytes", st.shared_bytes}};
-  j["counts"] = {{"running", st.prefilling + st.decoding}, {"prefilling", st.prefilling}, {"decoding", st.decoding},
-                 {"waiting", st.waiting}, {"contexts", 0}, {"cached_blocks", st.cached_blocks},
-                 {"generated_tokens", st.generated_tokens}, {"prefix_hit_tokens", st.prefix_hit_tokens},
-                 {"segment_reused_tokens", st.segment_reused_tokens}, {"segment_repaired_tokens", st.segment_repaired_tokens},
+  j["counts"] = {{"running", st.prefilling + st.decoding},
+                 {"prefilling", st.prefilling},
+                 {"decoding", st.decoding},
+                 {"waiting", st.waiting},
+                 {"contexts", 0},
+                 {"cached_blocks", st.cached_blocks},
+                 {"generated_tokens", st.generated_tokens},
+                 {"prefix_hit_tokens", st.prefix_hit_tokens},
+                 {"segment_reused_tokens", st.segment_reused_tokens},
+                 {"segment_repaired_tokens", st.segment_repaired_tokens},
                  {"prefix_queried_tokens", st.prefix_queried_tokens}};
   size_t contexts = 0;
   for (const SharedRunSnapshot& r : snap.runs) contexts += r.kind != "prefix";
@@ -93,9 +99,14 @@ json StateJson(const EngineSnapshot& snap, const std::map<AgentId, RequestInfo>&
   json reqs = json::array();
   size_t fp16_tokens = 0, agents = 0;
   for (const RequestSnapshot& r : snap.requests) {
-    json o{{"engine_id", r.id}, {"state", PhaseName(r.phase)}, {"prompt_tokens", r.prompt_tokens},
-           {"cached_tokens", r.cached_tokens}, {"tokens", r.generated_tokens}, {"private_bytes", r.private_bytes},
-           {"projected_private_bytes", r.projected_private_bytes}, {"reused_tokens", r.reused_tokens},
+    json o{{"engine_id", r.id},
+           {"state", PhaseName(r.phase)},
+           {"prompt_tokens", r.prompt_tokens},
+           {"cached_tokens", r.cached_tokens},
+           {"tokens", r.generated_tokens},
+           {"private_bytes", r.private_bytes},
+           {"projected_private_bytes", r.projected_private_bytes},
+           {"reused_tokens", r.reused_tokens},
            {"repaired_tokens", r.repaired_tokens}};
     o["segments"] = json::array();
     for (const RequestSnapshot::Segment& g : r.segments)

@@ -130,8 +130,8 @@ void EngineLoop::Run() {
       }
       // Only the text since the last publish crosses; a finish the server never asks for (forced
       // tokens) reads as an error, as the reader maps it (OpenAiFinishReason).
-      l.ch->Publish(std::string_view(st->text).substr(l.sent_bytes), st->tokens.size(), st->cached_tokens, st->reused_tokens,
-                    st->done ? st->stop : StopReason::kNone, st->error);
+      l.ch->Publish(std::string_view(st->text).substr(l.sent_bytes), st->tokens.size(), st->cached_tokens,
+                    st->reused_tokens, st->done ? st->stop : StopReason::kNone, st->error);
       l.sent_bytes = st->text.size();
       if (st->done) {
         if (st->stop == StopReason::kCancelled) metrics_.CountCancelled();
@@ -143,16 +143,30 @@ void EngineLoop::Run() {
     }
     EngineStats s = engine_.Stats();
     queued_ = s.waiting;
-    metrics_.Publish({.running = s.prefilling + s.decoding, .waiting = s.waiting,
-                      .kv_pinned = s.pinned_bytes, .kv_in_use = s.in_use_bytes, .kv_cached = s.cached_bytes,
-                      .kv_free = s.free_bytes, .kv_budget = s.budget_bytes, .kv_total = s.total_bytes, .kv_high_water = s.high_water_bytes, .kv_overhead = s.overhead_bytes,
-                      .contexts = engine_.live_contexts(), .cached_blocks = s.cached_blocks,
-                      .prefix_queried_tokens = s.prefix_queried_tokens, .prefix_hit_tokens = s.prefix_hit_tokens,
-                      .segment_runs = s.segment_runs, .segment_reused_tokens = s.segment_reused_tokens,
+    metrics_.Publish({.running = s.prefilling + s.decoding,
+                      .waiting = s.waiting,
+                      .kv_pinned = s.pinned_bytes,
+                      .kv_in_use = s.in_use_bytes,
+                      .kv_cached = s.cached_bytes,
+                      .kv_free = s.free_bytes,
+                      .kv_budget = s.budget_bytes,
+                      .kv_total = s.total_bytes,
+                      .kv_high_water = s.high_water_bytes,
+                      .kv_overhead = s.overhead_bytes,
+                      .contexts = engine_.live_contexts(),
+                      .cached_blocks = s.cached_blocks,
+                      .prefix_queried_tokens = s.prefix_queried_tokens,
+                      .prefix_hit_tokens = s.prefix_hit_tokens,
+                      .segment_runs = s.segment_runs,
+                      .segment_reused_tokens = s.segment_reused_tokens,
                       .segment_repaired_tokens = s.segment_repaired_tokens,
-                      .evicted_blocks = s.evicted_blocks, .prompt_tokens = s.prompt_tokens,
-                      .prefilled_tokens = s.prefilled_tokens, .generated_tokens = s.generated_tokens,
-                      .steps = s.steps, .remote = s.remote, .shared = s.shared_bytes});
+                      .evicted_blocks = s.evicted_blocks,
+                      .prompt_tokens = s.prompt_tokens,
+                      .prefilled_tokens = s.prefilled_tokens,
+                      .generated_tokens = s.generated_tokens,
+                      .steps = s.steps,
+                      .remote = s.remote,
+                      .shared = s.shared_bytes});
     series_.MaybeSample(std::chrono::duration<double>(Clock::now() - started_).count(),
                         {.generated = s.generated_tokens, .prefilled = s.prefilled_tokens,
                          .running = s.prefilling + s.decoding, .waiting = s.waiting});

@@ -124,8 +124,10 @@ void HttpServer::Routes() {
   s.Post("/v1/contexts", [this](const Request& req, Response& res) { HandleCreateContext(req, res); });
   s.Get("/v1/contexts", [this](const Request& req, Response& res) { HandleListContexts(req, res); });
   s.Delete(R"(/v1/contexts/([^/]+))", [this](const Request& req, Response& res) { HandleDeleteContext(req, res); });
-  s.Post("/v1/chat/completions", [this](const Request& req, Response& res) { HandleGenerate(req, res, Endpoint::kChat); });
-  s.Post("/v1/completions", [this](const Request& req, Response& res) { HandleGenerate(req, res, Endpoint::kCompletion); });
+  s.Post("/v1/chat/completions",
+         [this](const Request& req, Response& res) { HandleGenerate(req, res, Endpoint::kChat); });
+  s.Post("/v1/completions",
+         [this](const Request& req, Response& res) { HandleGenerate(req, res, Endpoint::kCompletion); });
 }
 
 }  // namespace chorus::server

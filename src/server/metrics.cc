@@ -139,9 +139,14 @@ std::string ServerMetrics::Render() const {
   counter("chorus_generation_tokens_total", "Tokens generated.", double(g_.generated_tokens));
   counter("chorus_prefix_cache_queries_tokens_total", "Prompt tokens looked up in the prefix cache.", double(g_.prefix_queried_tokens));
   counter("chorus_prefix_cache_hits_tokens_total", "Prompt tokens whose KV blocks came from the prefix cache.", double(g_.prefix_hit_tokens));
-  counter("chorus_segment_runs_total", "Runs of cached blocks attached at another offset than they were computed at (segment reuse).", double(g_.segment_runs));
-  counter("chorus_segment_reused_tokens_total", "Prompt tokens whose KV came from a segment at another offset (not prefix hits).", double(g_.segment_reused_tokens));
-  counter("chorus_segment_repaired_tokens_total", "Prompt tokens recomputed at the heads of reused segments (the repair).", double(g_.segment_repaired_tokens));
+  counter("chorus_segment_runs_total",
+          "Runs of cached blocks attached at another offset than they were computed at (segment reuse).",
+          double(g_.segment_runs));
+  counter("chorus_segment_reused_tokens_total",
+          "Prompt tokens whose KV came from a segment at another offset (not prefix hits).",
+          double(g_.segment_reused_tokens));
+  counter("chorus_segment_repaired_tokens_total",
+          "Prompt tokens recomputed at the heads of reused segments (the repair).", double(g_.segment_repaired_tokens));
   counter("chorus_prefix_cache_evictions_total", "Cached 32-token blocks (all layers) evicted, least recently used first.", double(g_.evicted_blocks));
   counter("chorus_engine_steps_total", "Engine steps (one batched forward each).", double(g_.steps));
   t.Header("chorus_kv_bytes", "Bytes the KV layer holds, measured: pinned contexts, blocks read by running requests, "

@@ -175,12 +175,14 @@ std::optional<ApiError> ParseCommon(const json& obj, const ProtocolLimits& limit
   }
   if (auto e = GetBool(obj, "ignore_eos", &r->ignore_eos)) return e;
   if (const json* c = Field(obj, "chorus")) {
-    if (!c->is_object()) return Bad("chorus", std::string("'chorus' must be an object, got ") + c->type_name(), "invalid_type");
+    if (!c->is_object())
+      return Bad("chorus", std::string("'chorus' must be an object, got ") + c->type_name(), "invalid_type");
     for (const auto& [k, v] : c->items())
       if (k != "reuse") return Bad("chorus." + k, "unknown field 'chorus." + k + "' (known: reuse)", "unknown_field");
     if (const json* u = Field(*c, "reuse")) {
       if (!u->is_string() || (u->get<std::string>() != "exact" && u->get<std::string>() != "segments"))
-        return Bad("chorus.reuse", "'chorus.reuse' must be \"exact\" or \"segments\", got " + u->dump(), "invalid_value");
+        return Bad("chorus.reuse", "'chorus.reuse' must be \"exact\" or \"segments\", got " + u->dump(),
+                   "invalid_value");
       r->reuse = u->get<std::string>();
     }
   }
@@ -206,7 +208,8 @@ std::optional<ApiError> ContentText(const json& content, const std::string& wher
     if (type->get<std::string>() == "chorus_context") {
       const json* id = Field(part, "id");
       if (!id || !id->is_string() || id->get<std::string>().rfind("ctx-", 0) != 0)
-        return Bad(at + ".id", "'" + at + ".id' must be a context id (\"ctx-N\", from POST /v1/contexts)", "invalid_value");
+        return Bad(at + ".id", "'" + at + ".id' must be a context id (\"ctx-N\", from POST /v1/contexts)",
+                   "invalid_value");
       turn->contexts.push_back({.at = out->size(), .id = id->get<std::string>()});
       continue;
     }

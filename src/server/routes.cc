@@ -30,7 +30,10 @@ std::string Preview(const std::string& text, size_t max = 160) {
 }
 
 json ContextJson(ContextId id, size_t tokens, size_t bytes, const std::string& fingerprint) {
-  return json{{"id", fmt::format("ctx-{}", id)}, {"object", "context"}, {"tokens", tokens}, {"bytes", bytes},
+  return json{{"id", fmt::format("ctx-{}", id)},
+              {"object", "context"},
+              {"tokens", tokens},
+              {"bytes", bytes},
               {"formats", "pinned prompt blocks in the shared formats (" + fingerprint + ")"}};
 }
 
@@ -47,11 +50,12 @@ void HttpServer::HandleState(const Request& req, Response& res) {
     std::map<AgentId, RequestInfo> infos;
     if (shutting_down_ || !loop_.TakeState(&snap, &infos))
       return Reply(res, {.status = 503, .message = "the server is shutting down", .type = "server_error"});
-    const StateInfo info{.model_id = options_.model_id, .fingerprint = engine_.fingerprint(),
-                         .uptime_s = loop_.Seconds(),
-                         .sampled_at_unix = std::chrono::duration<double>(
-                                                std::chrono::system_clock::now().time_since_epoch()).count(),
-                         .max_running = options_.max_running};
+    const StateInfo info{
+        .model_id = options_.model_id,
+        .fingerprint = engine_.fingerprint(),
+        .uptime_s = loop_.Seconds(),
+        .sampled_at_unix = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(),
+        .max_running = options_.max_running};
     state_body_ = StateJson(snap, infos, loop_.series().Json(loop_.Seconds()), info)
                       .dump(-1, ' ', false, json::error_handler_t::replace);
     state_at_ = now;
@@ -123,8 +127,8 @@ void HttpServer::HandleDeleteContext(const Request& req, Response& res) {
     context_text_.erase(id);
   }
   if (!found)
-    return Reply(res, {.status = 404, .message = fmt::format("no context '{}'", name), .param = "id",
-                       .code = "not_found"});
+    return Reply(res,
+                 {.status = 404, .message = fmt::format("no context '{}'", name), .param = "id", .code = "not_found"});
   ReplyJson(res, {{"id", name}, {"object", "context"}, {"deleted", true}});
 }
 
@@ -133,8 +137,8 @@ void HttpServer::HandleDeleteContext(const Request& req, Response& res) {
 struct HttpServer::Admission {
   std::shared_ptr<Channel> ch;  // prompt, options, ids set; not yet enqueued
   size_t n_prompt = 0;
-  size_t need = 0;              // the KV bytes EstimateBytes projects
-  EngineGauges gauge;           // when it was admitted (the 503 message quotes it)
+  size_t need = 0;     // the KV bytes EstimateBytes projects
+  EngineGauges gauge;  // when it was admitted (the 503 message quotes it)
   ResponseIds ids;
 };
 
@@ -142,7 +146,8 @@ void HttpServer::HandleGenerate(const Request& req, Response& res, Endpoint ep) 
   if (!Authorized(req, res)) return;
   auto count = [&](int status) { metrics_.CountRequest(req.path, status); };
   const ProtocolLimits limits{.max_tokens = engine_.context_size()};
-  ParsedRequest parsed = ep == Endpoint::kChat ? ParseChatCompletion(req.body, limits) : ParseCompletion(req.body, limits);
+  ParsedRequest parsed =
+      ep == Endpoint::kChat ? ParseChatCompletion(req.body, limits) : ParseCompletion(req.body, limits);
   if (auto* e = std::get_if<ApiError>(&parsed)) return Reply(res, *e), count(e->status);
   const GenerationRequest& g = std::get<GenerationRequest>(parsed);
   auto admitted = Admit(g, ep);
@@ -150,12 +155,14 @@ void HttpServer::HandleGenerate(const Request& req, Response& res, Endpoint ep) 
   const Admission& a = std::get<Admission>(admitted);
   if (!loop_.Enqueue(a.ch)) {
     res.set_header("Retry-After", fmt::format("{}", std::max(1, int(options_.retry_after_s + 0.5))));
-    Reply(res, {.status = 503,
-                .message = shutting_down_ ? "the server is shutting down"
-                                          : fmt::format("the queue is full ({} requests wait for KV space): this request "
-                                                        "needs about {} bytes, {} of the {}-byte budget are free",
-                                                        options_.max_queue, a.need, a.gauge.kv_free, a.gauge.kv_budget),
-                .type = "server_error", .code = "queue_full"});
+    Reply(res,
+          {.status = 503,
+           .message = shutting_down_ ? "the server is shutting down"
+                                     : fmt::format("the queue is full ({} requests wait for KV space): this request "
+                                                   "needs about {} bytes, {} of the {}-byte budget are free",
+                                                   options_.max_queue, a.need, a.gauge.kv_free, a.gauge.kv_budget),
+           .type = "server_error",
+           .code = "queue_full"});
     return count(503);
   }
   if (!g.stream) return ReplyWhole(req, res, g, a);
@@ -180,7 +187,8 @@ std::variant<HttpServer::Admission, ApiError> HttpServer::Admit(const Generation
         auto it = context_text_.find(cid);
         if (it == context_text_.end())
           return ApiError{.message = fmt::format("no context '{}' (POST /v1/contexts makes one)", c.id),
-                          .param = fmt::format("messages[{}].content", i), .code = "context_not_found"};
+                          .param = fmt::format("messages[{}].content", i),
+                          .code = "context_not_found"};
         content.insert(c.at, it->second);
       }
       turns.push_back({t.role, std::move(content)});
@@ -191,9 +199,9 @@ std::variant<HttpServer::Admission, ApiError> HttpServer::Admit(const Generation
   } else if (!g.prompt_tokens.empty()) {
     for (int32_t t : g.prompt_tokens)
       if (static_cast<size_t>(t) >= engine_.vocab_size())
-        return ApiError{.message = fmt::format("prompt token id {} is outside the vocabulary [0, {})", t,
-                                               engine_.vocab_size()),
-                        .param = "prompt"};
+        return ApiError{
+            .message = fmt::format("prompt token id {} is outside the vocabulary [0, {})", t, engine_.vocab_size()),
+            .param = "prompt"};
     ch.prompt = g.prompt_tokens;
   } else {
     ch.prompt = engine_.Tokenize(g.prompt, /*add_special=*/true, /*parse_special=*/false);
@@ -201,33 +209,44 @@ std::variant<HttpServer::Admission, ApiError> HttpServer::Admit(const Generation
   const size_t n_prompt = a.n_prompt = ch.prompt.size();
   if (n_prompt == 0) return ApiError{.message = "the prompt is empty", .param = prompt_param};
   if (n_prompt >= n_ctx)
-    return ApiError{.message = fmt::format("the prompt has {} tokens but the context holds {} (prompt + answer)",
-                                           n_prompt, n_ctx),
-                    .param = prompt_param, .code = "context_length_exceeded"};
-  const size_t max_tokens = g.max_tokens ? size_t(*g.max_tokens) : std::min(options_.default_max_tokens, n_ctx - n_prompt);
+    return ApiError{
+        .message = fmt::format("the prompt has {} tokens but the context holds {} (prompt + answer)", n_prompt, n_ctx),
+        .param = prompt_param,
+        .code = "context_length_exceeded"};
+  const size_t max_tokens =
+      g.max_tokens ? size_t(*g.max_tokens) : std::min(options_.default_max_tokens, n_ctx - n_prompt);
   if (n_prompt + max_tokens > n_ctx)
     return ApiError{.message = fmt::format("the prompt ({} tokens) + max_tokens ({}) = {} exceed the context of {}",
                                            n_prompt, max_tokens, n_prompt + max_tokens, n_ctx),
-                    .param = "max_tokens", .code = "context_length_exceeded"};
+                    .param = "max_tokens",
+                    .code = "context_length_exceeded"};
   a.gauge = metrics_.gauges();
   a.need = engine_.EstimateBytes(n_prompt, max_tokens);
   if (a.gauge.kv_budget != 0 && a.need > a.gauge.kv_budget)
     return ApiError{.message = fmt::format("the request's KV needs about {} bytes ({} prompt + {} answer tokens), "
                                            "more than the whole {}-byte --kv-budget",
                                            a.need, n_prompt, max_tokens, a.gauge.kv_budget),
-                    .param = "max_tokens", .code = "kv_budget_exceeded"};
+                    .param = "max_tokens",
+                    .code = "kv_budget_exceeded"};
   std::random_device rd;
-  ch.options = AgentOptions{.temperature = g.temperature, .top_k = g.top_k, .top_p = g.top_p,
+  ch.options = AgentOptions{.temperature = g.temperature,
+                            .top_k = g.top_k,
+                            .top_p = g.top_p,
                             .seed = g.seed ? *g.seed : (uint64_t(rd()) << 32 | rd()),
-                            .max_tokens = static_cast<int>(max_tokens), .ignore_eog = g.ignore_eos,
+                            .max_tokens = static_cast<int>(max_tokens),
+                            .ignore_eog = g.ignore_eos,
                             .reuse = g.reuse == "exact"      ? Reuse::kExact
                                      : g.reuse == "segments" ? Reuse::kSegments
                                                              : Reuse::kDefault};
   const uint64_t serial = next_id_++;
   ch.request_id = fmt::format("{}-{}", ep == Endpoint::kChat ? "chatcmpl" : "cmpl", serial);
-  if (ep == Endpoint::kChat) ch.preview = Preview(g.messages.empty() ? "" : g.messages.back().content);
-  else ch.preview = g.prompt_tokens.empty() ? Preview(g.prompt) : fmt::format("[{} token ids]", g.prompt_tokens.size());
-  a.ids = {.id = ch.request_id, .created = UnixNow(), .model = options_.model_id,
+  if (ep == Endpoint::kChat)
+    ch.preview = Preview(g.messages.empty() ? "" : g.messages.back().content);
+  else
+    ch.preview = g.prompt_tokens.empty() ? Preview(g.prompt) : fmt::format("[{} token ids]", g.prompt_tokens.size());
+  a.ids = {.id = ch.request_id,
+           .created = UnixNow(),
+           .model = options_.model_id,
            .fingerprint = "fp_" + engine_.fingerprint()};
   return a;
 }
@@ -246,13 +265,16 @@ void HttpServer::ReplyWhole(const Request& req, Response& res, const GenerationR
   }
   const char* finish = OpenAiFinishReason(u.stop, ts.stopped());
   if (!finish) {
-    Reply(res, {.status = u.error_status, .message = u.error,
+    Reply(res, {.status = u.error_status,
+                .message = u.error,
                 .type = u.error_status >= 500 ? "server_error" : "invalid_request_error"});
     return metrics_.CountRequest(req.path, u.error_status);
   }
   if (ts.stopped()) ch.cancel = true;
-  const Usage usage{.prompt_tokens = a.n_prompt, .completion_tokens = u.completion_tokens,
-                    .cached_tokens = u.cached_tokens, .reused_tokens = u.reused_tokens};
+  const Usage usage{.prompt_tokens = a.n_prompt,
+                    .completion_tokens = u.completion_tokens,
+                    .cached_tokens = u.cached_tokens,
+                    .reused_tokens = u.reused_tokens};
   const bool chat = g.endpoint == Endpoint::kChat;
   ReplyJson(res, chat ? ChatResponse(a.ids, ts.emitted(), finish, usage)
                       : CompletionResponse(a.ids, ts.emitted(), finish, usage));
@@ -272,9 +294,12 @@ void HttpServer::ReplyStream(Response& res, const GenerationRequest& g, const Ad
     size_t n_prompt;
     bool started = false;
   };
-  auto st = std::make_shared<Stream>(Stream{.ch = a.ch, .ts = TextStream(g.stop), .ids = a.ids,
+  auto st = std::make_shared<Stream>(Stream{.ch = a.ch,
+                                            .ts = TextStream(g.stop),
+                                            .ids = a.ids,
                                             .chat = g.endpoint == Endpoint::kChat,
-                                            .include_usage = g.include_usage, .n_prompt = a.n_prompt});
+                                            .include_usage = g.include_usage,
+                                            .n_prompt = a.n_prompt});
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider("text/event-stream", [st](size_t, httplib::DataSink& sink) {
     Channel& c = *st->ch;
@@ -304,10 +329,11 @@ void HttpServer::ReplyStream(Response& res, const GenerationRequest& g, const Ad
     }
     if (!sse.Data(st->chat ? ChatChunk(st->ids, "", false, finish) : CompletionChunk(st->ids, "", finish)))
       return false;
-    const Usage usage{.prompt_tokens = st->n_prompt, .completion_tokens = u.completion_tokens,
-                      .cached_tokens = u.cached_tokens, .reused_tokens = u.reused_tokens};
-    if (st->include_usage &&
-        !sse.Data(UsageChunk(st->ids, st->chat ? Endpoint::kChat : Endpoint::kCompletion, usage)))
+    const Usage usage{.prompt_tokens = st->n_prompt,
+                      .completion_tokens = u.completion_tokens,
+                      .cached_tokens = u.cached_tokens,
+                      .reused_tokens = u.reused_tokens};
+    if (st->include_usage && !sse.Data(UsageChunk(st->ids, st->chat ? Endpoint::kChat : Endpoint::kCompletion, usage)))
       return false;
     sse.Done();
     sink.done();

@@ -75,8 +75,8 @@ TEST(Segments, DocumentAfterAnotherRoleIsReused) {
   const AgentState& f = Complete(*full, pb, {.max_tokens = 12, .capture_logits = true});
   auto e2 = Open(WithSegments());
   Complete(*e2, pa, {.max_tokens = 1});
-  const AgentState& b2 = Complete(*e2, pb, {.max_tokens = int(f.tokens.size()), .forced_tokens = f.tokens,
-                                       .capture_logits = true});
+  const AgentState& b2 =
+      Complete(*e2, pb, {.max_tokens = int(f.tokens.size()), .forced_tokens = f.tokens, .capture_logits = true});
   ASSERT_EQ(b2.logits.size(), f.logits.size());
   const size_t V = e->vocab_size(), n = f.tokens.size();
   double kld = 0;
@@ -101,7 +101,8 @@ TEST(Segments, ReuseOffIsBitIdentical) {
   auto plain = Open();
   auto on = Open(WithSegments());
   const AgentOptions exact{.max_tokens = 10, .reuse = Reuse::kExact};
-  for (Engine* e : {plain.get(), on.get()}) Complete(*e, RolePrompt(*e, kAnalyst, doc, "Who was Du Fu?"), {.max_tokens = 4});
+  for (Engine* e : {plain.get(), on.get()})
+    Complete(*e, RolePrompt(*e, kAnalyst, doc, "Who was Du Fu?"), {.max_tokens = 4});
   const auto pb = RolePrompt(*plain, kCritic, doc, "Who was Du Fu?");
   const AgentState& x = Complete(*plain, pb, {.max_tokens = 10});
   const AgentState& y = Complete(*on, pb, exact);
@@ -201,9 +202,10 @@ TEST(Segments, TightBudgetNeverEvictsAPlannedRun) {
     EXPECT_EQ(a->stop, StopReason::kMaxTokens) << ToString(a->stop) << " " << a->error;
   }
   const EngineStats s = e->Stats();
-  EXPECT_GT(s.segment_reused_tokens, 0u) << "steps " << s.steps << " w " << s.waiting << " p " << s.prefilling << " d " << s.decoding << " prefilled " << s.prefilled_tokens << " hit " << s.prefix_hit_tokens
-                                         << " evicted " << s.evicted_blocks << " runs " << s.segment_runs
-                                         << " high water " << s.high_water_bytes;
+  EXPECT_GT(s.segment_reused_tokens, 0u) << "steps " << s.steps << " w " << s.waiting << " p " << s.prefilling << " d "
+                                         << s.decoding << " prefilled " << s.prefilled_tokens << " hit "
+                                         << s.prefix_hit_tokens << " evicted " << s.evicted_blocks << " runs "
+                                         << s.segment_runs << " high water " << s.high_water_bytes;
   EXPECT_LE(s.high_water_bytes, o.kv_budget_bytes);
 }
 

@@ -39,8 +39,8 @@ std::vector<float> Rotated(const std::vector<float>& x, size_t dim, int64_t pos0
 
 // Dense softmax attention of one query head over key/value rows (fp16-rounded, as stored), keys
 // already rotated; rows where `visible` is false are left out.
-std::vector<float> DenseAttend(const float* q, const std::vector<float>& k, const std::vector<float>& v,
-                               size_t kv_head, const std::vector<bool>& visible) {
+std::vector<float> DenseAttend(const float* q, const std::vector<float>& k, const std::vector<float>& v, size_t kv_head,
+                               const std::vector<bool>& visible) {
   const size_t hd = kShape.head_dim, kv_dim = kShape.kv_dim(), n = k.size() / kv_dim;
   std::vector<double> s(n, -INFINITY);
   double m = -INFINITY;
@@ -72,9 +72,9 @@ void Append(KvSequence& seq, size_t n_layer, const std::vector<float>& k, const 
   const size_t n = r1 - r0, kv_dim = kShape.kv_dim(), q_dim = kShape.q_dim();
   for (size_t l = 0; l < n_layer; ++l) {
     std::vector<float> o(n * q_dim);
-    ASSERT_TRUE(seq.AppendAndAttend(l, n, k.data() + r0 * kv_dim, v.data() + r0 * kv_dim, q.data() + r0 * q_dim,
-                                    o.data(), pool)
-                    .ok());
+    ASSERT_TRUE(
+        seq.AppendAndAttend(l, n, k.data() + r0 * kv_dim, v.data() + r0 * kv_dim, q.data() + r0 * q_dim, o.data(), pool)
+            .ok());
     if (out) out->push_back(std::move(o));
   }
   seq.Commit(n);
@@ -224,7 +224,8 @@ TEST_P(AttachedRun, EqualsDenseAttentionAtTruePositions) {
           const size_t h = hk * group + g;
           const std::vector<float> want = DenseAttend(all_q.data() + p * q_dim + h * hd, all_k, all_v, hk, visible);
           for (size_t c = 0; c < hd; ++c)
-            ASSERT_NEAR(out[l][t * q_dim + h * hd + c], want[c], 4e-3f) << "layer " << l << " row " << t << " head " << h;
+            ASSERT_NEAR(out[l][t * q_dim + h * hd + c], want[c], 4e-3f)
+                << "layer " << l << " row " << t << " head " << h;
         }
     }
 }

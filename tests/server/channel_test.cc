@@ -40,7 +40,7 @@ TEST(Channel, TakeMovesOutOnlyWhatIsNewSinceTheLastTake) {
 TEST(Channel, FinishesExactlyOnce) {
   Channel ch;
   ch.Finish(StopReason::kError, "the queue closed", 503);
-  ch.Finish(StopReason::kCancelled, "", 499);   // ignored
+  ch.Finish(StopReason::kCancelled, "", 499);           // ignored
   ch.Publish("late", 1, 0, 0, StopReason::kMaxTokens);  // ignored
   ChannelUpdate u;
   ch.Take(&u);

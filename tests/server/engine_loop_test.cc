@@ -131,7 +131,9 @@ TEST(EngineLoop, ConcurrentClientsCancelsAndContextsKeepEveryAnswerIntact) {
       EXPECT_EQ(rd.last.completion_tokens, 12u);
       EXPECT_EQ(ch.bytes_published(), rd.text.size());
       auto [it, fresh] = answer.emplace(ch.prompt, rd.text);
-      if (!fresh) { EXPECT_EQ(rd.text, it->second) << "a request's answer changed with what ran beside it"; }
+      if (!fresh) {
+        EXPECT_EQ(rd.text, it->second) << "a request's answer changed with what ran beside it";
+      }
       ++complete;
     }
   EXPECT_GT(complete, 0u);

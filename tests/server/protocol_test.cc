@@ -115,10 +115,13 @@ TEST(Protocol, ChorusContextContentParts) {
   ASSERT_EQ(r.messages[0].contexts.size(), 1u);
   EXPECT_EQ(r.messages[0].contexts[0].at, 5u);
   EXPECT_EQ(r.messages[0].contexts[0].id, "ctx-3");
-  EXPECT_EQ(ErrorOf(ParseChatCompletion(R"({"messages":[{"role":"user","content":[{"type":"chorus_context"}]}]})")).param,
-            "messages[0].content[0].id");
-  EXPECT_EQ(ErrorOf(ParseChatCompletion(R"({"messages":[{"role":"user","content":[{"type":"chorus_context","id":"doc"}]}]})")).param,
-            "messages[0].content[0].id");
+  EXPECT_EQ(
+      ErrorOf(ParseChatCompletion(R"({"messages":[{"role":"user","content":[{"type":"chorus_context"}]}]})")).param,
+      "messages[0].content[0].id");
+  EXPECT_EQ(
+      ErrorOf(ParseChatCompletion(R"({"messages":[{"role":"user","content":[{"type":"chorus_context","id":"doc"}]}]})"))
+          .param,
+      "messages[0].content[0].id");
   EXPECT_EQ(ErrorOf(ParseChatCompletion(R"({"messages":[{"role":"user","content":[{"type":"image_url"}]}]})")).param,
             "messages[0].content[0].type");
 }
