@@ -211,10 +211,7 @@ ContextId Engine::Impl::AddContext(std::vector<int32_t> tokens, const KvSequence
       for (size_t l = 0; l < L; ++l) ids[l] = seq.block(l, j);
       if (cache->Insert(c.keys[j], j ? c.keys[j - 1] : 0, ids)) {  // present already when borrowed
         // Found by content too: a prompt holding the context's text after other text reuses it (segments).
-        cache->IndexContent(
-            c.keys[j],
-            PrefixCache::ContentKey(std::span<const int32_t>(tokens).subspan(j * kBlockTokens, kBlockTokens), salt),
-            j * kBlockTokens);
+        cache->IndexContent(c.keys[j], PrefixCache::BlockContentKey(tokens, j, salt), j * kBlockTokens);
         PublishBlock(c.keys[j], j, ids);
       }
     }

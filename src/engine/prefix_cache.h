@@ -34,6 +34,10 @@ class PrefixCache {
   static std::vector<uint64_t> Keys(std::span<const int32_t> tokens, uint64_t salt);
   // The position-free key of one block's 32 tokens (never 0).
   static uint64_t ContentKey(std::span<const int32_t> tokens, uint64_t salt);
+  // ContentKey of full block `block` of `tokens`.
+  static uint64_t BlockContentKey(std::span<const int32_t> tokens, size_t block, uint64_t salt) {
+    return ContentKey(tokens.subspan(block * kBlockTokens, kBlockTokens), salt);
+  }
 
   explicit PrefixCache(BlockPool& pool) : pool_(pool) {}
   ~PrefixCache();

@@ -226,9 +226,7 @@ Result<Engine::Impl::Admit> Engine::Impl::TryAdmit(AgentId id, Agent& a) {
     const size_t exact = std::max(k, std::min(a.keys.size(), plan.first_at() / kBlockTokens));
     cache->MarkPending(id, std::span<const uint64_t>(a.keys).subspan(k, exact - k));
     std::vector<uint64_t> contents;
-    for (size_t j = k; j < exact; ++j)
-      contents.push_back(
-          PrefixCache::ContentKey(std::span<const int32_t>(a.prompt).subspan(j * kBlockTokens, kBlockTokens), salt));
+    for (size_t j = k; j < exact; ++j) contents.push_back(PrefixCache::BlockContentKey(a.prompt, j, salt));
     cache->MarkContentPending(id, contents);
   }
   if (!plan.empty()) {
@@ -284,10 +282,7 @@ void Engine::Impl::InsertPromptBlocks(AgentId id, Agent& a) {
     for (size_t l = 0; l < L; ++l) ids[l] = a.seq->block(l, j);
     // Present already (another request computed it too): that copy stays; ours is private.
     if (cache->Insert(a.keys[j], j ? a.keys[j - 1] : 0, ids)) {
-      cache->IndexContent(
-          a.keys[j],
-          PrefixCache::ContentKey(std::span<const int32_t>(a.prompt).subspan(j * kBlockTokens, kBlockTokens), salt),
-          j * kBlockTokens);
+      cache->IndexContent(a.keys[j], PrefixCache::BlockContentKey(a.prompt, j, salt), j * kBlockTokens);
       PublishBlock(a.keys[j], j, ids);  // computed here: other replicas may use it
     } else if (!cache->Blocks(a.keys[j])) {
       stuck = true;  // its parent was evicted: nothing after it can be reached in the cache
