@@ -27,18 +27,12 @@ for c in "${cs[@]}"; do
     if [[ $r == uniform ]]; then
       args+=(--configs "$uniform")
     else
-      IFS=: read -ra p <<<"$r"
-      args+=(--policy comix --comix-family "${p[0]}" --kv-avg-bits "${p[1]}")
-      for opt in "${p[@]:2}"; do
-        case $opt in
-          t*) args+=(--comix-tiers "$(echo "${opt:1}" | sed 's/./&,/g; s/,$//')") ;;
-          k*) args+=(--comix-min-k-bits "${opt:1}") ;;
-          cal) args+=(--comix-rank calibrated) ;;
-          m) var=SENSITIVITY_${p[0]^^}
-             args+=(--comix-rank measured --comix-sensitivity "${!var:?":m needs $var=FILE (chorus eval sensitivity)"}") ;;
-          *) echo "unknown row option '$opt' in '$r'" >&2; exit 1 ;;
-        esac
-      done
+      # A row is FAMILY:AVG[:OPTS], the spec comix-FAMILY:AVG[:OPTS] (KvPolicy's grammar).
+      args+=(--policy "comix-$r")
+      if [[ $r == *:m || $r == *:m:* ]]; then
+        fam=${r%%:*} var=SENSITIVITY_${fam^^}
+        args+=(--comix-sensitivity "${!var:?":m needs $var=FILE (chorus eval sensitivity)"}")
+      fi
     fi
     echo "$(date -u +%H:%M:%S) load $(cut -d' ' -f1-3 /proc/loadavg): ${args[*]}" | tee -a "$out/commands.txt" >&2
     start=$(date +%s)

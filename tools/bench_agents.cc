@@ -70,11 +70,15 @@ struct ChorusRow {
 // their private KV is freed before the next round).
 Status RunChorusConfig(const std::string& doc_text, const AgentsBenchArgs& a, const std::string& kv,
                        double* prefill_s, size_t* shared_bytes, std::map<size_t, ChorusRow>* rows) {
-  const size_t slash = kv.find('/');
-  if (slash == std::string::npos) return Status::Error("--kv entry '{}' must be K/V", kv);
-  EngineOptions eo{.model_path = a.model, .threads = a.threads, .n_ctx = a.doc_tokens + a.tg + 64,
-                   .shared_k = kv.substr(0, slash), .shared_v = kv.substr(slash + 1),
-                   .private_k = kv.substr(0, slash), .private_v = kv.substr(slash + 1)};
+  CHORUS_ASSIGN_OR_RETURN(const KvPolicy policy, KvPolicy::Parse(kv));
+  const auto* u = std::get_if<KvPolicy::Uniform>(&policy.rule);
+  if (u == nullptr) return Status::Error("--kv entry '{}' must be uniform formats K/V", kv);
+  EngineOptions eo{.model_path = a.model,
+                   .threads = a.threads,
+                   .n_ctx = a.doc_tokens + a.tg + 64,
+                   .policy = policy,
+                   .private_k = u->k,
+                   .private_v = u->v};
   if (!a.window.empty()) eo.kv_window = a.window;
   CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Engine> e, Engine::Open(eo));
   Timer t_prefill;

@@ -10,6 +10,7 @@
 #include <memory>
 #include <sstream>
 
+#include "chorus/kv_policy.h"       // KvPolicy (the config spec)
 #include "kv/kv_batch.h"            // KvBatch
 #include "kv/kv_store.h"            // KvStore
 #include "model/forward.h"          // ForwardPass
@@ -24,45 +25,34 @@ namespace chorus::cli {
 Result<ComixBenchConfig> ParseComixBenchConfig(const std::string& spec) {
   ComixBenchConfig c;
   c.name = spec;
-  if (spec.rfind("comix-", 0) == 0) {
-    const size_t colon = spec.find(':');
-    if (colon == std::string::npos) return Status::Error("'{}': write comix-tq:BITS or comix-kivi:BITS", spec);
-    c.comix = true;
-    c.family = spec.substr(6, colon - 6);
-    if (c.family != "tq" && c.family != "kivi") return Status::Error("'{}': the comix family is tq or kivi", spec);
-    std::string bits = spec.substr(colon + 1);
-    if (const size_t c2 = bits.find(':'); c2 != std::string::npos) {
-      std::stringstream rest(bits.substr(c2 + 1));
-      for (std::string suffix; std::getline(rest, suffix, ':');) {
-        if (suffix == "bound") c.worst_case = true;
-        else if (suffix == "budget") c.fixed_budget = true;
-        else if (suffix == "joint") c.joint = true;
-        else if (suffix == "cal") c.calibrated = true;
-        else if (suffix == "m") c.measured = true;
-        else if (suffix.size() == 2 && suffix[0] == 'k' && std::isdigit(static_cast<unsigned char>(suffix[1])))
-          c.min_k_bits = suffix[1] - '0';
-        else if (suffix.size() >= 2 && suffix[0] == 't' && suffix.find_first_not_of("2348", 1) == std::string::npos) {
-          c.tiers.clear();
-          for (size_t i = 1; i < suffix.size(); ++i) c.tiers.push_back(suffix[i] - '0');
-        } else {
-          return Status::Error("'{}': a suffix is ':bound', ':budget', ':joint', ':cal', ':m', ':kB' (keys >= B bits) or "
-                               "':tBBB' (tiers, e.g. t348)", spec);
-        }
-      }
-      bits.resize(c2);
-    }
-    try {
-      c.avg_bits = std::stod(bits);
-    } catch (...) {
-      return Status::Error("'{}': unparsable average bits", spec);
-    }
-    if (!(c.avg_bits >= 2 && c.avg_bits <= 8)) return Status::Error("'{}': average bits must be in 2..8", spec);
+  // The harness's own suffixes; the rest is a KvPolicy spec (uniform formats or the allocator).
+  std::string policy_spec;
+  std::stringstream parts(spec);
+  for (std::string part; std::getline(parts, part, ':');) {
+    if (part == "budget")
+      c.fixed_budget = true;
+    else if (part == "joint")
+      c.joint = true;
+    else
+      policy_spec += (policy_spec.empty() ? "" : ":") + part;
+  }
+  CHORUS_ASSIGN_OR_RETURN(const KvPolicy policy, KvPolicy::Parse(policy_spec));
+  if (const auto* u = std::get_if<KvPolicy::Uniform>(&policy.rule)) {
+    if ((c.fixed_budget || c.joint) || u->sink_blocks >= 0)
+      return Status::Error("'{}': :budget, :joint and :sN apply to comix-… configs only", spec);
+    c.k = u->k, c.v = u->v;
     return c;
   }
-  const size_t slash = spec.find('/');
-  c.k = spec.substr(0, slash);
-  c.v = slash == std::string::npos ? c.k : spec.substr(slash + 1);
-  for (const std::string& f : {c.k, c.v}) CHORUS_RETURN_IF_ERROR(ParseKvFormat(f).status().Context(spec));
+  const auto* a = std::get_if<KvPolicy::Allocator>(&policy.rule);
+  if (a == nullptr) return Status::Error("'{}': eval comix compares uniform formats and comix-… configs", spec);
+  c.comix = true;
+  c.family = FamilyName(a->family);
+  c.avg_bits = a->avg_bits;
+  c.worst_case = a->rank == KvPolicy::Rank::kBound;
+  c.calibrated = a->rank == KvPolicy::Rank::kCalibrated;
+  c.measured = a->rank == KvPolicy::Rank::kMeasured;
+  c.min_k_bits = a->min_k_bits;
+  c.tiers = a->tiers;
   return c;
 }
 

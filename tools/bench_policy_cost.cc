@@ -6,7 +6,6 @@
 #include <memory>
 
 #include "chorus/engine.h"
-#include "tools/bench_comix.h"  // ParseComixBenchConfig
 #include "util/timer.h"
 
 namespace chorus::cli {
@@ -19,28 +18,21 @@ struct CostConfig {
 };
 
 Result<CostConfig> ParseCostConfig(const std::string& spec, const PolicyCostArgs& a) {
-  const bool cocktail = spec.rfind("cocktail-", 0) == 0;
-  if (spec.rfind("cocktail-paper", 0) == 0)
+  CHORUS_ASSIGN_OR_RETURN(KvPolicy policy, KvPolicy::Parse(spec));
+  if (policy.kind() == KvPolicyKind::kCocktailPaper)
     return Status::Error("config '{}': the paper's scheme is measured by `chorus eval needle` (its search and "
                          "prefill columns); here: f16, kivi4, K/V, comix-FAMILY:AVG[...], cocktail-FAMILY:AVG[...]", spec);
-  CHORUS_ASSIGN_OR_RETURN(ComixBenchConfig c, ParseComixBenchConfig(cocktail ? "comix-" + spec.substr(9) : spec));
-  if (c.worst_case || c.calibrated || c.joint || c.fixed_budget)
-    return Status::Error("config '{}': :bound, :cal, :joint and :budget are `chorus eval comix` options; the engine "
-                         "takes the family, the average bits, :tTIERS and :kB", spec);
+  const bool cocktail = policy.kind() == KvPolicyKind::kRelevance;
   CostConfig out{.name = spec, .relevance = cocktail};
   EngineOptions& eo = out.eo;
   eo.model_path = a.model, eo.threads = a.threads;
   eo.n_ctx = 0;  // set by the caller from the document
   eo.encoder_path = a.encoder;
-  eo.comix_join_reserve = 0;  // the one reader is announced (ShareOptions), as `chorus agents` does
-  if (c.comix) {
-    eo.policy = cocktail ? "cocktail" : "comix";
-    eo.comix_family = c.family, eo.kv_avg_bits = c.avg_bits, eo.comix_tiers = c.tiers;
-    eo.comix_min_k_bits = c.min_k_bits;
-  } else {
-    eo.shared_k = c.k, eo.shared_v = c.v;
-    eo.private_k = c.k, eo.private_v = c.v;  // the agent's own blocks as the document's: one format per row
-  }
+  eo.policy = policy;
+  if (KvPolicy::Allocator* alloc = eo.policy.allocator())
+    alloc->join_reserve = 0;  // the one reader is announced (ShareOptions), as `chorus agents` does
+  if (const auto* u = std::get_if<KvPolicy::Uniform>(&policy.rule))
+    eo.private_k = u->k, eo.private_v = u->v;  // the agent's own blocks as the document's: one format per row
   return out;
 }
 
@@ -124,24 +116,32 @@ int RunPolicyCostBench(const PolicyCostArgs& a) {
     const size_t depth = run.depth;
     const EngineStats end_stats = engine.Stats();
     const Engine::AllocationStats end_alloc = engine.AllocationTiming();
-    nlohmann::json row = {
-        {"config", c.name}, {"policy", c.eo.policy}, {"doc_tokens", doc_tokens}, {"decode_depth", depth},
-        {"doc_bytes", doc_bytes}, {"doc_bytes_over_f16", double(doc_bytes) / fp16},
-        {"share_seconds", share_s},
-        {"search_seconds", map ? map->search_seconds : 0.0},
-        {"search_seconds_per_1k", map ? map->search_seconds * per_1k : 0.0},
-        {"encoder", map ? map->encoder : ""},
-        {"prefill_seconds", map ? map->prefill_seconds : share_s},
-        {"prefill_seconds_per_1k", (map ? map->prefill_seconds : share_s) * per_1k},
-        {"doc_sealed_blocks", doc_stats.sealed_blocks}, {"doc_seal_seconds", doc_stats.seal_seconds},
-        {"doc_seal_seconds_per_1k", doc_stats.seal_seconds * per_1k},
-        {"doc_reallocations", doc_alloc.count}, {"doc_alloc_seconds", doc_alloc.count * doc_alloc.mean_us * 1e-6},
-        {"doc_alloc_max_us", doc_alloc.max_us},
-        {"reallocations", end_alloc.count}, {"alloc_seconds", end_alloc.count * end_alloc.mean_us * 1e-6},
-        {"alloc_mean_us", end_alloc.mean_us}, {"alloc_max_us", end_alloc.max_us},
-        {"decode_sealed_blocks", end_stats.sealed_blocks - doc_stats.sealed_blocks},
-        {"decode_seal_seconds", end_stats.seal_seconds - doc_stats.seal_seconds},
-        {"decode_tokens_per_s", Median(rates)}, {"decode_tokens_per_s_reps", rates}};
+    nlohmann::json row = {{"config", c.name},
+                          {"policy", ToString(c.eo.policy.kind())},
+                          {"doc_tokens", doc_tokens},
+                          {"decode_depth", depth},
+                          {"doc_bytes", doc_bytes},
+                          {"doc_bytes_over_f16", double(doc_bytes) / fp16},
+                          {"share_seconds", share_s},
+                          {"search_seconds", map ? map->search_seconds : 0.0},
+                          {"search_seconds_per_1k", map ? map->search_seconds * per_1k : 0.0},
+                          {"encoder", map ? map->encoder : ""},
+                          {"prefill_seconds", map ? map->prefill_seconds : share_s},
+                          {"prefill_seconds_per_1k", (map ? map->prefill_seconds : share_s) * per_1k},
+                          {"doc_sealed_blocks", doc_stats.sealed_blocks},
+                          {"doc_seal_seconds", doc_stats.seal_seconds},
+                          {"doc_seal_seconds_per_1k", doc_stats.seal_seconds * per_1k},
+                          {"doc_reallocations", doc_alloc.count},
+                          {"doc_alloc_seconds", doc_alloc.count * doc_alloc.mean_us * 1e-6},
+                          {"doc_alloc_max_us", doc_alloc.max_us},
+                          {"reallocations", end_alloc.count},
+                          {"alloc_seconds", end_alloc.count * end_alloc.mean_us * 1e-6},
+                          {"alloc_mean_us", end_alloc.mean_us},
+                          {"alloc_max_us", end_alloc.max_us},
+                          {"decode_sealed_blocks", end_stats.sealed_blocks - doc_stats.sealed_blocks},
+                          {"decode_seal_seconds", end_stats.seal_seconds - doc_stats.seal_seconds},
+                          {"decode_tokens_per_s", Median(rates)},
+                          {"decode_tokens_per_s_reps", rates}};
     rows.push_back(row);
   }
   report["configs"] = rows;

@@ -24,7 +24,7 @@ std::string CountBits(const std::vector<std::string>& maps) {
 }  // namespace
 
 void PrintChunkMap(const ChunkMapReport& m, size_t shared_bytes, size_t tokens, const Engine& engine, std::FILE* out) {
-  if (m.policy == "cocktail") {
+  if (m.policy == KvPolicyKind::kRelevance) {
     std::fprintf(out, "cocktail (the allocator, weighted by relevance): relevance per 32-token block (%zu chunks of %zu "
                       "tokens; S sink f16, 0..8 = min-max scaled relevance; similarity [%.4f, %.4f]):\n  %s\n",
                  m.chunks, m.chunk_tokens, m.s_min, m.s_max, m.blocks.c_str());
@@ -51,12 +51,23 @@ void PrintChunkMap(const ChunkMapReport& m, size_t shared_bytes, size_t tokens, 
 }
 
 nlohmann::json ChunkMapJson(const ChunkMapReport& m) {
-  nlohmann::json j = {{"policy", m.policy}, {"encoder", m.encoder}, {"blocks", m.blocks}, {"sink", m.sink},
-                      {"fp16", m.fp16}, {"int4", m.int4}, {"int2", m.int2}, {"chunks", m.chunks},
-                      {"chunk_tokens", m.chunk_tokens}, {"s_min", m.s_min}, {"s_max", m.s_max}, {"t_low", m.t_low},
-                      {"t_high", m.t_high}, {"search_seconds", m.search_seconds},
-                      {"prefill_seconds", m.prefill_seconds}, {"reorder_seconds", m.reorder_seconds}};
-  if (m.policy == "cocktail")  // per layer, one char per sealed block in token order
+  nlohmann::json j = {{"policy", ToString(m.policy)},
+                      {"encoder", m.encoder},
+                      {"blocks", m.blocks},
+                      {"sink", m.sink},
+                      {"fp16", m.fp16},
+                      {"int4", m.int4},
+                      {"int2", m.int2},
+                      {"chunks", m.chunks},
+                      {"chunk_tokens", m.chunk_tokens},
+                      {"s_min", m.s_min},
+                      {"s_max", m.s_max},
+                      {"t_low", m.t_low},
+                      {"t_high", m.t_high},
+                      {"search_seconds", m.search_seconds},
+                      {"prefill_seconds", m.prefill_seconds},
+                      {"reorder_seconds", m.reorder_seconds}};
+  if (m.policy == KvPolicyKind::kRelevance)  // per layer, one char per sealed block in token order
     j.update({{"alloc_k", m.alloc_k}, {"alloc_v", m.alloc_v}, {"stored_k", m.stored_k}, {"stored_v", m.stored_v}});
   return j;
 }

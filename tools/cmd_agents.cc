@@ -9,29 +9,19 @@
 #include "model/chat_template.h"  // ApplyChatTemplate
 #include "tools/agents_roles.h"   // RunRoles
 #include "tools/common.h"
-#include "tools/policy_flags.h"  // ParseTiers
+#include "tools/policy_flags.h"  // PolicyFlags
 #include "util/timer.h"
 
 namespace chorus::cli {
 namespace {
 
 struct AgentsArgs {
-  std::string model, doc, questions, policy = "chorus";
-  std::string shared_k, shared_v, private_k = "q8", private_v = "q8";
+  std::string model, doc, questions;
+  PolicyFlags pol;  // --policy, --kv-budget, --comix-sensitivity, --encoder
+  std::string private_k = "q8", private_v = "q8";
   int threads = DefaultThreads(), max_tokens = 96, ctx = 0;
   size_t sink = 1;
-  std::string budget;            // --kv-budget (bytes, K/M/G suffixes)
-  double avg_bits = 3;           // comix target when no budget
-  std::string family = "tq";     // comix formats
   bool json = false, quiet = false;
-  double alpha = 0.6, beta = 0.1;  // --policy cocktail-paper
-  size_t chunk = 32;               // cocktail, cocktail-paper
-  std::string encoder;
-  std::string tiers = "2,3,4";     // comix, cocktail
-  int min_k_bits = 0;
-  std::string sensitivity;         // comix, cocktail: a measured table
-  double relevance_gain = 4;       // cocktail
-  bool relevance_values_only = false;
   std::string window;  // --kv-window; empty = the engine's default
   std::string roles;   // --roles FILE: one system prompt per agent (agents_roles.cc)
   std::string reuse = "segments";
@@ -39,16 +29,9 @@ struct AgentsArgs {
 };
 
 int RunAgents(const AgentsArgs& a, const CLI::App& cmd) {
-  const bool allocator = a.policy == "comix" || a.policy == "cocktail";
-  for (const char* o : {"--comix-tiers", "--comix-min-k-bits", "--kv-avg-bits", "--comix-family", "--comix-sensitivity"})
-    if (cmd.count(o) && !allocator) return Fail(Status::Error("{} needs --policy comix or cocktail", o));
-  for (const char* o : {"--relevance-gain", "--relevance-values-only"})
-    if (cmd.count(o) && a.policy != "cocktail") return Fail(Status::Error("{} needs --policy cocktail", o));
-  for (const char* o : {"--alpha", "--beta"})
-    if (cmd.count(o) && a.policy != "cocktail-paper") return Fail(Status::Error("{} needs --policy cocktail-paper", o));
-  for (const char* o : {"--chunk", "--encoder"})
-    if (cmd.count(o) && a.policy != "cocktail" && a.policy != "cocktail-paper")
-      return Fail(Status::Error("{} needs --policy cocktail or cocktail-paper", o));
+  const KvPolicy& policy = a.pol.policy;
+  const bool cocktail = policy.needs_questions();
+  const auto* uniform = std::get_if<KvPolicy::Uniform>(&policy.rule);
   auto doc = ReadDocument(a.doc);
   if (!doc.ok()) return Fail(doc.status());
   auto qtext = ReadFile(a.questions);
@@ -59,60 +42,32 @@ int RunAgents(const AgentsArgs& a, const CLI::App& cmd) {
     if (line.find_first_not_of(" \t\r") != std::string::npos) questions.push_back(line);
   if (questions.empty())
     return Fail(Status::Error("'{}' has no questions (one per line){}", a.questions,
-                              a.policy == "cocktail" || a.policy == "cocktail-paper"
-                                  ? fmt::format(": --policy {} needs them (their relevance to each chunk of the "
-                                                "document decides its precision)", a.policy)
-                                  : ""));
+                              cocktail ? fmt::format(": --policy {} needs them (their relevance to each chunk of the "
+                                                     "document decides its precision)",
+                                                     a.pol.spec)
+                                       : ""));
 
-  size_t budget = 0;
-  if (!a.budget.empty()) {
-    auto b = ParseBytes(a.budget);
-    if (!b.ok()) return Fail(b.status().Context("--kv-budget"));
-    budget = *b;
-  }
-  EngineOptions eo{.model_path = a.model, .threads = a.threads, .n_ctx = static_cast<size_t>(a.ctx),
-                   .private_k = a.private_k, .private_v = a.private_v, .sink_blocks = a.sink,
-                   .kv_budget_bytes = budget, .kv_avg_bits = a.avg_bits, .comix_family = a.family,
-                   .comix_join_reserve = 0};  // every reader is announced to Share below
+  const size_t budget = a.pol.budget_bytes;
+  EngineOptions eo{.model_path = a.model,
+                   .threads = a.threads,
+                   .n_ctx = static_cast<size_t>(a.ctx),
+                   .policy = policy,
+                   .private_k = a.private_k,
+                   .private_v = a.private_v,
+                   .sink_blocks = a.sink,
+                   .kv_budget_bytes = budget,
+                   .encoder_path = a.pol.encoder};
+  if (KvPolicy::Allocator* alloc = eo.policy.allocator()) alloc->join_reserve = 0;  // every reader is announced below
   if (!a.window.empty()) {
     if (Status s = CheckEngineWindowFlag(a.window); !s.ok()) return Fail(s);
     eo.kv_window = a.window;
   }
-  if (a.policy == "comix") {  // one budget, bits per (agent/document, layer, K/V) coordinated
-    eo.policy = "comix";
-  } else if (a.policy == "polykv-paper") {
-    eo.shared_k = "polykv-paper", eo.shared_v = "tq3", eo.sink_blocks = 0;
-  } else if (a.policy == "polykv") {
-    eo.shared_k = "q8", eo.shared_v = "tq3";
-  } else if (a.policy == "cocktail") {  // the same allocator, the document's blocks weighted by relevance
-    eo.policy = "cocktail";
-    eo.relevance_gain = a.relevance_gain, eo.relevance_values_only = a.relevance_values_only;
-    eo.cocktail_chunk_tokens = a.chunk, eo.encoder_path = a.encoder;
-  } else if (a.policy == "cocktail-paper") {  // per-block f16/kivi4/kivi2 by relevance to the questions
-    eo.policy = "cocktail-paper";
-    eo.cocktail_alpha = a.alpha, eo.cocktail_beta = a.beta, eo.cocktail_chunk_tokens = a.chunk;
-    eo.encoder_path = a.encoder;
-  } else if (a.policy == "chorus") {  // chosen by measurement: docs/results/polykv.md
-    eo.shared_k = "tq4", eo.shared_v = "tq3";
-  } else {
-    return Fail(Status::Error("unknown --policy '{}' (valid: chorus, polykv, polykv-paper, comix, cocktail, "
-                              "cocktail-paper)", a.policy));
-  }
-  if (allocator) {
-    auto tiers = ParseTiers(a.tiers);
-    if (!tiers.ok()) return Fail(tiers.status());
-    eo.comix_tiers = *tiers;
-    eo.comix_min_k_bits = a.min_k_bits;
-    eo.comix_sensitivity = a.sensitivity;
-  }
-  if (!a.shared_k.empty()) eo.shared_k = a.shared_k;
-  if (!a.shared_v.empty()) eo.shared_v = a.shared_v;
   if (!a.roles.empty()) {
-    if (a.policy != "chorus" && a.policy != "polykv" && a.policy != "polykv-paper")
+    if (!policy.is_uniform())
       return Fail(
           Status::Error("--roles runs every agent as its own request with segment reuse, which needs a "
-                        "uniform policy (chorus, polykv, polykv-paper), not --policy {}",
-                        a.policy));
+                        "uniform policy (chorus, polykv, polykv-paper, K/V), not --policy {}",
+                        a.pol.spec));
     eo.segments.repair = a.repair;
     return RunRoles({.engine = eo,
                      .document = doc.value(),
@@ -146,9 +101,10 @@ int RunAgents(const AgentsArgs& a, const CLI::App& cmd) {
   // cocktail: the questions of every agent decide the document's precision together (each block's
   // relevance is the highest any question gives its chunk), its readers planned as under comix.
   const ShareOptions share{.readers = questions.size(), .reader_tokens = reader_tokens, .progress = show};
-  auto ctx = a.policy == "cocktail-paper" ? engine.ShareFor(frame->first + doc.value(), questions, show)
-             : a.policy == "cocktail"     ? engine.ShareFor(frame->first + doc.value(), questions, share)
-                                          : engine.Share(frame->first + doc.value(), share);
+  auto ctx = policy.kind() == KvPolicyKind::kCocktailPaper
+                 ? engine.ShareFor(frame->first + doc.value(), questions, show)
+             : policy.kind() == KvPolicyKind::kRelevance ? engine.ShareFor(frame->first + doc.value(), questions, share)
+                                                         : engine.Share(frame->first + doc.value(), share);
   if (!a.quiet) std::fprintf(stderr, "\n");
   if (!ctx.ok()) return Fail(ctx.status());
   const double share_s = t_share.Seconds();
@@ -247,33 +203,46 @@ int RunAgents(const AgentsArgs& a, const CLI::App& cmd) {
                 "%.1f us max\n",
                 quiet, t.count, t.mean_us, t.max_us);
     std::printf("  KV held at peak %zu bytes of the %s budget\n", peak_total,
-                budget ? std::to_string(budget).c_str() : fmt::format("--kv-avg-bits {}", a.avg_bits).c_str());
+                budget ? std::to_string(budget).c_str()
+                       : fmt::format("{} bits on average", policy.allocator()->avg_bits).c_str());
   }
   if (a.json) {
-    PrintJson({{"agents", agents_json}, {"refused", refused}, {"doc_tokens", doc_tokens},
-               {"shared_k", a.policy.rfind("cocktail", 0) == 0 ? a.policy : eo.shared_k},
-               {"shared_v", a.policy.rfind("cocktail", 0) == 0 ? a.policy : eo.shared_v}, {"private_k", eo.private_k},
-               {"private_v", eo.private_v}, {"shared_bytes", shared_bytes}, {"peak_private_bytes", peak_private},
-               {"peak_total_bytes", peak_total}, {"fp16_per_agent_baseline_bytes", baseline},
-               {"reduction_pct", reduction}, {"prefill_seconds", share_s}, {"decode_seconds", decode_s},
-               {"generated_tokens", generated}, {"aggregate_tokens_per_s", generated / decode_s},
-               {"run_seconds", run_s}, {"threads", a.threads}, {"policy", a.policy}, {"budget_bytes", budget},
+    PrintJson({{"agents", agents_json},
+               {"refused", refused},
+               {"doc_tokens", doc_tokens},
+               {"shared_k", uniform ? uniform->k : ToString(policy.kind())},
+               {"shared_v", uniform ? uniform->v : ToString(policy.kind())},
+               {"private_k", eo.private_k},
+               {"private_v", eo.private_v},
+               {"shared_bytes", shared_bytes},
+               {"peak_private_bytes", peak_private},
+               {"peak_total_bytes", peak_total},
+               {"fp16_per_agent_baseline_bytes", baseline},
+               {"reduction_pct", reduction},
+               {"prefill_seconds", share_s},
+               {"decode_seconds", decode_s},
+               {"generated_tokens", generated},
+               {"aggregate_tokens_per_s", generated / decode_s},
+               {"run_seconds", run_s},
+               {"threads", a.threads},
+               {"policy", a.pol.spec},
+               {"policy_spec", FormatSpec(policy)},
+               {"budget_bytes", budget},
                {"allocation", allocation},
                {"chunk_map", engine.chunk_map(*ctx) ? ChunkMapJson(*engine.chunk_map(*ctx)) : nlohmann::json()}});
     return 0;
   }
-  if (eo.policy == "comix" || eo.policy == "cocktail") {
-    std::printf("\n%zu agents over a %zu-token document (%s, %s formats, tiers %s, bits per layer as allocated above, "
-                "%d threads)\n",
-                ids.size(), doc_tokens,
-                eo.policy == "comix" ? "comix"
-                                     : fmt::format("cocktail: the document's blocks weighted by the {} questions' "
-                                                   "relevance, gain {}{}", questions.size(), a.relevance_gain,
-                                                   a.relevance_values_only ? " (values only)" : "").c_str(),
-                eo.comix_family.c_str(), a.tiers.c_str(), a.threads);
+  if (policy.allocator()) {
+    std::printf(
+        "\n%zu agents over a %zu-token document (%s%s, bits per layer as allocated above, %d threads)\n", ids.size(),
+        doc_tokens, FormatSpec(policy).c_str(),
+        policy.kind() == KvPolicyKind::kRelevance
+            ? fmt::format(": the document's blocks weighted by the {} questions' relevance", questions.size()).c_str()
+            : "",
+        a.threads);
   } else {
-    const std::string shared_desc = a.policy == "cocktail-paper" ? std::string("cocktail-paper: f16/kivi4/kivi2 per block, map above")
-                                                           : "K " + eo.shared_k + " / V " + eo.shared_v;
+    const std::string shared_desc = uniform ? "K " + uniform->k + " / V " + uniform->v
+                                            : std::string("cocktail-paper: f16/kivi4/kivi2 per block, map above");
     std::printf("\n%zu agents over a %zu-token document (shared %s, private K %s / V %s, %d threads)\n", ids.size(),
                 doc_tokens, shared_desc.c_str(), eo.private_k.c_str(), eo.private_v.c_str(), a.threads);
   }
@@ -318,54 +287,29 @@ RunFn AddAgents(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("-n,--max-tokens", a->max_tokens, "tokens per answer")->check(CLI::Range(1, 1 << 16))
       ->capture_default_str();
-  cmd->add_option("--policy", a->policy, "shared-context preset: chorus (tq4/tq3, the measured default), polykv (q8/tq3), "
-                                         "polykv-paper (the paper's per-layer int8 K, tq3 V, no sink block); comix: "
-                                         "one budget, bits per agent x layer x K/V chosen online; cocktail: the same "
-                                         "allocator and bytes, the document's blocks weighted by their chunk's relevance "
-                                         "to the questions (the highest over them: all agents decide together; "
-                                         "--relevance-gain, --encoder); cocktail-paper: f16/kivi4/kivi2 per "
-                                         "32-token chunk by its similarity to the questions (--alpha, --beta, --chunk, --encoder)")
-      ->capture_default_str();
-  cmd->add_option("--alpha", a->alpha, "cocktail-paper: T_low = s_min + alpha (s_max - s_min); larger = more INT2")
-      ->capture_default_str();
-  cmd->add_option("--beta", a->beta, "cocktail-paper: T_high = s_max - beta (s_max - s_min); larger = more FP16")
-      ->capture_default_str();
-  cmd->add_option("--chunk", a->chunk, "cocktail(-paper): chunk size in tokens (16, 32, 64)")->capture_default_str();
-  cmd->add_option("--comix-tiers", a->tiers, "comix/cocktail: bit widths to choose from, ascending, of 2,3,4,8 (8 = q8)")
-      ->capture_default_str();
-  cmd->add_option("--comix-min-k-bits", a->min_k_bits, "comix/cocktail: keys never below this many bits (0 = no floor)")
-      ->capture_default_str();
-  cmd->add_option("--comix-sensitivity", a->sensitivity, "comix/cocktail: rank by this measured table (`chorus eval "
-                                                         "sensitivity -o FILE` for this model and --comix-family) "
-                                                         "instead of online statistics");
-  cmd->add_option("--relevance-gain", a->relevance_gain, "cocktail: a block's error weight = 1 + gain x its chunk's "
-                                                         "relevance (min-max scaled to [0, 1]); 0 = comix exactly")
-      ->capture_default_str();
-  cmd->add_flag("--relevance-values-only", a->relevance_values_only, "cocktail: relevance weights values only");
-  cmd->add_option("--encoder", a->encoder, "cocktail(-paper): sentence-embedding model directory (default: all-MiniLM-L6-v2 next to the model, "
-                                           "installed by scripts/fetch_encoder.sh; 'hidden-states' = the LLM's own mean-pooled "
-                                           "hidden states, also used when no encoder is installed)");
-  cmd->add_option("--kv-shared-k", a->shared_k, "override the shared K format");
-  cmd->add_option("--kv-shared-v", a->shared_v, "override the shared V format");
+  AddPolicyFlags(cmd, a->pol,
+                 {.default_spec = "chorus",
+                  .budget_any_policy = true,
+                  .where = "for the shared document (uniform: its formats; comix: bits per agent x layer x K/V "
+                           "under one budget; cocktail: the same, the document's blocks weighted by their relevance "
+                           "to the questions, all agents deciding together; cocktail-paper: f16/kivi4/kivi2 per "
+                           "chunk by its similarity to the questions)"});
   cmd->add_option("--kv-private-k", a->private_k, "K format of each agent's own blocks")->capture_default_str();
   cmd->add_option("--kv-private-v", a->private_v, "V format of each agent's own blocks")->capture_default_str();
   cmd->add_option("--kv-sink", a->sink, "leading 32-token blocks of a context kept f16")->capture_default_str();
-  cmd->add_option("--kv-window", a->window, "rows of every sequence's newest <32 tokens before sealing: f16, q8 (half the "
-                  "bytes) or auto (q8 unless the shared formats are f16/f16; default: " + EngineOptions{}.kv_window + ")");
-  cmd->add_option("--kv-budget", a->budget, "KV byte budget (e.g. 4000000, 64K, 1.5M); agents that do not fit "
-                                            "wait in a queue until others finish, or are refused with a message; "
-                                            "comix/cocktail: below the cheapest tiers' cost is an error naming the minimum");
-  cmd->add_option("--kv-avg-bits", a->avg_bits, "comix/cocktail without --kv-budget: sealed blocks cost at most uniform "
-                                                "blocks of this many bits (2..8; at least the cheapest tier)")
-      ->capture_default_str();
-  cmd->add_option("--comix-family", a->family, "comix/cocktail formats: tq (tq2/3/4) or kivi (kivi2/3/4)")
-      ->capture_default_str();
+  cmd->add_option("--kv-window", a->window,
+                  "rows of every sequence's newest <32 tokens before sealing: f16, q8 (half the "
+                  "bytes) or auto (q8 unless the shared formats are f16/f16; default: " +
+                      EngineOptions{}.kv_window + ")");
   cmd->add_option("-c,--ctx", a->ctx, "positions per agent (document + question + answer)")
       ->check(CLI::Range(1, 1 << 24));
   cmd->add_option("-t,--threads", a->threads, "threads")->check(CLI::Range(1, 256))->capture_default_str();
   cmd->add_flag("--quiet", a->quiet, "no progress lines");
   cmd->add_flag("--json", a->json, "print one JSON object");
-  return [a, cmd] { return RunAgents(*a, *cmd); };
+  return [a, cmd] {
+    if (Status s = CheckPolicyFlags(cmd, a->pol, /*need_query=*/false); !s.ok()) return Fail(s);
+    return RunAgents(*a, *cmd);
+  };
 }
 
 }  // namespace chorus::cli

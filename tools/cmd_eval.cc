@@ -63,11 +63,9 @@ int RunPpl(const EvalArgs& a) {
   const double tok_s = in->tokenize_seconds;
   const size_t n_ctx = in->n_ctx, n_chunks = in->n_chunks;
 
-  auto kv_config = KvConfigFromFlags(a.kv, c);
-  if (!kv_config.ok()) return Fail(kv_config.status());
   ThreadPool pool(a.threads);
   ForwardPass enc_fwd(model, 512);
-  auto ekv = EvalKv::Open(a.pol, kv_config.value(), model, a.model, enc_fwd, pool);
+  auto ekv = EvalKv::Open(a.pol, a.kv, model, a.model, enc_fwd, pool);
   if (!ekv.ok()) return Fail(ekv.status());
   ForwardPass fwd(model, (*ekv)->micro_batch());
   std::vector<float> logits(n_ctx * c.n_vocab);
@@ -107,11 +105,19 @@ int RunPpl(const EvalArgs& a) {
   const double ppl_err = ppl * std::sqrt(std::max(0.0, var) / (count - 1 > 0 ? count - 1 : 1));
   const double secs = t_eval.Seconds();
   if (a.json) {
-    nlohmann::json j = {{"ppl", ppl}, {"ppl_stderr", ppl_err}, {"ctx", n_ctx}, {"chunks", n_chunks},
-               {"scored_tokens", count}, {"file_tokens", in->tokens.size()}, {"seconds", secs},
-               {"tokenize_seconds", tok_s}, {"threads", a.threads}, {"kv_k", a.kv.k}, {"kv_v", a.kv.v}, {"kv_sink_blocks", a.kv.sink_blocks},
-               {"kv_bytes_per_chunk", usage.total()},
-               {"kv_bits_per_element", KvBitsPerElement(usage.total(), n_ctx, c)}};
+    nlohmann::json j = {{"ppl", ppl},
+                        {"ppl_stderr", ppl_err},
+                        {"ctx", n_ctx},
+                        {"chunks", n_chunks},
+                        {"scored_tokens", count},
+                        {"file_tokens", in->tokens.size()},
+                        {"seconds", secs},
+                        {"tokenize_seconds", tok_s},
+                        {"threads", a.threads},
+                        {"kv_sink_blocks", a.kv.sink_blocks},
+                        {"kv_bytes_per_chunk", usage.total()},
+                        {"kv_bits_per_element", KvBitsPerElement(usage.total(), n_ctx, c)}};
+    if (const auto* u = std::get_if<KvPolicy::Uniform>(&a.pol.policy.rule)) j["kv_k"] = u->k, j["kv_v"] = u->v;
     if ((*ekv)->has_policy()) {  // chunks differ under a policy: their mean
       j["kv_k"] = j["kv_v"] = (*ekv)->Name();
       j["kv_bytes_per_chunk"] = (*ekv)->mean_bytes();
@@ -123,7 +129,8 @@ int RunPpl(const EvalArgs& a) {
     std::printf("perplexity %.4f ± %.4f over %zu chunks of %zu tokens (%zu scored) in %.1f s\n", ppl, ppl_err,
                 n_chunks, n_ctx, count, secs);
     if ((*ekv)->has_policy()) (*ekv)->PrintReport(stdout, n_ctx);
-    else std::printf("%s\n", DescribeKvUsage(kv_config.value(), usage, n_ctx, c).c_str());
+    else
+      std::printf("%s\n", DescribeKvUsage(KvConfigFor(a.pol.policy, a.kv, c).value(), usage, n_ctx, c).c_str());
   }
   return 0;
 }
@@ -144,7 +151,7 @@ int RunLogits(const EvalArgs& a) {
     return Fail(Status::Error("-n {} exceeds the model's training context of {}", a.n_tokens, c.n_ctx_train));
   ThreadPool pool(a.threads);
   ForwardPass fwd(model, 512);
-  auto kv_config = KvConfigFromFlags(a.kv, c);
+  auto kv_config = KvConfigFor(a.pol.policy, a.kv, c, "eval logits");
   if (!kv_config.ok()) return Fail(kv_config.status());
   KvRuntime kv_rt = MakeKvRuntime(c, kv_config.value());
   auto kv = kv_rt.store->NewSequence(tokens.size());
@@ -199,45 +206,48 @@ RunFn AddEval(CLI::App& app) {
         ->check(CLI::Range(1, 1 << 30));
   }
   sens->add_option("-o,--out", a->out, "the table (JSON)")->required();
-  sens->add_option("--comix-family", a->pol.family, "formats: tq (tq2/3/4) or kivi (kivi2/3/4); 8 = q8 in either")
+  sens->add_option("--comix-family", a->family, "formats: tq (tq2/3/4) or kivi (kivi2/3/4); 8 = q8 in either")
+      ->check(CLI::IsMember({"tq", "kivi"}))
       ->capture_default_str();
-  sens->add_option("--comix-tiers", a->pol.tiers, "widths to measure, ascending, of 2,3,4,8")->default_str("2,3,4,8");
+  sens->add_option("--comix-tiers", a->tiers, "widths to measure, ascending, of 2,3,4,8")->capture_default_str();
   sens->add_option("--kv-sink", a->kv.sink_blocks, "leading 32-token blocks kept f16 (as every compressed policy)")
       ->capture_default_str();
   sens->add_option("--kv-window", a->kv.window, "format of the newest < 32 rows: f16 or q8")->capture_default_str();
-  for (CLI::App* s : {ppl, kld}) {
+  for (CLI::App* s : {ppl, kld, lg}) {
     AddKvFlags(s, a->kv);
-    AddPolicyFlags(s, a->pol, /*with_query=*/true,
-                   "instead of --kv-k/--kv-v, each chunk of -c tokens is one sequence under it (cocktail: its "
-                   "blocks weighted by their relevance to --query; cocktail-paper: its own chunk map from --query); --kv-sink applies; kld: one more row after --configs");
+    AddPolicyFlags(s, a->pol,
+                   {.default_spec = "f16",
+                    .with_query = s != lg,
+                    .where = s == lg ? "uniform formats only (K/V)"
+                                     : "each chunk of -c tokens is one sequence under it (cocktail: its blocks "
+                                       "weighted by their relevance to --query; cocktail-paper: its own chunk map "
+                                       "from --query); kld: one more row after --configs"});
   }
-  kld->add_option("--configs", a->configs, "several K/V pairs at once, e.g. q8/q8,q8/tq3 (the f16 base runs once)")
+  kld->add_option("--configs", a->configs,
+                  "several policies at once, e.g. q8/q8,q8/tq3,comix-tq:3 (the f16 base runs once; each takes "
+                  "--kv-budget, --comix-sensitivity, --encoder and --query as --policy does)")
       ->delimiter(',');
   lg->add_option("-n,--n-tokens", a->n_tokens, "tokens to evaluate")->check(CLI::Range(1, 1 << 20))->capture_default_str();
   lg->add_option("-o,--out", a->out, "output file (raw f32, n_tokens x n_vocab)")->required();
-  AddKvFlags(lg, a->kv);
   auto [polykv, polykv_run] = AddPolykvEval(cmd);
   auto [comix, comix_run] = AddComixEval(cmd);
   auto [needle, needle_run] = AddNeedleEval(cmd);
   auto [segments, segments_run] = AddSegmentEval(cmd);
-  return [a, ppl, kld, sens, polykv = polykv, polykv_run = polykv_run, comix = comix, comix_run = comix_run,
+  return [a, ppl, kld, lg, sens, polykv = polykv, polykv_run = polykv_run, comix = comix, comix_run = comix_run,
           needle = needle, needle_run = needle_run, segments = segments, segments_run = segments_run] {
     if (segments->parsed()) return segments_run();
     if (polykv->parsed()) return polykv_run();
     if (comix->parsed()) return comix_run();
     if (needle->parsed()) return needle_run();
-    for (CLI::App* s : {ppl, kld}) {
+    for (CLI::App* s : {ppl, kld, lg}) {
       if (!s->parsed()) continue;
       if (Status st = CheckPolicyFlags(s, a->pol, /*need_query=*/true); !st.ok()) return Fail(st);
-      if (!a->pol.policy.empty() && (s->count("--kv-k") || s->count("--kv-v")))
-        return Fail(Status::Error("--kv-k/--kv-v choose uniform formats; with --policy {} compare them with "
-                                  "`eval kld --configs`", a->pol.policy));
+      a->policy_given = s->count("--policy") > 0;
     }
     if (ppl->parsed()) return RunPpl(*a);
     if (sens->parsed()) {
       if (sens->count("--ctx") == 0) a->ctx = 256;
       if (sens->count("--chunks") == 0) a->chunks = 4;
-      if (sens->count("--comix-tiers") == 0) a->pol.tiers = "2,3,4,8";
       return RunSensitivity(*a);
     }
     if (kld->parsed()) {

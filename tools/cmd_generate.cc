@@ -13,7 +13,7 @@ namespace chorus::cli {
 namespace {
 
 int RunGenerate(const GenerateArgs& a) {
-  if (!a.pol.policy.empty()) return RunGenerateWithPolicy(a);
+  if (!a.pol.policy.is_uniform()) return RunGenerateWithPolicy(a);
   SamplingOptions so = a.sampling;
   so.seed = a.seed >= 0 ? static_cast<uint64_t>(a.seed) : std::random_device{}();
   if (Status s = ValidateSampling(so); !s.ok()) return Fail(s);
@@ -48,7 +48,7 @@ int RunGenerate(const GenerateArgs& a) {
     return Fail(Status::Error("the prompt has {} tokens but the context holds {} (raise -c, up to {})",
                               tokens.size(), n_ctx, c.n_ctx_train));
 
-  auto kv_config = KvConfigFromFlags(a.kv, c);
+  auto kv_config = KvConfigFor(a.pol.policy, a.kv, c);
   if (!kv_config.ok()) return Fail(kv_config.status());
   KvRuntime kv_rt = MakeKvRuntime(c, kv_config.value());
   std::unique_ptr<KvSequence> kv_seq = kv_rt.store->NewSequence(n_ctx);
@@ -143,17 +143,17 @@ RunFn AddGenerate(CLI::App& app) {
   cmd->add_option("--doc", a->doc, "with --policy: a context document; the prompt (-p/-f) is the question about it, "
                                    "both framed as one chat user turn (as `chorus agents` does); cocktail(-paper): the "
                                    "question is the query whose relevance to each chunk sets its precision");
-  AddPolicyFlags(cmd, a->pol, /*with_query=*/false,
-                 "runs one agent of the Engine; comix and cocktail choose every block's format (--doc's, the "
-                 "question's, the answer's), cocktail with --doc's blocks weighted by relevance; cocktail-paper: --doc's "
-                 "blocks follow its chunk map, the question and answer use --kv-k/--kv-v");
+  AddPolicyFlags(cmd, a->pol,
+                 {.default_spec = "f16",
+                  .where = "uniform formats (K/V) store the prompt and answer; any other policy runs one agent of the "
+                           "Engine: comix and cocktail choose every block's format (--doc's, the question's, the "
+                           "answer's), cocktail with --doc's blocks weighted by relevance; cocktail-paper: --doc's "
+                           "blocks follow its chunk map, the question and answer stay f16"});
   return [a, cmd] {
     if (Status s = CheckPolicyFlags(cmd, a->pol, /*need_query=*/false); !s.ok()) return Fail(s);
-    if (cmd->count("--doc") && a->pol.policy.empty())
-      return Fail(Status::Error("--doc needs --policy cocktail, cocktail-paper or comix"));
-    if ((a->pol.policy == "comix" || a->pol.policy == "cocktail") && (cmd->count("--kv-k") || cmd->count("--kv-v")))
-      return Fail(Status::Error("--kv-k/--kv-v do not apply with --policy {} (it chooses every block's format)",
-                                a->pol.policy));
+    if (cmd->count("--doc") && a->pol.policy.is_uniform())
+      return Fail(
+          Status::Error("--doc needs --policy cocktail, cocktail-paper or comix (not uniform {})", a->pol.spec));
     return RunGenerate(*a);
   };
 }

@@ -22,7 +22,7 @@ int RunKld(const EvalArgs& a) {
   const ModelConfig& c = model.config();
   const size_t V = c.n_vocab, n_ctx = in->n_ctx, n_chunks = in->n_chunks;
   std::vector<std::string> specs = a.configs;
-  if (specs.empty() && a.pol.policy.empty()) specs.push_back(a.kv.k + "/" + a.kv.v);
+  if (specs.empty() || a.policy_given) specs.push_back(a.pol.spec);  // --policy: one more row
   ThreadPool pool(a.threads);
   ForwardPass fwd(model, 512), fwd_block(model, kBlockTokens);  // the latter: EvalKv::micro_batch()
   struct Run {
@@ -36,19 +36,26 @@ int RunKld(const EvalArgs& a) {
   };
   std::vector<Run> runs;
   for (const std::string& spec : specs) {
-    const size_t slash = spec.find('/');
-    if (slash == std::string::npos)
-      return Fail(Status::Error("--configs entry '{}' must be K/V, e.g. q8/tq3", spec));
-    auto cfg = KvConfigFromFlags({spec.substr(0, slash), spec.substr(slash + 1), a.kv.sink_blocks}, c);
-    if (!cfg.ok()) return Fail(cfg.status().Context(spec));
-    auto rt = EvalKv::Open({}, cfg.value(), model, a.model, fwd, pool);
+    PolicyFlags flags = a.pol;  // --kv-budget, --encoder, --query, --comix-sensitivity
+    flags.spec = spec;
+    auto policy = KvPolicy::Parse(spec);
+    if (!policy.ok()) return Fail(policy.status());
+    flags.policy = *policy;
+    if (KvPolicy::Allocator* alloc = flags.policy.allocator(); alloc && !a.pol.sensitivity.empty()) {
+      alloc->sensitivity = a.pol.sensitivity;
+      if (alloc->rank == KvPolicy::Rank::kExpected) alloc->rank = KvPolicy::Rank::kMeasured;
+    }
+    if (flags.policy.needs_questions() && flags.query.find_first_not_of(" \t\r\n") == std::string::npos)
+      return Fail(Status::Error("--configs {} needs --query TEXT (the question its chunks are weighed against)", spec));
+    KvConfig cfg;  // uniform: its formats (the report's K and V)
+    if (flags.policy.is_uniform()) {
+      auto u = KvConfigFor(flags.policy, a.kv, c);
+      if (!u.ok()) return Fail(u.status().Context(spec));
+      cfg = *u;
+    }
+    auto rt = EvalKv::Open(flags, a.kv, model, a.model, fwd, pool);
     if (!rt.ok()) return Fail(rt.status().Context(spec));
-    runs.push_back(Run{.config = cfg.value(), .rt = std::move(rt).value()});
-  }
-  if (!a.pol.policy.empty()) {  // the policy's run after any --configs
-    auto rt = EvalKv::Open(a.pol, KvConfig{.sink_blocks = a.kv.sink_blocks}, model, a.model, fwd, pool);
-    if (!rt.ok()) return Fail(rt.status());
-    runs.push_back(Run{.config = KvConfig{}, .rt = std::move(rt).value()});
+    runs.push_back(Run{.config = cfg, .rt = std::move(rt).value()});
   }
 
   KvRuntime base_rt = MakeKvRuntime(c, KvConfig{});

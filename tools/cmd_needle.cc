@@ -16,7 +16,6 @@
 #include <span>
 
 #include "chorus/engine.h"
-#include "tools/bench_comix.h"  // ParseComixBenchConfig (the allocator's config spec)
 #include "tools/common.h"
 #include "tools/needle_gen.h"
 #include "tools/policy_flags.h"  // LoadSensitivityTables, SensitivityFor
@@ -36,73 +35,9 @@ struct NeedleArgs {
 };
 
 struct Config {
-  std::string name;
-  bool cocktail = false;  // the paper's scheme (ShareFor under "cocktail-paper")
-  std::string policy;     // "comix" or "cocktail" (the allocator; cocktail: ShareFor with the question)
-  ComixBenchConfig alloc; // the allocator's family, average bits, tiers, key floor
-  double gain = 4;        // cocktail: relevance gain (":gG")
-  bool values_only = false;  // cocktail: relevance weights values only (":v")
-  std::string k = "f16", v = "f16";
-  double alpha = 0.6, beta = 0.1;
-  size_t chunk = 32;
-  std::string sensitivity;  // ':m': the table of its family (RunNeedle sets it)
+  std::string name;  // the spec as given (+ "@shared" with --shared-questions)
+  KvPolicy policy;   // f16, kivi4, q8/kivi2, cocktail-paper[:A:B[:N]], comix-…, cocktail-… (KvPolicy's grammar)
 };
-
-// "f16", "kivi4", "q8/kivi2" (K/V), "cocktail-paper" or "cocktail-paper:ALPHA:BETA[:CHUNK]", and
-// the allocator: "comix-FAMILY:AVG[:tTIERS][:kB]" or "cocktail-FAMILY:AVG[:tTIERS][:kB][:gGAIN][:v]"
-// (e.g. cocktail-kivi:4:t348:k4:g8:v).
-Result<Config> ParseConfig(const std::string& s) {
-  Config c{.name = s};
-  constexpr std::string_view kPaper = "cocktail-paper";
-  if (s.rfind(kPaper, 0) == 0) {
-    c.cocktail = true;
-    if (s.size() > kPaper.size()) {
-      const char* use = "bad config '{}': use cocktail-paper:ALPHA:BETA[:CHUNK]";
-      if (s[kPaper.size()] != ':') return Status::Error(fmt::runtime(use), s);
-      char* end = nullptr;
-      const char* p = s.c_str() + kPaper.size() + 1;
-      c.alpha = std::strtod(p, &end);
-      if (end == p || *end != ':') return Status::Error(fmt::runtime(use), s);
-      p = end + 1;
-      c.beta = std::strtod(p, &end);
-      if (end == p || (*end != ':' && *end != 0)) return Status::Error(fmt::runtime(use), s);
-      if (*end == ':') c.chunk = std::strtoul(end + 1, nullptr, 10);
-    }
-    return c;
-  }
-  for (const char* kind : {"cocktail-", "comix-"}) {
-    if (s.rfind(kind, 0) != 0) continue;
-    c.policy = std::string(kind).substr(0, std::string(kind).size() - 1);
-    // The relevance suffixes (cocktail only); the rest is a comix bench spec.
-    std::string rest = "comix-" + s.substr(std::string(kind).size()), spec;
-    std::stringstream ss(rest);
-    for (std::string part; std::getline(ss, part, ':');) {
-      if (c.policy == "cocktail" && part == "v") {
-        c.values_only = true;
-      } else if (c.policy == "cocktail" && part.size() > 1 && part[0] == 'g') {
-        char* end = nullptr;
-        c.gain = std::strtod(part.c_str() + 1, &end);
-        if (*end != 0) return Status::Error("config '{}': ':g' takes a relevance gain, e.g. :g4", s);
-      } else {
-        spec += (spec.empty() ? "" : ":") + part;
-      }
-    }
-    auto alloc = ParseComixBenchConfig(spec);  // its errors quote the rewritten comix- spec: name the user's
-    if (!alloc.ok()) return Status::Error("config '{}': {}", s, alloc.status().message());
-    c.alloc = *alloc;
-    if (!c.alloc.comix || c.alloc.worst_case || c.alloc.fixed_budget || c.alloc.joint || c.alloc.calibrated)
-      return Status::Error("config '{}': the needle allocator takes FAMILY:AVG with :tTIERS, :kB, :m{}", s,
-                           c.policy == "cocktail" ? ", :gGAIN, :v" : "");
-    return c;
-  }
-  if (s.rfind("cocktail", 0) == 0)
-    return Status::Error("config '{}': write cocktail-paper[:ALPHA:BETA[:CHUNK]] (the paper's scheme) or "
-                         "cocktail-FAMILY:AVG[:tTIERS][:kB][:gGAIN][:v] (the allocator with relevance)", s);
-  const size_t slash = s.find('/');
-  c.k = s.substr(0, slash);
-  c.v = slash == std::string::npos ? c.k : s.substr(slash + 1);
-  return c;
-}
 
 // Cases from a JSONL file (one object per line: document, question, answer, lead, optional depth
 // and kind), e.g. written by --dump or scripts/make_needle_cases.py.
@@ -186,15 +121,16 @@ int RunNeedle(const NeedleArgs& a) {
   if (!tables.ok()) return Fail(tables.status());
   std::vector<Config> configs;
   for (const auto& s : a.configs) {
-    auto c = ParseConfig(s);
-    if (!c.ok()) return Fail(c.status());
-    if (a.shared_questions && (c->cocktail || c->policy == "cocktail")) c->name += "@shared";  // kept apart in summaries
-    if (c->alloc.measured) {
-      auto t = SensitivityFor(*tables, c->alloc.family, s);
+    auto policy = KvPolicy::Parse(s);
+    if (!policy.ok()) return Fail(policy.status().Context("--configs"));
+    Config c{.name = s, .policy = *policy};
+    if (a.shared_questions && c.policy.needs_questions()) c.name += "@shared";  // kept apart in summaries
+    if (KvPolicy::Allocator* alloc = c.policy.allocator(); alloc && alloc->rank == KvPolicy::Rank::kMeasured) {
+      auto t = SensitivityFor(*tables, std::string(FamilyName(alloc->family)), s);
       if (!t.ok()) return Fail(t.status());
-      c->sensitivity = t->path;  // the engine reads it (EngineOptions::comix_sensitivity)
+      alloc->sensitivity = t->path;  // the engine reads it
     }
-    configs.push_back(*c);
+    configs.push_back(c);
   }
   if (Status s = CheckEngineWindowFlag(a.kv_window); !s.ok()) return Fail(s);
   if (a.file.empty() == a.cases_file.empty())
@@ -225,29 +161,22 @@ int RunNeedle(const NeedleArgs& a) {
   std::vector<std::vector<CaseResult>> results(configs.size());
   for (size_t ci = 0; ci < configs.size(); ++ci) {
     const Config& c = configs[ci];
-    EngineOptions eo{.model_path = a.model, .threads = a.threads, .n_ctx = n_ctx, .shared_k = c.k, .shared_v = c.v,
-                     .private_k = "f16", .private_v = "f16", .cocktail_alpha = c.alpha, .cocktail_beta = c.beta,
-                     .cocktail_chunk_tokens = c.chunk, .encoder_path = c.cocktail ? a.encoder : ""};
+    // The agents' own KV is f16; a compressed policy gets the "auto" window (q8).
+    EngineOptions eo{.model_path = a.model,
+                     .threads = a.threads,
+                     .n_ctx = n_ctx,
+                     .policy = c.policy,
+                     .private_k = "f16",
+                     .private_v = "f16",
+                     .encoder_path = c.policy.needs_questions() ? a.encoder : ""};
     eo.kv_window = a.kv_window;
-    if (c.cocktail) eo.policy = "cocktail-paper";  // the "auto" window: q8, as for every compressed config
-    if (!c.policy.empty()) {  // the allocator: every sequence's blocks, bytes from the average-bits target
-      eo.policy = c.policy;
-      eo.comix_family = c.alloc.family;
-      eo.kv_avg_bits = c.alloc.avg_bits;
-      eo.comix_tiers = c.alloc.tiers;
-      eo.comix_min_k_bits = c.alloc.min_k_bits;
-      eo.comix_sensitivity = c.sensitivity;
-      eo.relevance_gain = c.gain;
-      eo.relevance_values_only = c.values_only;
-      eo.encoder_path = a.encoder;
-    }
     auto engine_r = Engine::Open(eo);
     if (!engine_r.ok()) return Fail(engine_r.status().Context("config " + c.name));
     Engine& engine = *engine_r.value();
     // The question the config's context is made for: one case (its question), or — uniform and
     // comix contexts, which do not depend on it, and with --shared-questions every context — the
     // run of consecutive cases with the same document (all their questions), prefilled once.
-    const bool per_question = (c.cocktail || c.policy == "cocktail") && !a.shared_questions;
+    const bool per_question = c.policy.needs_questions() && !a.shared_questions;
     for (size_t g0 = 0, g1 = 0; g0 < cases->size(); g0 = g1) {
       g1 = g0 + 1;
       while (!per_question && g1 < cases->size() && (*cases)[g1].document == (*cases)[g0].document) ++g1;
@@ -255,8 +184,8 @@ int RunNeedle(const NeedleArgs& a) {
       for (size_t i = g0; i < g1; ++i) questions.push_back((*cases)[i].question);
       CaseResult shared;
       Timer t_share;
-      auto ctx = c.cocktail || c.policy == "cocktail" ? engine.ShareFor(frame->first + (*cases)[g0].document, questions)
-                                                      : engine.Share(frame->first + (*cases)[g0].document);
+      auto ctx = c.policy.needs_questions() ? engine.ShareFor(frame->first + (*cases)[g0].document, questions)
+                                            : engine.Share(frame->first + (*cases)[g0].document);
       if (!ctx.ok()) return Fail(ctx.status().Context(c.name));
       shared.prefill_s = t_share.Seconds();
       shared.bytes = engine.KvReport().shared_bytes;
@@ -321,7 +250,7 @@ int RunNeedle(const NeedleArgs& a) {
   // Baseline: the f16 run, if one was asked for.
   size_t base = SIZE_MAX;
   for (size_t ci = 0; ci < configs.size(); ++ci)
-    if (!configs[ci].cocktail && configs[ci].policy.empty() && configs[ci].k == "f16" && configs[ci].v == "f16") base = ci;
+    if (configs[ci].policy == KvPolicy{KvPolicy::Uniform{.k = "f16", .v = "f16"}}) base = ci;
   nlohmann::json out = nlohmann::json::array();
   if (!a.json)
     std::printf("%-22s %9s %10s %11s %9s %9s %7s %12s %12s %9s\n", "config", "accuracy", "agree_f16", "bytes/f16",

@@ -58,8 +58,12 @@ struct RunResult {
 Result<RunResult> RunOne(const PolykvArgs& a, const std::string& k, const std::string& v, const std::string& pk,
                          const std::string& pv, size_t sink, const std::string& pool_text,
                          const std::string& rest_text, const std::pair<std::string, std::string>& frame) {
-  EngineOptions eo{.model_path = a.model, .threads = a.threads, .shared_k = k, .shared_v = v, .private_k = pk,
-                   .private_v = pv, .sink_blocks = sink};
+  EngineOptions eo{.model_path = a.model,
+                   .threads = a.threads,
+                   .policy = {KvPolicy::Uniform{.k = k, .v = v}},
+                   .private_k = pk,
+                   .private_v = pv,
+                   .sink_blocks = sink};
   if (!a.window.empty()) eo.kv_window = a.window;
   auto engine_r = Engine::Open(eo);
   if (!engine_r.ok()) return engine_r.status();

@@ -11,7 +11,7 @@ std::pair<CLI::App*, RunFn> AddSegmentEval(CLI::App* eval) {
     int threads = 2, docs = 4, words = 700, max_tokens = 24;
     uint64_t seed = 1;
     std::vector<double> repair = {0.0, 0.05, 0.15, 0.30};
-    std::string k = "tq4", v = "tq3";
+    std::string policy = "chorus";
     bool no_f16 = false;
   };
   auto a = std::make_shared<Args>();
@@ -31,8 +31,9 @@ std::pair<CLI::App*, RunFn> AddSegmentEval(CLI::App* eval) {
   cmd->add_option("--seed", a->seed, "where the documents and needles are cut")->capture_default_str();
   cmd->add_option("--repair", a->repair, "repair fractions to measure")->delimiter(',')->default_str("0,0.05,0.15,0.3");
   cmd->add_option("--max-tokens", a->max_tokens, "answer tokens")->check(CLI::Range(1, 4096))->capture_default_str();
-  cmd->add_option("--shared-k", a->k, "format of prompt (shared) blocks' keys")->capture_default_str();
-  cmd->add_option("--shared-v", a->v, "format of prompt (shared) blocks' values")->capture_default_str();
+  cmd->add_option("--policy", a->policy,
+                  "uniform KV formats of prompt (shared) blocks: a preset (chorus, polykv) or K/V")
+      ->capture_default_str();
   cmd->add_flag("--no-f16", a->no_f16,
                 "skip the yardstick: every point against a full prefill with f16 KV too "
                 "(the reference's own distance to it is the formats' error)");
@@ -43,8 +44,11 @@ std::pair<CLI::App*, RunFn> AddSegmentEval(CLI::App* eval) {
             eval::SegmentEvalConfig c;
             c.engine.model_path = a->model;
             c.engine.threads = a->threads;
-            c.engine.shared_k = a->k;
-            c.engine.shared_v = a->v;
+            auto policy = KvPolicy::Parse(a->policy);
+            if (!policy.ok()) return Fail(policy.status());
+            if (!policy->is_uniform())
+              return Fail(Status::Error("--policy {}: segments reuse uniform formats only", a->policy));
+            c.engine.policy = *policy;
             c.cases = eval::MakeSegmentCases(*text, size_t(a->docs), size_t(a->words), a->seed);
             if (c.cases.empty()) return Fail(Status::Error("'{}' has fewer than {} words", a->file, a->words));
             c.repair_fractions = a->repair;

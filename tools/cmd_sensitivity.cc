@@ -5,30 +5,46 @@
 // mean KLD is the table's entry. `--comix-rank measured --comix-sensitivity FILE` ranks with it.
 #include <fmt/format.h>
 
+#include <sstream>
+
 #include "model/forward.h"
 #include "ops/elementwise.h"           // LogSumExp
 #include "policy/comix_sensitivity.h"  // ComixSensitivity, LayerProbePolicy, SaveComixSensitivity
 #include "policy/uniform_policy.h"     // UniformPolicy (the f16 run)
 #include "tools/eval_args.h"
-#include "tools/policy_flags.h"        // ParseTiers
 #include "util/timer.h"
 
 namespace chorus::cli {
+namespace {
+
+// "2,3,4,8" → {2, 3, 4, 8}; an item that is not a number is an error naming it (the widths
+// themselves are checked by ComixSensitivity::Check).
+Result<std::vector<int>> ParseTiers(const std::string& list) {
+  std::vector<int> bits;
+  std::stringstream ss(list);
+  for (std::string item; std::getline(ss, item, ',');) {
+    char* end = nullptr;
+    const long b = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != 0) return Status::Error("--comix-tiers '{}': '{}' is not a bit width", list, item);
+    bits.push_back(int(b));
+  }
+  return bits;
+}
+
+}  // namespace
 
 int RunSensitivity(const EvalArgs& a) {
-  if (a.pol.family != "kivi" && a.pol.family != "tq")
-    return Fail(Status::Error("unknown --comix-family '{}' (valid: tq, kivi)", a.pol.family));
-  auto bits = ParseTiers(a.pol.tiers);
+  auto bits = ParseTiers(a.tiers);
   if (!bits.ok()) return Fail(bits.status());
   auto in = LoadEvalChunks(a);
   if (!in.ok()) return Fail(in.status());
   const Model& model = *in->model;
   const ModelConfig& c = model.config();
-  ComixSensitivity table{.family = a.pol.family == "kivi" ? ComixFamily::kKivi : ComixFamily::kTq,
-                         .n_layer = c.n_layer, .bits = *bits};
+  ComixSensitivity table{
+      .family = a.family == "kivi" ? ComixFamily::kKivi : ComixFamily::kTq, .n_layer = c.n_layer, .bits = *bits};
   table.kld.assign(c.n_layer * 2 * table.bits.size(), 0.0);
   if (Status st = table.Check(); !st.ok()) return Fail(st.Context("--comix-tiers"));
-  auto kv_config = KvConfigFromFlags(a.kv, c);
+  auto kv_config = KvConfigFor(KvPolicy{}, a.kv, c);  // the sink and the window
   if (!kv_config.ok()) return Fail(kv_config.status());
   const size_t V = c.n_vocab, n_ctx = in->n_ctx, n_chunks = in->n_chunks;
   const size_t first = n_ctx / 2, n_scored = n_ctx - first - 1;  // rows first .. n_ctx-2, as eval kld

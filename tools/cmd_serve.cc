@@ -7,18 +7,17 @@
 
 #include "server/http_server.h"  // HttpServer
 #include "tools/common.h"
+#include "tools/policy_flags.h"  // PolicyFlags
 
 namespace chorus::cli {
 namespace {
 
 struct ServeArgs {
-  std::string model, host = "127.0.0.1", api_key, policy = "chorus";
+  std::string model, host = "127.0.0.1", api_key;
+  PolicyFlags pol;  // --policy, --kv-budget, --comix-sensitivity
   int port = 8080, threads = DefaultThreads(), ctx = 0;
-  std::string budget = "2G";
-  std::string shared_k, shared_v, private_k = "q8", private_v = "q8", window, family = "tq";
-  std::string sensitivity;  // --comix-sensitivity
+  std::string private_k = "q8", private_v = "q8", window;
   size_t sink = 1;
-  double avg_bits = 3;
   std::string kv_store, kv_store_queue = "64M";
   int kv_store_timeout_ms = 200;
   std::string reuse;  // "" = the engine's default
@@ -35,18 +34,27 @@ int RunServe(const ServeArgs& a) {
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   signal(SIGPIPE, SIG_IGN);  // a client that went away is a failed write, not a dead server
 
-  auto budget = ParseBytes(a.budget);
-  if (!budget.ok()) return Fail(budget.status().Context("--kv-budget"));
-  EngineOptions eo{.model_path = a.model, .threads = a.threads, .n_ctx = static_cast<size_t>(a.ctx),
-                   .private_k = a.private_k, .private_v = a.private_v, .sink_blocks = a.sink,
-                   .kv_budget_bytes = *budget, .kv_avg_bits = a.avg_bits, .comix_family = a.family};
+  if (a.pol.policy.needs_questions())
+    return Fail(
+        Status::Error("--policy {} is not served yet: its chunk precision needs the questions when a "
+                      "document is sealed (use `chorus agents --policy {}` or `chorus generate --policy "
+                      "{} --doc FILE -p QUESTION`)",
+                      a.pol.spec, a.pol.spec, a.pol.spec));
+  const size_t budget = a.pol.budget_bytes;
+  EngineOptions eo{.model_path = a.model,
+                   .threads = a.threads,
+                   .n_ctx = static_cast<size_t>(a.ctx),
+                   .policy = a.pol.policy,
+                   .private_k = a.private_k,
+                   .private_v = a.private_v,
+                   .sink_blocks = a.sink,
+                   .kv_budget_bytes = budget};
   if (!a.reuse.empty()) eo.segments.reuse = a.reuse == "segments" ? Reuse::kSegments : Reuse::kExact;
   eo.segments.repair = a.repair;
   eo.serve = {.prefill_chunk = a.prefill_chunk, .max_prefill = std::max<size_t>(512, a.prefill_chunk),
               .max_running = a.max_running};
   auto queue = ParseBytes(a.kv_store_queue);
   if (!queue.ok()) return Fail(queue.status().Context("--kv-store-queue"));
-  eo.comix_sensitivity = a.sensitivity;  // the engine refuses it without --policy comix
   eo.kv_store_url = a.kv_store;
   eo.kv_store_timeout_ms = a.kv_store_timeout_ms;
   eo.kv_store_queue_bytes = *queue;
@@ -55,17 +63,6 @@ int RunServe(const ServeArgs& a) {
     if (Status s = CheckEngineWindowFlag(a.window); !s.ok()) return Fail(s);
     eo.kv_window = a.window;
   }
-  if (a.policy == "chorus") eo.shared_k = "tq4", eo.shared_v = "tq3";
-  else if (a.policy == "polykv") eo.shared_k = "q8", eo.shared_v = "tq3";
-  else if (a.policy == "polykv-paper") eo.shared_k = "polykv-paper", eo.shared_v = "tq3", eo.sink_blocks = 0;
-  else if (a.policy == "comix") eo.policy = "comix";
-  else if (a.policy == "cocktail" || a.policy == "cocktail-paper")
-    return Fail(Status::Error("--policy {} is not served yet: its chunk precision needs the questions when a "
-                              "document is sealed (use `chorus agents --policy {}` or `chorus generate --policy "
-                              "{} --doc FILE -p QUESTION`)", a.policy, a.policy, a.policy));
-  else return Fail(Status::Error("unknown --policy '{}' (valid: chorus, polykv, polykv-paper, comix)", a.policy));
-  if (!a.shared_k.empty()) eo.shared_k = a.shared_k;
-  if (!a.shared_v.empty()) eo.shared_v = a.shared_v;
   if (a.prefill_chunk % 32 || a.prefill_chunk == 0)
     return Fail(Status::Error("--prefill-chunk must be a positive multiple of 32, got {}", a.prefill_chunk));
 
@@ -75,10 +72,11 @@ int RunServe(const ServeArgs& a) {
   Engine& engine = *engine_r.value();
   const bool store_up = engine.Stats().remote.up;  // before the engine loop starts (Bind)
   const size_t need = engine.EstimateBytes(32, a.max_tokens);
-  if (*budget != 0 && need > *budget)
-    return Fail(Status::Error("--kv-budget {} is too small for one request: a 32-token prompt with the default {} "
-                              "answer tokens needs about {} bytes (raise --kv-budget or lower --max-tokens)",
-                              a.budget, a.max_tokens, need));
+  if (budget != 0 && need > budget)
+    return Fail(
+        Status::Error("--kv-budget {} is too small for one request: a 32-token prompt with the default {} "
+                      "answer tokens needs about {} bytes (raise --kv-budget or lower --max-tokens)",
+                      a.pol.budget, a.max_tokens, need));
   std::string id = a.model.substr(a.model.find_last_of('/') + 1);  // the file name is what users call it
   if (id.size() > 5 && id.ends_with(".gguf")) id.resize(id.size() - 5);
   server::HttpServer http(engine, {.host = a.host, .port = a.port, .api_key = a.api_key, .max_queue = a.max_queue,
@@ -86,8 +84,8 @@ int RunServe(const ServeArgs& a) {
                                    .max_running = a.max_running});
   if (Status s = http.Bind(); !s.ok()) return Fail(s);
   std::printf("chorus serve: http://%s:%d/v1  (model %s, context %zu, KV budget %s, policy %s, %d threads%s%s%s)\n",
-              a.host.c_str(), http.port(), id.c_str(), engine.context_size(), a.budget.c_str(),
-              a.policy.c_str(), a.threads, a.api_key.empty() ? "" : ", API key required",
+              a.host.c_str(), http.port(), id.c_str(), engine.context_size(), a.pol.budget.c_str(),
+              FormatSpec(a.pol.policy).c_str(), a.threads, a.api_key.empty() ? "" : ", API key required",
               a.kv_store.empty() ? "" : ", kv-store ", a.kv_store.empty() ? "" : (store_up ? "up" : "DOWN"));
   std::fflush(stdout);
   std::thread waiter([&] {
@@ -123,12 +121,13 @@ RunFn AddServe(CLI::App& app) {
   cmd->add_option("--port", a->port, "TCP port (0 = any free port, printed at start)")
       ->check(CLI::Range(0, 65535))->capture_default_str();
   cmd->add_option("--api-key", a->api_key, "require \"Authorization: Bearer KEY\" on /v1/*");
-  cmd->add_option("--kv-budget", a->budget, "KV byte budget for everything the cache holds (e.g. 512M, 2G; 0 = none): "
-                                            "requests that do not fit wait, cached prefixes are evicted least recently "
-                                            "used")->capture_default_str();
-  cmd->add_option("--policy", a->policy, "KV policy: chorus (shared tq4/tq3, the measured default), polykv (q8/tq3), "
-                                         "polykv-paper, comix (bits per request x layer under the budget)")
-      ->capture_default_str();
+  AddPolicyFlags(cmd, a->pol,
+                 {.default_spec = "chorus",
+                  .budget_any_policy = true,
+                  .default_budget = "2G",
+                  .where = "for prompt blocks (any may be shared); comix: bits per request x layer x K/V under the "
+                           "budget; the two cocktails need their questions before a document is sealed and are not "
+                           "served"});
   cmd->add_option("--reuse", a->reuse,
                   std::string("which cached KV a prompt may reuse: exact (only a prefix identical up to the block) or "
                               "segments (also a span cached after other text, e.g. the same document after another "
@@ -142,17 +141,11 @@ RunFn AddServe(CLI::App& app) {
                   "(at least 16 tokens; docs/results/segments.md has the curve)")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
-  cmd->add_option("--kv-shared-k", a->shared_k, "override the K format of prompt blocks (any may be shared)");
-  cmd->add_option("--kv-shared-v", a->shared_v, "override the V format of prompt blocks");
   cmd->add_option("--kv-private-k", a->private_k, "K format of generated-token blocks")->capture_default_str();
   cmd->add_option("--kv-private-v", a->private_v, "V format of generated-token blocks")->capture_default_str();
   cmd->add_option("--kv-sink", a->sink, "leading 32-token blocks kept f16")->capture_default_str();
-  cmd->add_option("--kv-window", a->window, "rows of the newest <32 tokens: f16, q8 or auto (default " +
-                                                EngineOptions{}.kv_window + ")");
-  cmd->add_option("--kv-avg-bits", a->avg_bits, "comix without a budget: average bits target")->capture_default_str();
-  cmd->add_option("--comix-family", a->family, "comix formats: tq or kivi")->capture_default_str();
-  cmd->add_option("--comix-sensitivity", a->sensitivity, "comix: rank by this measured table (`chorus eval "
-                                                         "sensitivity -o FILE` for this model and --comix-family)");
+  cmd->add_option("--kv-window", a->window,
+                  "rows of the newest <32 tokens: f16, q8 or auto (default " + EngineOptions{}.kv_window + ")");
   cmd->add_option("--kv-store", a->kv_store, "share sealed prompt blocks with other replicas through Redis: "
                                              "redis://[:PASSWORD@]HOST[:PORT][/DB] (docs/SCALE_OUT.md); unreachable = "
                                              "serve locally and retry");
@@ -173,7 +166,10 @@ RunFn AddServe(CLI::App& app) {
   cmd->add_option("-c,--ctx", a->ctx, "positions per request (prompt + answer; default: min(training, 8192))")
       ->check(CLI::Range(1, 1 << 24));
   cmd->add_option("-t,--threads", a->threads, "threads")->check(CLI::Range(1, 256))->capture_default_str();
-  return [a] { return RunServe(*a); };
+  return [a, cmd] {
+    if (Status s = CheckPolicyFlags(cmd, a->pol, /*need_query=*/false); !s.ok()) return Fail(s);
+    return RunServe(*a);
+  };
 }
 
 }  // namespace chorus::cli

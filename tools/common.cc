@@ -94,11 +94,6 @@ double LoadAverage() {
 }
 
 void AddKvFlags(CLI::App* cmd, KvFlags& flags) {
-  const char* help =
-      "format of sealed KV blocks: f16, q8, kivi4, kivi3, kivi2, tq4, tq3, tq2, polykv-paper "
-      "(the newest <32 tokens stay in the --kv-window format)";
-  cmd->add_option("--kv-k", flags.k, std::string("key ") + help)->capture_default_str();
-  cmd->add_option("--kv-v", flags.v, std::string("value ") + help)->capture_default_str();
   cmd->add_option("--kv-sink", flags.sink_blocks,
                   "leading 32-token blocks of a context kept f16 (attention sinks); 0 = none")
       ->check(CLI::Range(0, 1 << 20))->capture_default_str();
@@ -108,10 +103,14 @@ void AddKvFlags(CLI::App* cmd, KvFlags& flags) {
       ->capture_default_str();
 }
 
-Result<KvConfig> KvConfigFromFlags(const KvFlags& flags, const ModelConfig& model) {
-  auto c = MakeKvConfig(flags.k, flags.v, model);
+Result<KvConfig> KvConfigFor(const KvPolicy& policy, const KvFlags& flags, const ModelConfig& model,
+                             std::string_view what) {
+  const auto* u = std::get_if<KvPolicy::Uniform>(&policy.rule);
+  if (u == nullptr)
+    return Status::Error("{} takes uniform formats (K/V, e.g. q8/tq3), not policy {}", what, FormatSpec(policy));
+  auto c = MakeKvConfig(u->k, u->v, model);
   if (!c.ok()) return c.status();
-  c->sink_blocks = flags.sink_blocks;
+  c->sink_blocks = u->sink_blocks >= 0 ? size_t(u->sink_blocks) : flags.sink_blocks;
   auto w = ParseWindowFormat(flags.window);
   if (!w.ok()) return w.status().Context("--kv-window");
   c->window = *w;

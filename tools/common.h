@@ -104,15 +104,17 @@ Status CheckEngineWindowFlag(const std::string& value);
 // template, ("", "\nAnswer:").
 Result<std::pair<std::string, std::string>> ChatFrame(const Model& model);
 
-// --kv-k / --kv-v / --kv-sink: the K and V formats of sealed KV blocks.
+// --kv-sink / --kv-window: the sink blocks and window rows of every sequence (the formats of sealed
+// blocks are the policy's: PolicyFlags).
 struct KvFlags {
-  std::string k = "f16", v = "f16";
   size_t sink_blocks = 1;
   std::string window = "f16";
 };
 void AddKvFlags(CLI::App* cmd, KvFlags& flags);
-// Validated against the model (errors name the flag and list valid formats).
-Result<KvConfig> KvConfigFromFlags(const KvFlags& flags, const ModelConfig& model);
+// A uniform policy's formats with the flags' sink (the spec's :sN wins) and window, validated
+// against the model (errors list valid formats); another kind of policy is an error naming `what`.
+Result<KvConfig> KvConfigFor(const KvPolicy& policy, const KvFlags& flags, const ModelConfig& model,
+                             std::string_view what = "this command");
 
 // Cocktail's chunk map: which blocks got which precision, the similarity range, the measured
 // bits per element of the context (shared_bytes of `tokens` tokens), and which encoder ran.

@@ -14,8 +14,10 @@ namespace chorus::cli {
 struct EvalArgs {
   std::string model, file, out;
   KvFlags kv;
-  PolicyFlags pol;  // --policy comix|cocktail (ppl, kld)
-  std::vector<std::string> configs;  // "K/V" pairs for kld
+  PolicyFlags pol;                               // --policy SPEC (ppl, kld, logits)
+  bool policy_given = false;                     // kld: --policy is one more row after --configs
+  std::vector<std::string> configs;              // kld: more policies
+  std::string family = "tq", tiers = "2,3,4,8";  // sensitivity: the table's formats and widths
   int ctx = 512;
   int chunks = 0;  // 0 = all
   int n_tokens = 1024;

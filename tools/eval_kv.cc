@@ -6,6 +6,8 @@
 #include <algorithm>
 
 #include "engine/cocktail_plan.h"    // PlanCocktail, OpenCocktailEncoder
+#include "engine/kv_policy_options.h"  // AllocatorComixOptions
+#include "engine/model_fingerprint.h"  // ModelFingerprint (the calibrated table)
 #include "policy/cocktail_policy.h"  // CocktailPolicy, ChunkMapString
 
 namespace chorus::cli {
@@ -18,30 +20,36 @@ class EvalKv::Slot : public PrecisionPolicy {
 
 EvalKv::~EvalKv() = default;
 
-Result<std::unique_ptr<EvalKv>> EvalKv::Open(const PolicyFlags& flags, const KvConfig& uniform, const Model& model,
+Result<std::unique_ptr<EvalKv>> EvalKv::Open(const PolicyFlags& flags, const KvFlags& kv, const Model& model,
                                              const std::string& model_path, ForwardPass& fwd, ThreadPool& pool) {
   std::unique_ptr<EvalKv> e(new EvalKv());
   e->flags_ = flags;
   e->model_ = &model;
-  e->sink_blocks_ = uniform.sink_blocks;
   const ModelConfig& c = model.config();
-  if (flags.policy.empty()) {
-    e->uniform_ = MakeKvRuntime(c, uniform);
+  if (flags.policy.is_uniform()) {
+    CHORUS_ASSIGN_OR_RETURN(const KvConfig uniform_cfg, KvConfigFor(flags.policy, kv, c));
+    e->sink_blocks_ = uniform_cfg.sink_blocks;
+    e->uniform_ = MakeKvRuntime(c, uniform_cfg);
     return e;
   }
+  CHORUS_ASSIGN_OR_RETURN(const KvConfig uniform, KvConfigFor(KvPolicy{}, kv, c));  // sink and window
+  e->sink_blocks_ = uniform.sink_blocks;
   KvStoreOptions so{.n_layer = c.n_layer,
                     .shape = {.n_head = c.n_head, .n_head_kv = c.n_head_kv, .head_dim = c.head_dim},
                     .window = uniform.window,
                     .layer_window = c.layer_window,
                     .threads = size_t(pool.size())};
   PrecisionPolicy* policy = nullptr;
-  if (flags.policy == "comix" || flags.policy == "cocktail") {
-    ComixOptions base{.window = uniform.window, .threads = size_t(pool.size()), .prefill_tokens = e->micro_batch()};
-    CHORUS_ASSIGN_OR_RETURN(ComixOptions co, ComixOptionsFor(flags, c, uniform.sink_blocks, base));
+  if (flags.policy.allocator()) {
+    ComixOptions co = AllocatorComixOptions(flags.policy, c);
+    CHORUS_RETURN_IF_ERROR(LoadAllocatorTable(flags.policy, co, model_path, ModelFingerprint(model)));
+    co.window = uniform.window, co.threads = size_t(pool.size()), co.prefill_tokens = e->micro_batch();
+    co.budget_bytes = flags.budget_bytes, co.sink_blocks = uniform.sink_blocks, co.join_reserve = 0;
+    CHORUS_RETURN_IF_ERROR(ComixPolicy::Validate(co));
     e->comix_ = std::make_unique<ComixPolicy>(co);
     so.budget_bytes = flags.budget_bytes;
     policy = e->comix_.get();
-    if (flags.policy == "cocktail") {
+    if (flags.policy.kind() == KvPolicyKind::kRelevance) {
       CHORUS_ASSIGN_OR_RETURN(e->encoder_, OpenCocktailEncoder(flags.encoder, model_path, model, fwd, pool));
     }
   } else {
@@ -56,9 +64,10 @@ Result<std::unique_ptr<EvalKv>> EvalKv::Open(const PolicyFlags& flags, const KvC
 
 Result<std::unique_ptr<KvSequence>> EvalKv::Begin(std::span<const int32_t> tokens) {
   const size_t index = chunks_++;
-  if (flags_.policy.empty()) return uniform_.store->NewSequence(tokens.size());
+  if (flags_.policy.is_uniform()) return uniform_.store->NewSequence(tokens.size());
+  const KvPolicy::CocktailPaper paper = Paper();
+  const CocktailOptions co{.alpha = paper.alpha, .beta = paper.beta, .chunk_tokens = flags_.policy.chunk_tokens()};
   if (slot_) {
-    const CocktailOptions co{.alpha = flags_.alpha, .beta = flags_.beta, .chunk_tokens = flags_.chunk};
     auto plan = PlanCocktail(model_->tokenizer(), tokens, {flags_.query}, *encoder_, co);
     if (!plan.ok()) return plan.status().Context(fmt::format("cocktail plan of chunk {}", index + 1));
     CocktailChunk ch{.map = ChunkMapString(plan->blocks, sink_blocks_), .s_min = plan->thresholds.s_min,
@@ -73,10 +82,9 @@ Result<std::unique_ptr<KvSequence>> EvalKv::Begin(std::span<const int32_t> token
   std::vector<float> relevance;  // cocktail: per 32-token block, the highest similarity of its chunks
   relevance_.clear();
   if (encoder_) {
-    const CocktailOptions co{.alpha = flags_.alpha, .beta = flags_.beta, .chunk_tokens = flags_.chunk};
     auto plan = PlanCocktail(model_->tokenizer(), tokens, {flags_.query}, *encoder_, co);
     if (!plan.ok()) return plan.status().Context(fmt::format("cocktail relevance of chunk {}", index + 1));
-    relevance = BlockRelevance(plan->similarity, flags_.chunk, tokens.size());
+    relevance = BlockRelevance(plan->similarity, co.chunk_tokens, tokens.size());
     relevance_ = RelevanceLevels(relevance, sink_blocks_);
   }
   auto seq = store_->NewSequence(tokens.size());
@@ -132,18 +140,12 @@ void EvalKv::End(const KvSequence& seq) {
 }
 
 std::string EvalKv::Name() const {
-  if (comix_) {
-    std::string variant;  // what differs from CoMix's defaults
-    if (flags_.tiers != "2,3,4") variant += ":t" + flags_.tiers;
-    if (flags_.min_k_bits) variant += fmt::format(":k{}", flags_.min_k_bits);
-    if (flags_.rank != "expected") variant += ":" + flags_.rank;
-    if (encoder_) variant += fmt::format(":g{}{}", flags_.relevance_gain, flags_.relevance_values_only ? "v" : "");
-    const std::string kind = encoder_ ? "cocktail" : "comix";
-    return flags_.budget_bytes ? fmt::format("{}-{}:{}B{}", kind, flags_.family, flags_.budget_bytes, variant)
-                               : fmt::format("{}-{}:{}{}", kind, flags_.family, flags_.avg_bits, variant);
-  }
-  if (slot_) return fmt::format("cocktail-paper:{}:{}", flags_.alpha, flags_.beta);
-  return "";
+  return FormatSpec(flags_.policy) + (comix_ && flags_.budget_bytes ? fmt::format("@{}B", flags_.budget_bytes) : "");
+}
+
+KvPolicy::CocktailPaper EvalKv::Paper() const {
+  const auto* p = std::get_if<KvPolicy::CocktailPaper>(&flags_.policy.rule);
+  return p ? *p : KvPolicy::CocktailPaper{};
 }
 
 namespace {
@@ -159,9 +161,11 @@ void EvalKv::PrintReport(std::FILE* out, size_t chunk_tokens) const {
   const size_t n = std::max<size_t>(1, chunks_);
   const double mean = double(total_bytes_) / n;
   if (slot_) {
-    std::fprintf(out, "cocktail-paper chunk maps (query \"%s\"; alpha %g, beta %g, %zu-token chunks → 32-token blocks; "
-                      "S sink f16, F fp16, 4 int4, 2 int2; encoder: %s):\n",
-                 flags_.query.c_str(), flags_.alpha, flags_.beta, flags_.chunk, encoder_->name().c_str());
+    std::fprintf(out,
+                 "cocktail-paper chunk maps (query \"%s\"; alpha %g, beta %g, %zu-token chunks → 32-token blocks; "
+                 "S sink f16, F fp16, 4 int4, 2 int2; encoder: %s):\n",
+                 flags_.query.c_str(), Paper().alpha, Paper().beta, flags_.policy.chunk_tokens(),
+                 encoder_->name().c_str());
     size_t sink = 0, fp16 = 0, int4 = 0, int2 = 0;
     for (size_t i = 0; i < cocktail_chunks_.size(); ++i) {
       const CocktailChunk& ch = cocktail_chunks_[i];
@@ -175,17 +179,21 @@ void EvalKv::PrintReport(std::FILE* out, size_t chunk_tokens) const {
     }
     std::fprintf(out, "  sealed blocks: %zu sink, %zu fp16, %zu int4, %zu int2\n", sink, fp16, int4, int2);
   } else if (comix_) {
-    if (encoder_)
-      std::fprintf(out, "cocktail: CoMix's allocator, block errors weighted by 1 + %g x relevance%s (query \"%s\", "
-                        "%zu-token chunks, encoder %s); per chunk: relevance level 0..8 per block, then the middle "
-                        "layer's value bits per block\n",
-                   flags_.relevance_gain, flags_.relevance_values_only ? " (values only)" : "", flags_.query.c_str(),
-                   flags_.chunk, encoder_->name().c_str());
-    std::fprintf(out, "%s (%s formats, %s): bits per layer 0..%zu of each chunk's sealed blocks (most blocks of "
-                      "the layer; F: f16 sink only), K row then V row\n",
-                 encoder_ ? "cocktail" : "comix", flags_.family.c_str(),
+    const KvPolicy::Allocator& alloc = *flags_.policy.allocator();
+    const auto* rel = std::get_if<KvPolicy::Relevance>(&flags_.policy.rule);
+    if (rel)
+      std::fprintf(out,
+                   "cocktail: CoMix's allocator, block errors weighted by 1 + %g x relevance%s (query \"%s\", "
+                   "%zu-token chunks, encoder %s); per chunk: relevance level 0..8 per block, then the middle "
+                   "layer's value bits per block\n",
+                   rel->gain, rel->values_only ? " (values only)" : "", flags_.query.c_str(), rel->chunk_tokens,
+                   encoder_->name().c_str());
+    std::fprintf(out,
+                 "%s (%s formats, %s): bits per layer 0..%zu of each chunk's sealed blocks (most blocks of "
+                 "the layer; F: f16 sink only), K row then V row\n",
+                 encoder_ ? "cocktail" : "comix", std::string(FamilyName(alloc.family)).c_str(),
                  flags_.budget_bytes ? fmt::format("--kv-budget {} bytes", flags_.budget_bytes).c_str()
-                                     : fmt::format("--kv-avg-bits {}", flags_.avg_bits).c_str(),
+                                     : fmt::format("{} bits on average", alloc.avg_bits).c_str(),
                  c.n_layer - 1);
     for (size_t i = 0; i < comix_chunks_.size(); ++i) {
       const ComixChunk& ch = comix_chunks_[i];
@@ -213,19 +221,26 @@ void EvalKv::PrintReport(std::FILE* out, size_t chunk_tokens) const {
 nlohmann::json EvalKv::ReportJson(size_t chunk_tokens) const {
   const ModelConfig& c = model_->config();
   const double mean = double(total_bytes_) / std::max<size_t>(1, chunks_);
-  nlohmann::json j = {{"policy", flags_.policy}, {"name", Name()}, {"kv_peak_bytes", peak_bytes_},
-                      {"kv_mean_bytes", mean}, {"kv_mean_bits_per_element", KvBitsPerElement(size_t(mean), chunk_tokens, c)}};
+  nlohmann::json j = {{"policy", ToString(flags_.policy.kind())},
+                      {"name", Name()},
+                      {"kv_peak_bytes", peak_bytes_},
+                      {"kv_mean_bytes", mean},
+                      {"kv_mean_bits_per_element", KvBitsPerElement(size_t(mean), chunk_tokens, c)}};
   if (comix_) {
+    const KvPolicy::Allocator& alloc = *flags_.policy.allocator();
     j["budget_bytes"] = flags_.budget_bytes;
-    j["avg_bits"] = flags_.avg_bits;
-    j["family"] = flags_.family;
-    j["tiers"] = flags_.tiers;
-    j["min_k_bits"] = flags_.min_k_bits;
-    j["rank"] = flags_.rank;
-    if (encoder_) {
+    j["avg_bits"] = alloc.avg_bits;
+    j["family"] = FamilyName(alloc.family);
+    j["tiers"] = fmt::format("{}", fmt::join(alloc.tiers, ","));
+    j["min_k_bits"] = alloc.min_k_bits;
+    j["rank"] = alloc.rank == KvPolicy::Rank::kMeasured     ? "measured"
+                : alloc.rank == KvPolicy::Rank::kCalibrated ? "calibrated"
+                : alloc.rank == KvPolicy::Rank::kBound      ? "bound"
+                                                            : "expected";
+    if (const auto* rel = std::get_if<KvPolicy::Relevance>(&flags_.policy.rule)) {
       j["query"] = flags_.query;
-      j["relevance_gain"] = flags_.relevance_gain;
-      j["relevance_values_only"] = flags_.relevance_values_only;
+      j["relevance_gain"] = rel->gain;
+      j["relevance_values_only"] = rel->values_only;
       j["encoder"] = encoder_->name();
     }
     for (const ComixChunk& ch : comix_chunks_)
@@ -238,9 +253,9 @@ nlohmann::json EvalKv::ReportJson(size_t chunk_tokens) const {
   }
   if (slot_) {
     j["query"] = flags_.query;
-    j["alpha"] = flags_.alpha;
-    j["beta"] = flags_.beta;
-    j["chunk_tokens"] = flags_.chunk;
+    j["alpha"] = Paper().alpha;
+    j["beta"] = Paper().beta;
+    j["chunk_tokens"] = flags_.policy.chunk_tokens();
     j["encoder"] = encoder_->name();
     for (const CocktailChunk& ch : cocktail_chunks_)
       j["chunk_maps"].push_back({{"map", ch.map}, {"sink", ch.sink}, {"fp16", ch.fp16}, {"int4", ch.int4},

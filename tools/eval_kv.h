@@ -24,15 +24,16 @@
 #include "model/forward.h"           // ForwardPass
 #include "model/model.h"             // Model
 #include "policy/comix_policy.h"     // ComixPolicy
+#include "tools/common.h"            // KvFlags
 #include "tools/policy_flags.h"      // PolicyFlags
 
 namespace chorus::cli {
 
 class EvalKv {
  public:
-  // `uniform` is used when flags.policy is empty; fwd/pool run the fallback encoder (cocktail) and
-  // must outlive this object.
-  static Result<std::unique_ptr<EvalKv>> Open(const PolicyFlags& flags, const KvConfig& uniform, const Model& model,
+  // flags.policy decides (uniform: its formats with kv's sink and window); fwd/pool run the
+  // fallback encoder (cocktail) and must outlive this object.
+  static Result<std::unique_ptr<EvalKv>> Open(const PolicyFlags& flags, const KvFlags& kv, const Model& model,
                                               const std::string& model_path, ForwardPass& fwd, ThreadPool& pool);
   ~EvalKv();
 
@@ -42,17 +43,17 @@ class EvalKv {
   // After the chunk's forward pass, while `seq` is still alive: measures and records it.
   void End(const KvSequence& seq);
 
-  bool has_policy() const { return !flags_.policy.empty(); }
+  bool has_policy() const { return !flags_.policy.is_uniform(); }
   // Tokens per forward micro-batch. CoMix decides a block's bits from the statistics of every
   // layer seen so far; a 512-token pass would seal layer 0's blocks before any later layer is
   // observed (the allocation then follows layer order), so it prefills one block at a time.
-  size_t micro_batch() const { return comix_ || flags_.policy == "comix" || flags_.policy == "cocktail" ? kBlockTokens : 512; }
+  size_t micro_batch() const { return flags_.policy.allocator() ? kBlockTokens : 512; }
   const KvUsage& last_usage() const { return last_usage_; }
   size_t peak_bytes() const { return peak_bytes_; }
   // Mean over the chunks so far of the bytes held at the end of each (a policy's chunks differ).
   size_t mean_bytes() const { return chunks_ ? total_bytes_ / chunks_ : 0; }
-  // "K/V" for uniform formats; "comix-tq:3", "comix-kivi:64K", "cocktail-tq:3", "cocktail-paper:0.6:0.1"
-  // for a policy.
+  // The policy's spec ("q8/tq3", "comix-tq:3", "cocktail-paper:0.6:0.1:32"), "@BYTESB" after it under
+  // a byte budget.
   std::string Name() const;
   // The policy report (chunk maps or allocation, formats sealed, measured bytes and bits/element).
   void PrintReport(std::FILE* out, size_t chunk_tokens) const;
@@ -75,6 +76,7 @@ class EvalKv {
 
   EvalKv() = default;
   std::string BitsLine(const KvSequence& seq, bool v) const;
+  KvPolicy::CocktailPaper Paper() const;  // the paper's thresholds (defaults under another policy)
 
   PolicyFlags flags_;
   const Model* model_ = nullptr;

@@ -11,8 +11,8 @@
 namespace chorus::cli {
 
 int RunGenerateWithPolicy(const GenerateArgs& a) {
-  const bool paper = a.pol.policy == "cocktail-paper";
-  const bool relevance = a.pol.policy == "cocktail";  // the allocator, weighted by relevance to the question
+  const bool paper = a.pol.policy.kind() == KvPolicyKind::kCocktailPaper;
+  const bool relevance = a.pol.policy.kind() == KvPolicyKind::kRelevance;  // the allocator, weighted by relevance
   SamplingOptions so = a.sampling;
   so.seed = a.seed >= 0 ? static_cast<uint64_t>(a.seed) : std::random_device{}();
   if (Status s = ValidateSampling(so); !s.ok()) return Fail(s);
@@ -42,16 +42,16 @@ int RunGenerateWithPolicy(const GenerateArgs& a) {
     if (!text.ok()) return Fail(text.status());
     doc = text.value();
   }
-  EngineOptions eo{.model_path = a.model, .threads = a.threads, .n_ctx = static_cast<size_t>(std::max(0, a.ctx)),
-                   .private_k = a.kv.k, .private_v = a.kv.v, .sink_blocks = a.kv.sink_blocks,
-                   .kv_budget_bytes = a.pol.budget_bytes, .kv_avg_bits = a.pol.avg_bits,
-                   .comix_family = a.pol.family, .comix_min_k_bits = a.pol.min_k_bits,
-                   .relevance_gain = a.pol.relevance_gain, .relevance_values_only = a.pol.relevance_values_only,
-                   .cocktail_alpha = a.pol.alpha, .cocktail_beta = a.pol.beta,
-                   .cocktail_chunk_tokens = a.pol.chunk, .encoder_path = a.pol.encoder};
-  if (!a.pol.tier_bits.empty()) eo.comix_tiers = a.pol.tier_bits;
-  eo.comix_sensitivity = a.pol.sensitivity;
-  eo.policy = a.pol.policy;  // comix | cocktail | cocktail-paper (CheckPolicyFlags)
+  // The question and the answer: f16 rows and blocks (the document's blocks follow the policy).
+  EngineOptions eo{.model_path = a.model,
+                   .threads = a.threads,
+                   .n_ctx = static_cast<size_t>(std::max(0, a.ctx)),
+                   .policy = a.pol.policy,
+                   .private_k = "f16",
+                   .private_v = "f16",
+                   .sink_blocks = a.kv.sink_blocks,
+                   .kv_budget_bytes = a.pol.budget_bytes,
+                   .encoder_path = a.pol.encoder};
   auto engine_r = Engine::Open(eo);
   if (!engine_r.ok()) return Fail(engine_r.status());
   Engine& engine = *engine_r.value();
@@ -116,16 +116,15 @@ int RunGenerateWithPolicy(const GenerateArgs& a) {
   const double decode_tps = gen > 1 && decode_s > 0 ? (gen - 1) / decode_s : 0.0;
   const size_t tokens = doc_tokens + st.prompt_tokens + gen;
   const double bits = 16.0 * peak / double(engine.Fp16Bytes(tokens));
-  const std::string target = a.pol.budget_bytes ? fmt::format("--kv-budget {} bytes", a.pol.budget_bytes)
-                                                : fmt::format("--kv-avg-bits {}", a.pol.avg_bits);
   const std::string policy =
-      paper ? fmt::format("cocktail-paper (alpha {}, beta {}, chunk {})", a.pol.alpha, a.pol.beta, a.pol.chunk)
-      : relevance ? fmt::format("cocktail-{} ({}, tiers {}, relevance gain {}{})", a.pol.family, target, a.pol.tiers,
-                                a.pol.relevance_gain, a.pol.relevance_values_only ? ", values only" : "")
-                  : fmt::format("comix-{} ({})", a.pol.family, target);
+      FormatSpec(a.pol.policy) + (a.pol.policy.allocator() == nullptr ? ""
+                                  : a.pol.budget_bytes
+                                      ? fmt::format(" (--kv-budget {} bytes)", a.pol.budget_bytes)
+                                      : fmt::format(" ({} bits on average)", a.pol.policy.allocator()->avg_bits));
   if (a.json) {
     PrintJson({{"text", st.text},
-               {"policy", a.pol.policy},
+               {"policy", ToString(a.pol.policy.kind())},
+               {"policy_spec", FormatSpec(a.pol.policy)},
                {"policy_desc", policy},
                {"doc_tokens", doc_tokens},
                {"prompt_tokens", st.prompt_tokens},

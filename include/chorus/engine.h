@@ -26,7 +26,8 @@
 #include <string_view>
 #include <vector>
 
-#include "chorus/status.h"  // Status, Result
+#include "chorus/kv_policy.h"  // KvPolicy
+#include "chorus/status.h"     // Status, Result
 
 namespace chorus {
 
@@ -60,46 +61,20 @@ struct EngineOptions {
   std::string model_path;
   int threads = 0;           // 0 = every core
   size_t n_ctx = 0;          // positions per agent (document + prompt + answer); 0 = min(training, 8192)
-  std::string shared_k = "tq4", shared_v = "tq3";   // shared-context blocks (measured: docs/results/polykv.md)
+  // What picks the formats of shared (prompt and context) blocks: KvPolicy::Parse("chorus") = uniform
+  // tq4/tq3 (include/chorus/kv_policy.h has the grammar and the presets). An allocator policy's
+  // bytes come from kv_budget_bytes, or its average-bits target when the budget is 0.
+  KvPolicy policy;
   std::string private_k = "q8", private_v = "q8";   // formats of each agent's own blocks
-  size_t sink_blocks = 1;    // leading blocks of a context kept f16
+  size_t sink_blocks = 1;  // leading blocks of a context kept f16 (a uniform policy's :sN overrides)
   // Rows of every sequence's newest < 32 tokens before sealing: "f16", "q8" (half the bytes; the
-  // measured default for compressed contexts, docs/results/polykv.md) or "auto" = q8 unless
-  // shared_k and shared_v are both f16 with the uniform policy (the exact baseline; "cocktail-paper"
-  // compresses, so it gets q8 rows like every compressed configuration).
+  // measured default for compressed contexts, docs/results/polykv.md) or "auto" = q8 unless the
+  // policy is uniform f16/f16 (the exact baseline).
   std::string kv_window = "auto";
   size_t kv_budget_bytes = 0;  // 0 = unlimited; agents that do not fit are refused with a message
-  // "uniform": the formats above. "comix": bits per (sequence, layer, K/V) coordinated under one
-  // budget (kv_budget_bytes, or kv_avg_bits as a target when the budget is 0); formats of comix_family.
-  // "cocktail-paper" (the paper's scheme, METHODS.md §3): like uniform (ShareFor works under either),
-  // but says contexts will be shared with ShareFor, so the "auto" window is q8. "cocktail": comix's
-  // allocator, and a context made with ShareFor is one unit whose blocks' errors are weighted by
-  // their chunk's relevance to the questions (1 + relevance_gain · relevance, min–max scaled);
-  // Share without questions is an error under it.
-  std::string policy = "uniform";
-  double kv_avg_bits = 3;
-  std::string comix_family = "tq";  // "tq" (tq2/3/4) or "kivi" (kivi2/3/4)
-  // comix with a budget: the share of the headroom above the all-2-bit projection kept for
-  // readers nobody announced (a server's later requests; docs/ARCHITECTURE.md "CoMix"). A caller
-  // that announces every reader (ShareOptions::readers, as `chorus agents` does) sets 0.
-  double comix_join_reserve = 0.25;
-  // comix / cocktail: the bit widths the allocation chooses from (ascending, 1..4 of 2, 3, 4, 8 = q8)
-  // and the keys' floor (0 = none; keys never get fewer bits); cocktail: the relevance gain, and
-  // whether relevance weights the values only (the keys keep their readers' weight).
-  std::vector<int> comix_tiers = {2, 3, 4};
-  int comix_min_k_bits = 0;
-  // comix / cocktail: a measured sensitivity table (`chorus eval sensitivity -o FILE`, for this model
-  // and comix_family) ranks the allocation's items instead of online statistics; "" = statistics.
-  std::string comix_sensitivity;
-  double relevance_gain = 4;
-  bool relevance_values_only = false;
-  // Cocktail (METHODS.md §3), for contexts made with ShareFor: α, β ∈ [0, 1], α + β ≤ 1; chunks of
-  // 16/32/64 tokens mapped onto 32-token blocks; encoder: a sentence-embedding model directory, or
-  // empty for the model's own mean-pooled hidden states.
-  double cocktail_alpha = 0.6, cocktail_beta = 0.1;
-  size_t cocktail_chunk_tokens = 32;
-  // "" = the all-MiniLM-L6-v2 installed next to the model (scripts/fetch_encoder.sh) if present, else
-  // the fallback; kHiddenStateEncoder forces the fallback.
+  // The two Cocktails: a sentence-embedding model directory; "" = the all-MiniLM-L6-v2 installed next
+  // to the model (scripts/fetch_encoder.sh) if present, else the fallback (the model's own mean-pooled
+  // hidden states); kHiddenStateEncoder forces the fallback.
   std::string encoder_path = "";
   ServeOptions serve;
   // Segment reuse (Reuse). Uniform policy only: comix and cocktail requests reuse exact prefixes.
@@ -129,11 +104,11 @@ struct ChunkMapReport {
   double search_seconds = 0;   // chunk + query embedding, cosine, thresholds
   double prefill_seconds = 0;  // prefill with per-block sealing
   double reorder_seconds = 0;  // block-table permutation after sealing
-  // Policy "cocktail" (the allocator with relevance): `blocks` is each block's relevance level (S
+  // Policy kRelevance (the allocator with relevance): `blocks` is each block's relevance level (S
   // sink, 0..8 of its min–max scaled relevance), the precision counts above stay 0, and per layer
   // (n_layer strings, one char per sealed block in token order: F f16, else the bits 2/3/4/8):
   // the bits the allocator handed out, and the formats the store's blocks hold (pool metadata).
-  std::string policy = "cocktail-paper";
+  KvPolicyKind policy = KvPolicyKind::kCocktailPaper;
   std::vector<std::string> alloc_k, alloc_v, stored_k, stored_v;
 };
 
@@ -294,7 +269,7 @@ struct SharedRunSnapshot {
 };
 struct EngineSnapshot {
   EngineStats stats;
-  std::string policy;           // EngineOptions::policy
+  KvPolicy policy;  // EngineOptions::policy
   size_t n_layer = 0;
   size_t fp16_bytes_per_token = 0;  // all layers, K and V
   std::vector<KvFormatLegend> formats;

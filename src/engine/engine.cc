@@ -9,13 +9,14 @@
 #include <algorithm>
 #include <thread>
 
-#include "engine/cocktail_plan.h"   // PlanCocktail, OpenTextEncoder, OpenCocktailEncoder
-#include "engine/engine_impl.h"     // Engine::Impl
-#include "gguf/gguf.h"              // GgufFile (the model fingerprint)
-#include "kv/kv_footprint.h"        // KvFootprint
-#include "model/chat_template.h"    // ApplyChatTemplate
-#include "ops/elementwise.h"        // LogSumExp
-#include "policy/cocktail_policy.h" // CocktailPolicy
+#include "engine/cocktail_plan.h"      // PlanCocktail, OpenTextEncoder, OpenCocktailEncoder
+#include "engine/engine_impl.h"        // Engine::Impl
+#include "engine/kv_policy_options.h"  // AllocatorComixOptions
+#include "engine/model_fingerprint.h"  // ModelFingerprint
+#include "kv/kv_footprint.h"           // KvFootprint
+#include "model/chat_template.h"       // ApplyChatTemplate
+#include "ops/elementwise.h"           // LogSumExp
+#include "policy/cocktail_policy.h"    // CocktailPolicy
 
 namespace chorus {
 namespace {
@@ -25,25 +26,6 @@ uint64_t HashTokens(uint64_t seed, std::span<const int32_t> tokens, std::string_
   XXH3_64bits_reset_withSeed(st, seed);
   XXH3_64bits_update(st, tokens.data(), tokens.size_bytes());
   XXH3_64bits_update(st, extra.data(), extra.size());
-  const uint64_t h = XXH3_64bits_digest(st);
-  XXH3_freeState(st);
-  return h;
-}
-
-// The model file's identity: its header (metadata + tensor index) and samples of its tensor data.
-uint64_t ModelFingerprint(const Model& m) {
-  XXH3_state_t* st = XXH3_createState();
-  XXH3_64bits_reset(st);
-  const GgufFile& f = m.gguf();
-  const size_t size = f.file_size();
-  XXH3_64bits_update(st, &size, sizeof size);
-  for (const GgufTensor& t : f.tensors()) {
-    XXH3_64bits_update(st, t.name.data(), t.name.size());
-    XXH3_64bits_update(st, &t.type, sizeof t.type);
-    XXH3_64bits_update(st, t.dims.data(), t.dims.size() * sizeof(uint64_t));
-    XXH3_64bits_update(st, t.data, std::min<size_t>(t.n_bytes, 256));  // a sample of every tensor
-  }
-  for (const GgufKv& kv : f.metadata()) XXH3_64bits_update(st, kv.key.data(), kv.key.size());
   const uint64_t h = XXH3_64bits_digest(st);
   XXH3_freeState(st);
   return h;
@@ -63,12 +45,6 @@ std::vector<KeyRope> LayerRopes(const Model& m) {
             : RopeParams{.base = c.rope_base, .freq_scale = c.rope_freq_scale, .freq_factors = m.weights().rope_freqs};
   }
   return r;
-}
-
-std::string TierString(const std::vector<int>& tiers) {
-  std::string s;
-  for (int b : tiers) s += char('0' + b);
-  return s;
 }
 
 }  // namespace
@@ -260,14 +236,17 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options) {
   if (!model.ok()) return model.status();
   impl->model = std::move(model).value();
   const ModelConfig& c = impl->model->config();
-  auto shared = MakeKvConfig(options.shared_k, options.shared_v, c);
+  const KvPolicy::Uniform* uniform = std::get_if<KvPolicy::Uniform>(&options.policy.rule);
+  const KvPolicy::Uniform formats = uniform ? *uniform : KvPolicy::Uniform{};  // non-uniform: tails and sinks
+  auto shared = MakeKvConfig(formats.k, formats.v, c);
   if (!shared.ok()) return shared.status().Context("shared context formats");
   auto priv = MakeKvConfig(options.private_k, options.private_v, c);
   if (!priv.ok()) return priv.status().Context("private formats");
+  const size_t sink = formats.sink_blocks >= 0 ? size_t(formats.sink_blocks) : options.sink_blocks;
   impl->shared_cfg = shared.value();
-  impl->shared_cfg.sink_blocks = options.sink_blocks;
+  impl->shared_cfg.sink_blocks = sink;
   impl->private_cfg = priv.value();
-  impl->private_cfg.sink_blocks = options.sink_blocks;
+  impl->private_cfg.sink_blocks = sink;
   impl->n_ctx = options.n_ctx ? options.n_ctx : std::min<size_t>(c.n_ctx_train, 8192);
   if (impl->n_ctx > c.n_ctx_train)
     return Status::Error("context {} exceeds the model's training context of {}", impl->n_ctx, c.n_ctx_train);
@@ -277,49 +256,38 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options) {
     return Status::Error("prefill chunk {} / max prefill {} must be multiples of {} with chunk <= max, and max running "
                          "{} >= 1",
                          so.prefill_chunk, so.max_prefill, kBlockTokens, so.max_running);
-  if (!(options.comix_join_reserve >= 0 && options.comix_join_reserve <= 1))
-    return Status::Error("comix join reserve must be in [0, 1], got {}", options.comix_join_reserve);
-  CHORUS_RETURN_IF_ERROR(ValidateCocktailOptions({.alpha = options.cocktail_alpha, .beta = options.cocktail_beta,
-                                                   .chunk_tokens = options.cocktail_chunk_tokens}));
+  if (options.policy.needs_questions()) {  // a KvPolicy built in code, not parsed
+    const auto* paper = std::get_if<KvPolicy::CocktailPaper>(&options.policy.rule);
+    const KvPolicy::CocktailPaper p = paper ? *paper : KvPolicy::CocktailPaper{};
+    CHORUS_RETURN_IF_ERROR(
+        ValidateCocktailOptions({.alpha = p.alpha, .beta = p.beta, .chunk_tokens = options.policy.chunk_tokens()}));
+  }
   if (!options.encoder_path.empty() && options.encoder_path != kHiddenStateEncoder) {
     auto enc = OpenTextEncoder(options.encoder_path);
     if (!enc.ok()) return enc.status();
     impl->encoder = std::move(enc).value();
   }
   // "auto": q8 rows unless the shared formats are f16 (the uncompressed baseline stays exact).
-  const bool f16_shared = options.shared_k == "f16" && options.shared_v == "f16" && options.policy == "uniform";
+  const bool f16_shared = uniform && uniform->k == "f16" && uniform->v == "f16";
   auto window = ParseWindowFormat(options.kv_window == "auto" ? (f16_shared ? "f16" : "q8") : options.kv_window);
   if (!window.ok()) return window.status().Context("kv_window");
   const int threads = options.threads > 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
   impl->policy = std::make_unique<RoutingPolicy>(impl->shared_cfg, impl->private_cfg);
-  const bool allocator = options.policy == "comix" || options.policy == "cocktail";
+  const bool allocator = options.policy.allocator() != nullptr;
   std::string sensitivity_key;
-  if (!options.comix_sensitivity.empty() && !allocator)
-    return Status::Error("comix_sensitivity needs policy comix or cocktail (got '{}')", options.policy);
+  ComixOptions co = AllocatorComixOptions(options.policy, c);
+  impl->model_fp = ModelFingerprint(*impl->model);
+  CHORUS_RETURN_IF_ERROR(LoadAllocatorTable(options.policy, co, options.model_path, impl->model_fp));
   if (allocator) {
-    ComixOptions co{.n_layer = c.n_layer, .n_head = c.n_head, .n_head_kv = c.n_head_kv, .head_dim = c.head_dim,
-                    .budget_bytes = options.kv_budget_bytes, .avg_bits = options.kv_avg_bits,
-                    .sink_blocks = options.sink_blocks,
-                    .join_reserve = options.kv_budget_bytes ? options.comix_join_reserve : 0.0,
-                    .window = *window,
-                    .threads = static_cast<size_t>(threads),
-                    .prefill_tokens = kBlockTokens,  // the comix forward's micro-batch (below)
-                    .tiers = options.comix_tiers,
-                    .min_k_bits = options.comix_min_k_bits,
-                    .relevance_gain = options.relevance_gain,
-                    .relevance_values_only = options.relevance_values_only};
-    if (options.comix_family == "kivi") co.family = ComixFamily::kKivi;
-    else if (options.comix_family != "tq")
-      return Status::Error("unknown comix family '{}' (valid: tq, kivi)", options.comix_family);
-    if (!options.comix_sensitivity.empty()) {
-      CHORUS_ASSIGN_OR_RETURN(co.measured, LoadComixSensitivity(options.comix_sensitivity));
+    co.budget_bytes = options.kv_budget_bytes, co.sink_blocks = sink;
+    if (!options.kv_budget_bytes) co.join_reserve = 0;
+    co.window = *window, co.threads = static_cast<size_t>(threads);
+    co.prefill_tokens = kBlockTokens;  // the comix forward's micro-batch (below)
+    if (co.measured)
       for (double x : co.measured->kld) sensitivity_key += fmt::format("{:a},", x);  // its values key the prefixes
-    }
-    CHORUS_RETURN_IF_ERROR(ComixPolicy::Validate(co).Context(fmt::format("policy {}", options.policy)));
+    CHORUS_RETURN_IF_ERROR(ComixPolicy::Validate(co).Context(fmt::format("policy {}", FormatSpec(options.policy))));
     impl->comix = std::make_unique<ComixPolicy>(co);
     impl->policy->UseForAll(impl->comix.get());
-  } else if (options.policy != "uniform" && options.policy != "cocktail-paper") {
-    return Status::Error("unknown KV policy '{}' (valid: uniform, comix, cocktail, cocktail-paper)", options.policy);
   }
   KvStoreOptions sto{.n_layer = c.n_layer,
                      .shape = {.n_head = c.n_head, .n_head_kv = c.n_head_kv, .head_dim = c.head_dim},
@@ -333,13 +301,9 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options) {
   if (impl->comix) impl->comix->SetStore(impl->store.get());
   impl->cache = std::make_unique<PrefixCache>(impl->store->pool());
   // Everything that changes a block's bytes goes into the prefix keys.
-  const std::string settings = fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", options.shared_k, options.shared_v,
-                                           options.private_k, options.private_v, options.sink_blocks,
-                                           WindowFormatName(*window), options.policy, options.comix_family,
-                                           options.kv_avg_bits, options.kv_budget_bytes) +
-                               fmt::format("|{}|{}|{}|{}|{}", TierString(options.comix_tiers), options.comix_min_k_bits,
-                                           options.relevance_gain, options.relevance_values_only, sensitivity_key);
-  impl->model_fp = ModelFingerprint(*impl->model);
+  const std::string settings =
+      fmt::format("{}|{}|{}|{}|{}|{}|{}", FormatSpec(options.policy), options.private_k, options.private_v, sink,
+                  WindowFormatName(*window), options.kv_budget_bytes, sensitivity_key);
   impl->salt = XXH3_64bits_withSeed(settings.data(), settings.size(), impl->model_fp);
   CHORUS_RETURN_IF_ERROR(impl->OpenRemote());
   // CoMix decides a block's bits from every layer observed so far: a one-block micro-batch lets
@@ -379,7 +343,7 @@ Result<ContextId> Engine::Share(std::string_view text, const ShareOptions& optio
     m.contexts[it->second].user_refs++;
     return it->second;
   }
-  if (m.options.policy == "cocktail")
+  if (m.options.policy.kind() == KvPolicyKind::kRelevance)
     return Status::Error("policy cocktail weights a shared context's blocks by their relevance to the questions: share "
                          "it with ShareFor(text, questions) (Share has no questions)");
   std::vector<uint64_t> planned;
@@ -406,20 +370,23 @@ Result<ContextId> Engine::ShareFor(std::string_view text, const std::vector<std:
   const Progress& progress = options.progress;
   CHORUS_ASSIGN_OR_RETURN(std::vector<int32_t> tokens, m.DocumentTokens(text));
   if (Status s = CheckShareOptions(options, tokens.size(), m.n_ctx); !s.ok()) return s;
-  if (m.options.policy == "cocktail" &&
-      std::all_of(queries.begin(), queries.end(),
-                  [](const std::string& q) { return q.find_first_not_of(" \t\r\n") == std::string::npos; }))
+  const bool relevance = m.options.policy.kind() == KvPolicyKind::kRelevance;
+  if (relevance && std::all_of(queries.begin(), queries.end(), [](const std::string& q) {
+        return q.find_first_not_of(" \t\r\n") == std::string::npos;
+      }))
     return Status::Error("policy cocktail needs at least one non-empty question (its relevance to each chunk weights "
                          "the context's blocks); got {} question(s), none with text", queries.size());
   if (!m.encoder) {  // first use: the installed sentence encoder, else the model's own hidden states
     CHORUS_ASSIGN_OR_RETURN(m.encoder, OpenCocktailEncoder(m.options.encoder_path, m.options.model_path, *m.model,
                                                            *m.fwd, *m.pool));
   }
-  const CocktailOptions co{.alpha = m.options.cocktail_alpha, .beta = m.options.cocktail_beta,
-                           .chunk_tokens = m.options.cocktail_chunk_tokens};
+  // The paper's thresholds: its policy's, or the paper's defaults (ShareFor under another policy).
+  const auto* paper = std::get_if<KvPolicy::CocktailPaper>(&m.options.policy.rule);
+  const KvPolicy::CocktailPaper p = paper ? *paper : KvPolicy::CocktailPaper{};
+  const CocktailOptions co{.alpha = p.alpha, .beta = p.beta, .chunk_tokens = m.options.policy.chunk_tokens()};
   CHORUS_ASSIGN_OR_RETURN(CocktailPlan plan, PlanCocktail(m.model->tokenizer(), tokens, queries, *m.encoder, co));
   const size_t sink = m.shared_cfg.sink_blocks;
-  if (m.options.policy == "cocktail") return m.ShareRelevant(std::move(tokens), queries, plan, options);
+  if (relevance) return m.ShareRelevant(std::move(tokens), queries, plan, options);
   ChunkMapReport rep{.encoder = plan.encoder, .blocks = ChunkMapString(plan.blocks, sink),
                      .chunks = plan.similarity.size(), .chunk_tokens = co.chunk_tokens,
                      .s_min = float(plan.thresholds.s_min), .s_max = float(plan.thresholds.s_max),
@@ -451,12 +418,16 @@ Result<ContextId> Engine::ShareFor(std::string_view text, const std::vector<std:
 // chorus's Cocktail: the document is one allocator unit whose blocks are weighted by relevance.
 Result<ContextId> Engine::Impl::ShareRelevant(std::vector<int32_t> tokens, const std::vector<std::string>& queries,
                                               const CocktailPlan& plan, const ShareOptions& share) {
-  const size_t sink = shared_cfg.sink_blocks, chunk = options.cocktail_chunk_tokens;
+  const size_t sink = shared_cfg.sink_blocks, chunk = options.policy.chunk_tokens();
   const std::vector<float> relevance = BlockRelevance(plan.similarity, chunk, tokens.size());
-  ChunkMapReport rep{.encoder = plan.encoder, .blocks = RelevanceLevels(relevance, sink),
-                     .chunks = plan.similarity.size(), .chunk_tokens = chunk,
-                     .s_min = float(plan.thresholds.s_min), .s_max = float(plan.thresholds.s_max),
-                     .search_seconds = plan.search_seconds, .policy = "cocktail"};
+  ChunkMapReport rep{.encoder = plan.encoder,
+                     .blocks = RelevanceLevels(relevance, sink),
+                     .chunks = plan.similarity.size(),
+                     .chunk_tokens = chunk,
+                     .s_min = float(plan.thresholds.s_min),
+                     .s_max = float(plan.thresholds.s_max),
+                     .search_seconds = plan.search_seconds,
+                     .policy = KvPolicyKind::kRelevance};
   std::string key;  // the same text for the same questions is the same context (as Share: readers aside)
   for (const std::string& q : queries) key += q + '\n';
   const uint64_t hash = HashTokens(salt ^ 0xa110ca7e, tokens, key);

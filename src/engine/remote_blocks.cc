@@ -30,10 +30,11 @@ void Engine::Impl::RemoteLog(const std::string& msg) const {
 Status Engine::Impl::OpenRemote() {
   if (options.kv_store_url.empty()) return Status::Ok();
   CHORUS_ASSIGN_OR_RETURN(RedisUrl url, ParseRedisUrl(options.kv_store_url));
-  if (comix || options.policy != "uniform")
-    return Status::Error("--kv-store works with the uniform policies only (a block's formats must be the same on every "
-                         "replica); policy '{}' decides them per replica",
-                         options.policy);
+  if (comix || !options.policy.is_uniform())
+    return Status::Error(
+        "--kv-store works with the uniform policies only (a block's formats must be the same on every "
+        "replica); policy '{}' decides them per replica",
+        FormatSpec(options.policy));
   if (options.kv_store_timeout_ms < 1 || options.kv_store_timeout_ms > 60000)
     return Status::Error("kv-store timeout must be in [1, 60000] ms, got {}", options.kv_store_timeout_ms);
   if (options.kv_store_queue_bytes < (size_t{1} << 20))

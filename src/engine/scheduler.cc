@@ -248,7 +248,7 @@ Result<Engine::Impl::Admit> Engine::Impl::TryAdmit(AgentId id, Agent& a) {
 
 bool Engine::Impl::UsesSegments(const Agent& a) const {
   const Reuse r = a.options.reuse == Reuse::kDefault ? options.segments.reuse : a.options.reuse;
-  return r == Reuse::kSegments && a.cacheable && !a.context && !comix && options.policy == "uniform";
+  return r == Reuse::kSegments && a.cacheable && !a.context && !comix && options.policy.is_uniform();
 }
 
 void Engine::Impl::AttachDueSegments(Agent& a) {

@@ -173,7 +173,8 @@ Result<SegmentEvalReport> RunSegmentEval(const SegmentEvalConfig& c) {
   if (c.f16_yardstick) {
     EngineOptions fo = c.engine;
     fo.segments.reuse = Reuse::kExact;
-    fo.shared_k = fo.shared_v = fo.private_k = fo.private_v = "f16";
+    fo.policy = {KvPolicy::Uniform{.k = "f16", .v = "f16"}};
+    fo.private_k = fo.private_v = "f16";
     CHORUS_RETURN_IF_ERROR(references(fo, "f16 reference", &f16, nullptr, nullptr));
   }
   SegmentEvalPoint full{.repair = -1};

@@ -13,7 +13,7 @@ namespace chorus {
 namespace {
 
 constexpr size_t kMaxEvents = 4096;
-constexpr int kCurveBits[] = {2, 3, 4, 8};  // --kv-avg-bits is interpolated between these
+constexpr int kCurveBits[] = {2, 3, 4, 8};  // an average-bits target is interpolated between these
 constexpr double kRelevanceLevels = 8;      // relevance is grouped into eighths (one run per level change)
 
 size_t SideBytesOf(const ComixOptions& o, int bits, KvSide side) {
@@ -123,17 +123,18 @@ Status ComixPolicy::Validate(const ComixOptions& o) {
         return Status::Error("sensitivity table has no {}-bit column (measure it with `eval sensitivity --comix-tiers`)", b);
   }
   if (o.budget_bytes == 0 && !(o.avg_bits >= 2 && o.avg_bits <= 8))
-    return Status::Error("--kv-avg-bits must be between 2 and 8 (2, 3, 4: kivi/tq codes; up to 8: q8), got {}",
+    return Status::Error("average bits must be between 2 and 8 (2, 3, 4: kivi/tq codes; up to 8: q8), got {}",
                          o.avg_bits);
   if (o.budget_bytes == 0) {
     const int kmin = SideTiersOf(o, KvSide::kKey)[0], vmin = SideTiersOf(o, KvSide::kValue)[0];
     const double cheapest = double(BlockBytesOf(o, kmin, vmin)), target = TargetBlockBytes(o, o.avg_bits);
     if (cheapest > target + 1e-9)
-      return Status::Error("--kv-avg-bits {} is below the cheapest tiers' cost: a block with keys at {} bits and values "
-                           "at {} bits takes {} bytes, a uniform {}-bit block {:.0f}; the minimum for tiers {} (key "
-                           "floor {}) is --kv-avg-bits {:.3f}",
-                           o.avg_bits, kmin, vmin, size_t(cheapest), o.avg_bits, target, TierList(o.tiers), o.min_k_bits,
-                           AvgBitsFor(o, cheapest));
+      return Status::Error(
+          "average bits {} is below the cheapest tiers' cost: a block with keys at {} bits and values "
+          "at {} bits takes {} bytes, a uniform {}-bit block {:.0f}; the minimum for tiers {} (key "
+          "floor {}) is {:.3f} average bits",
+          o.avg_bits, kmin, vmin, size_t(cheapest), o.avg_bits, target, TierList(o.tiers), o.min_k_bits,
+          AvgBitsFor(o, cheapest));
   }
   if (o.budget_bytes != 0 && o.budget_bytes < MinimumBudget(o))
     return Status::Error("--kv-budget {} bytes is below this model's minimum of {} bytes (the KV store's scratch "

@@ -1,9 +1,14 @@
 // ComixSensitivity lookups and the one-layer probe policy.
 #include "policy/comix_sensitivity.h"
 
+#include <fmt/format.h>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 
+#include <cerrno>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <fstream>
 
 namespace chorus {
@@ -50,10 +55,27 @@ Status SaveComixSensitivity(const ComixSensitivity& t, const std::string& path,
     }
     j["layers"].push_back({{"k", k}, {"v", v}});
   }
-  std::ofstream out(path);
-  out << j.dump(1) << "\n";
-  if (!out) return Status::Error("sensitivity table: cannot write '{}'", path);
+  // Atomic: a reader (or an interrupted run) never sees half a table.
+  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
+  {
+    std::ofstream out(tmp);
+    out << j.dump(1) << "\n";
+    out.close();
+    if (!out) {
+      std::remove(tmp.c_str());
+      return Status::Error("sensitivity table: cannot write '{}'", tmp);
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return Status::Error("sensitivity table: cannot write '{}' ({})", path, std::strerror(errno));
+  }
   return Status::Ok();
+}
+
+std::string CalibrationTablePath(const std::string& model_path, uint64_t model_fingerprint, ComixFamily family) {
+  return fmt::format("{}.chorus-{}-{:016x}.json", model_path, family == ComixFamily::kKivi ? "kivi" : "tq",
+                     model_fingerprint);
 }
 
 Result<std::shared_ptr<const ComixSensitivity>> LoadComixSensitivity(const std::string& path) {

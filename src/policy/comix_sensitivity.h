@@ -8,6 +8,7 @@
 #pragma once
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
@@ -44,6 +45,9 @@ struct ComixSensitivity {
 Status SaveComixSensitivity(const ComixSensitivity& table, const std::string& path,
                             const std::vector<std::pair<std::string, double>>& extra = {});
 Result<std::shared_ptr<const ComixSensitivity>> LoadComixSensitivity(const std::string& path);
+// Where `chorus calibrate` caches a model's table, next to the model file and keyed by its
+// fingerprint (engine/model_fingerprint.h) and family: MODEL.chorus-FAMILY-FINGERPRINT.json.
+std::string CalibrationTablePath(const std::string& model_path, uint64_t model_fingerprint, ComixFamily family);
 
 // The probe: every block f16 except `side` of `layer`, which gets `format` (the sink blocks stay f16,
 // as under every compressed policy).

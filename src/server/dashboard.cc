@@ -72,8 +72,13 @@ json StateJson(const EngineSnapshot& snap, const std::map<AgentId, RequestInfo>&
                const StateInfo& info) {
   const EngineStats& st = snap.stats;
   json j;
-  j["server"] = {{"model", info.model_id}, {"fingerprint", info.fingerprint}, {"policy", snap.policy},
-                 {"n_layer", snap.n_layer}, {"uptime_s", info.uptime_s}, {"sampled_at", info.sampled_at_unix},
+  j["server"] = {{"model", info.model_id},
+                 {"fingerprint", info.fingerprint},
+                 {"policy", ToString(snap.policy.kind())},
+                 {"policy_spec", FormatSpec(snap.policy)},
+                 {"n_layer", snap.n_layer},
+                 {"uptime_s", info.uptime_s},
+                 {"sampled_at", info.sampled_at_unix},
                  {"max_running", info.max_running}};
   // The same numbers as /metrics chorus_kv_bytes{kind} (a partition of held_bytes) + free.
   j["budget"] = {{"budget_bytes", st.budget_bytes}, {"held_bytes", st.total_bytes},

@@ -11,6 +11,7 @@
 #include "engine/hidden_state_encoder.h"
 #include "model/forward.h"
 #include "model/model.h"
+#include "policy_spec.h"
 
 namespace chorus {
 namespace {
@@ -107,8 +108,7 @@ TEST(CocktailEngine, CocktailPolicyGetsTheQ8Window) {
   const std::string q = "What is the access code for the north gate?";
   size_t private_bytes[2] = {0, 0};
   for (int i = 0; i < 2; ++i) {
-    auto engine = Open({.shared_k = "f16", .shared_v = "f16", .private_k = "f16", .private_v = "f16",
-                        .policy = i == 0 ? "uniform" : "cocktail-paper"});
+    auto engine = Open({.policy = Spec(i == 0 ? "f16/f16" : "cocktail-paper"), .private_k = "f16", .private_v = "f16"});
     ASSERT_TRUE(engine);
     auto ctx = engine->ShareFor(Document(), {q});
     ASSERT_TRUE(ctx.ok()) << ctx.status().message();
@@ -118,19 +118,20 @@ TEST(CocktailEngine, CocktailPolicyGetsTheQ8Window) {
     private_bytes[i] = engine->agent(*a)->peak_private_bytes;
   }
   EXPECT_LT(private_bytes[1], private_bytes[0]);
-  auto bad = Engine::Open({.model_path = kModel, .policy = "mixed"});
+  auto bad = KvPolicy::Parse("mixed");
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("valid: uniform, comix, cocktail, cocktail-paper"), std::string::npos)
+  EXPECT_NE(bad.status().message().find("chorus, polykv, polykv-paper, comix, cocktail, cocktail-paper"),
+            std::string::npos)
       << bad.status().message();
 }
 
 TEST(CocktailEngine, BadParametersAndEncoderPathsAreErrors) {
   for (auto [a, b] : {std::pair{1.5, 0.1}, {0.6, -0.1}, {0.7, 0.4}}) {
-    auto e = Engine::Open({.model_path = kModel, .cocktail_alpha = a, .cocktail_beta = b});
+    auto e = Engine::Open({.model_path = kModel, .policy = {KvPolicy::CocktailPaper{.alpha = a, .beta = b}}});
     ASSERT_FALSE(e.ok());
     EXPECT_NE(e.status().message().find("cocktail"), std::string::npos) << e.status().message();
   }
-  auto chunk = Engine::Open({.model_path = kModel, .cocktail_chunk_tokens = 48});
+  auto chunk = Engine::Open({.model_path = kModel, .policy = {KvPolicy::CocktailPaper{.chunk_tokens = 48}}});
   ASSERT_FALSE(chunk.ok());
   EXPECT_NE(chunk.status().message().find("16, 32 or 64"), std::string::npos);
   auto missing = Engine::Open({.model_path = kModel, .encoder_path = "/nonexistent/encoder"});
@@ -154,14 +155,13 @@ TEST(CocktailEngine, BadParametersAndEncoderPathsAreErrors) {
 // relevance that does not reach the allocation (the most relevant block no better than the least).
 TEST(CocktailAllocatorEngine, SealsTheAllocatorsBitsWithinTheTarget) {
   const std::string q = "What is the access code for the north gate?";
-  auto engine = Open({.policy = "cocktail", .kv_avg_bits = 4, .comix_family = "kivi", .comix_tiers = {3, 4, 8},
-                      .comix_min_k_bits = 4, .relevance_gain = 8});
+  auto engine = Open({.policy = Spec("cocktail-kivi:4:t348:k4:g8")});
   ASSERT_TRUE(engine);
   auto ctx = engine->ShareFor(Document(), {q});
   ASSERT_TRUE(ctx.ok()) << ctx.status().message();
   const ChunkMapReport* m = engine->chunk_map(*ctx);
   ASSERT_NE(m, nullptr);
-  EXPECT_EQ(m->policy, "cocktail");
+  EXPECT_EQ(m->policy, KvPolicyKind::kRelevance);
   const size_t tokens = engine->ContextTokens(*ctx), full = tokens / 32;
   ASSERT_EQ(m->blocks.size(), (tokens + 31) / 32);
   EXPECT_EQ(m->blocks[0], 'S');
@@ -187,7 +187,7 @@ TEST(CocktailAllocatorEngine, SealsTheAllocatorsBitsWithinTheTarget) {
   EXPECT_GT(upgraded, 0u);  // the target leaves room above the cheapest tiers: the allocator chose
   EXPECT_GT(most_bits, least_bits) << "relevance " << m->blocks;
   // Bytes: the average-bits target 4 = the uniform kivi4 blocks of the same document, measured.
-  auto kivi4 = Open({.shared_k = "kivi4", .shared_v = "kivi4"});
+  auto kivi4 = Open({.policy = Spec("kivi4/kivi4")});
   ASSERT_TRUE(kivi4);
   auto uctx = kivi4->Share(Document());
   ASSERT_TRUE(uctx.ok()) << uctx.status().message();
@@ -206,17 +206,16 @@ TEST(CocktailAllocatorEngine, SealsTheAllocatorsBitsWithinTheTarget) {
 
 // Policy "cocktail" needs questions and a byte target above its cheapest tiers: each is a clear error.
 TEST(CocktailAllocatorEngine, NoQuestionOrTooFewBytesIsAClearError) {
-  auto tiers = Engine::Open({.model_path = kModel, .policy = "cocktail", .kv_avg_bits = 3, .comix_tiers = {4, 8}});
+  auto tiers = Engine::Open({.model_path = kModel, .policy = Spec("cocktail-tq:3:t48")});
   ASSERT_FALSE(tiers.ok());
   EXPECT_NE(tiers.status().message().find("the minimum for tiers 4,8"), std::string::npos) << tiers.status().message();
-  auto floor = Engine::Open({.model_path = kModel, .policy = "cocktail", .kv_avg_bits = 3, .comix_tiers = {2, 3, 4, 8},
-                             .comix_min_k_bits = 8});
+  auto floor = Engine::Open({.model_path = kModel, .policy = Spec("cocktail-tq:3:t2348:k8")});
   ASSERT_FALSE(floor.ok());
   EXPECT_NE(floor.status().message().find("minimum"), std::string::npos) << floor.status().message();
-  auto budget = Engine::Open({.model_path = kModel, .kv_budget_bytes = 1000, .policy = "cocktail"});
+  auto budget = Engine::Open({.model_path = kModel, .policy = Spec("cocktail"), .kv_budget_bytes = 1000});
   ASSERT_FALSE(budget.ok());
   EXPECT_NE(budget.status().message().find("minimum"), std::string::npos) << budget.status().message();
-  auto engine = Open({.policy = "cocktail", .kv_avg_bits = 4, .comix_family = "kivi"});
+  auto engine = Open({.policy = Spec("cocktail-kivi:4")});
   ASSERT_TRUE(engine);
   for (const std::vector<std::string>& none : {std::vector<std::string>{}, {" \n"}}) {
     auto ctx = engine->ShareFor(Document(), none);

@@ -22,8 +22,10 @@ using testing_doc::Document;
 using testing_doc::kModel;
 
 Result<std::unique_ptr<Engine>> Open(size_t budget, double avg_bits = 3, std::string family = "tq") {
-  return Engine::Open({.model_path = kModel, .threads = 2, .n_ctx = 1024, .kv_budget_bytes = budget,
-                       .policy = "comix", .kv_avg_bits = avg_bits, .comix_family = family});
+  auto policy = KvPolicy::Parse("comix-" + family + ":" + std::to_string(avg_bits));
+  if (!policy.ok()) return policy.status();
+  return Engine::Open(
+      {.model_path = kModel, .threads = 2, .n_ctx = 1024, .policy = *policy, .kv_budget_bytes = budget});
 }
 
 TEST(ComixEngine, BadInputsNameTheLimit) {
@@ -35,8 +37,7 @@ TEST(ComixEngine, BadInputsNameTheLimit) {
   EXPECT_NE(bits.status().message().find("between 2 and 8"), std::string::npos) << bits.status().message();
   EXPECT_FALSE(Open(0, 9.0).ok());
   EXPECT_FALSE(Open(0, 3, "nf4").ok());
-  auto policy = Engine::Open({.model_path = kModel, .policy = "mystery"});
-  EXPECT_FALSE(policy.ok());
+  EXPECT_FALSE(KvPolicy::Parse("mystery").ok());
 }
 
 TEST(ComixEngine, BudgetHoldsUnderRandomJoinsAndFinishes) {
@@ -147,7 +148,8 @@ TEST(ComixEngine, PlansForKnownReadersAndBeatsUniformAtItsBudget) {
     return r;
   };
   // The f16 cache's greedy answers and its NLL of them.
-  const EngineOptions f16{.shared_k = "f16", .shared_v = "f16", .private_k = "f16", .private_v = "f16"};
+  const EngineOptions f16{
+      .policy = {KvPolicy::Uniform{.k = "f16", .v = "f16"}}, .private_k = "f16", .private_v = "f16"};
   const Run ref = run(f16, false, {});
   ASSERT_EQ(ref.nll.size(), kAgents);
   const auto excess = [&](const Run& r) {
@@ -167,15 +169,15 @@ TEST(ComixEngine, PlansForKnownReadersAndBeatsUniformAtItsBudget) {
   };
   for (const Uniform u : {Uniform{"tq2", "tq2", "q8", "q8"}, Uniform{"tq4", "tq3", "q8", "q8"}}) {
     const std::string name = std::string(u.sk) + "/" + u.sv + " shared, " + u.pk + "/" + u.pv + " private";
-    const EngineOptions uo{.shared_k = u.sk, .shared_v = u.sv, .private_k = u.pk, .private_v = u.pv};
+    const EngineOptions uo{.policy = {KvPolicy::Uniform{.k = u.sk, .v = u.sv}}, .private_k = u.pk, .private_v = u.pv};
     const Run probe = run(uo, true, {});
     ASSERT_EQ(probe.concurrent, kAgents);
     EngineOptions ub = uo;
     ub.kv_budget_bytes = probe.projected;  // U's own projection of all N agents: U runs them all
     ASSERT_EQ(run(ub, true, {}, /*step=*/false).concurrent, kAgents) << name;  // admission only: same formats
     const Run& uniform = probe;
-    const Run comix = run({.kv_budget_bytes = probe.projected, .policy = "comix", .comix_join_reserve = 0}, true,
-                          {.readers = kAgents, .reader_tokens = own});
+    const Run comix = run({.policy = {KvPolicy::Allocator{.join_reserve = 0}}, .kv_budget_bytes = probe.projected},
+                          true, {.readers = kAgents, .reader_tokens = own});
     std::printf("%-32s budget %8zu: uniform NLL +%.4f/token (high water %zu), comix +%.4f/token (%zu concurrent, "
                 "high water %zu)\n",
                 name.c_str(), probe.projected, excess(uniform), uniform.high_water, excess(comix), comix.concurrent,

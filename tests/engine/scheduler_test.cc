@@ -159,8 +159,8 @@ TEST(Scheduler, CancelFreesAndForgetDropsState) {
 class ManyRequests : public ::testing::TestWithParam<const char*> {};
 TEST_P(ManyRequests, SixtyFourAtOnce) {
   EngineOptions o;
-  o.policy = GetParam();
-  if (o.policy == "comix") o.kv_budget_bytes = 512 << 20;
+  o.policy = KvPolicy::Parse(GetParam()).value();
+  if (o.policy.allocator()) o.kv_budget_bytes = 512 << 20;
   o.serve.max_running = 80;
   auto e = Open(o);
   std::vector<AgentId> ids;
@@ -174,7 +174,7 @@ TEST_P(ManyRequests, SixtyFourAtOnce) {
   EXPECT_GE(peak, 64u);
   for (AgentId id : ids) EXPECT_TRUE(e->agent(id)->error.empty()) << e->agent(id)->error;
 }
-INSTANTIATE_TEST_SUITE_P(Policies, ManyRequests, ::testing::Values("uniform", "comix"));
+INSTANTIATE_TEST_SUITE_P(Policies, ManyRequests, ::testing::Values("chorus", "comix"));
 
 }  // namespace
 }  // namespace chorus

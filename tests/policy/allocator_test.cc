@@ -146,7 +146,7 @@ TEST(Allocator, BadTargetsNameTheMinimum) {
   Status s = ComixPolicy::Validate(o);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("below the cheapest tiers' cost"), std::string::npos) << s.message();
-  EXPECT_NE(s.message().find("--kv-avg-bits 4.000"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("is 4.000 average bits"), std::string::npos) << s.message();
   o.avg_bits = 4;
   EXPECT_TRUE(ComixPolicy::Validate(o).ok()) << ComixPolicy::Validate(o).message();
 

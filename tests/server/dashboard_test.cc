@@ -196,7 +196,7 @@ TEST(Dashboard, PrefixCacheRunsAndTheirReaders) {
 }
 
 TEST(Dashboard, CocktailContextShowsTheEnginesChunkMap) {
-  auto e = OpenTiny({.policy = "cocktail-paper", .encoder_path = kHiddenStateEncoder});
+  auto e = OpenTiny({.policy = KvPolicy::Parse("cocktail-paper").value(), .encoder_path = kHiddenStateEncoder});
   ASSERT_NE(e, nullptr);
   std::string doc;
   for (int i = 0; i < 14; ++i) doc += "fact" + std::to_string(i) + " is here. ";
@@ -215,7 +215,7 @@ TEST(Dashboard, CocktailContextShowsTheEnginesChunkMap) {
 }
 
 TEST(Dashboard, ComixMapsUseLegendCodes) {
-  auto e = OpenTiny({.kv_budget_bytes = 8 << 20, .policy = "comix"});
+  auto e = OpenTiny({.policy = KvPolicy::Parse("comix").value(), .kv_budget_bytes = 8 << 20});
   ASSERT_NE(e, nullptr);
   std::string doc;
   for (int i = 0; i < 60; ++i) doc += "w" + std::to_string(i) + " ";

@@ -74,7 +74,7 @@ TEST(CliCpuTarget, AmxOnAndOffGiveTheSameText) {
                         "Peru is Lima", "Kenya is Nairobi", "Chile is Santiago", "Norway is Oslo"})
     prompt += std::string("The capital of ") + c + ". ";
   const std::string gen = std::string("generate -m ") + kModel + " -p '" + prompt + "The capital of Greece is' -n 12" +
-                          " -t 2 --kv-k tq4 --kv-v tq3 --temp 0 --json";
+                          " -t 2 --policy tq4/tq3 --temp 0 --json";
   const auto on = Json(Chorus(gen));
   const auto off = Json(Chorus("--version >/dev/null; CHORUS_AMX=0 " CHORUS_BIN " " + gen));
   ASSERT_TRUE(on.contains("text") && off.contains("text"));

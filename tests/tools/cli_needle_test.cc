@@ -113,7 +113,7 @@ TEST(CliNeedle, CasesFileWithTheAllocatorWithRelevance) {
   const cli_test::CliRun bad = Chorus(std::string("eval needle -m ") + kModel +
                                       " -f examples/du_fu.txt --configs cocktail-kivi:4:zz");
   EXPECT_EQ(bad.code, 1);
-  EXPECT_NE(bad.err.find("suffix"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("unknown part 'zz'"), std::string::npos) << bad.err;
   const cli_test::CliRun no_table = Chorus(std::string("eval needle -m ") + kModel +
                                            " -f examples/du_fu.txt --configs cocktail-kivi:4:m");
   EXPECT_EQ(no_table.code, 1);

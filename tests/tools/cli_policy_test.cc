@@ -62,8 +62,8 @@ std::string Joined(const nlohmann::json& maps) {
 TEST(CliPolicy, EvalPplCocktailPaperAllInt2EqualsUniformKivi2) {
   // alpha = 1, beta = 0: T_low = T_high = s_max, so every chunk has s <= T_low → INT2 (kivi2/kivi2),
   // the sink block f16 — exactly uniform kivi2 with one sink block; the map is computed per chunk.
-  const nlohmann::json c = Json(Chorus(Ppl("--policy cocktail-paper --query 'Where was Du Fu born?' --alpha 1 --beta 0")));
-  const nlohmann::json u = Json(Chorus(Ppl("--kv-k kivi2 --kv-v kivi2")));
+  const nlohmann::json c = Json(Chorus(Ppl("--policy cocktail-paper:1:0 --query 'Where was Du Fu born?'")));
+  const nlohmann::json u = Json(Chorus(Ppl("--policy kivi2/kivi2")));
   ASSERT_TRUE(c.contains("kv_policy")) << c.dump();
   EXPECT_EQ(c["ppl"].get<double>(), u["ppl"].get<double>());
   EXPECT_EQ(c["kv_bytes_per_chunk"], u["kv_bytes_per_chunk"]);
@@ -85,12 +85,12 @@ TEST(CliPolicy, EvalPplCocktailPaperAllInt2EqualsUniformKivi2) {
 // relevance it used per block. Catches relevance buying bytes beyond the target.
 TEST(CliPolicy, EvalPplCocktailIsComixWithRelevanceWeights) {
   const std::string q = "--query 'Where was Du Fu born?' ";
-  const nlohmann::json zero = Json(Chorus(Ppl("--policy cocktail " + q + "--relevance-gain 0 --kv-avg-bits 3", 256)));
-  const nlohmann::json comix = Json(Chorus(Ppl("--policy comix --kv-avg-bits 3", 256)));
+  const nlohmann::json zero = Json(Chorus(Ppl("--policy cocktail-tq:3:g0 " + q, 256)));
+  const nlohmann::json comix = Json(Chorus(Ppl("--policy comix-tq:3", 256)));
   EXPECT_EQ(zero["ppl"].get<double>(), comix["ppl"].get<double>());
   EXPECT_EQ(zero["kv_bytes_per_chunk"], comix["kv_bytes_per_chunk"]);
-  const nlohmann::json c = Json(Chorus(Ppl("--policy cocktail " + q + "--kv-avg-bits 3", 256)));
-  const nlohmann::json u = Json(Chorus(Ppl("--kv-k tq3 --kv-v tq3", 256)));
+  const nlohmann::json c = Json(Chorus(Ppl("--policy cocktail-tq:3 " + q, 256)));
+  const nlohmann::json u = Json(Chorus(Ppl("--policy tq3/tq3", 256)));
   EXPECT_LE(c["kv_policy"]["kv_mean_bytes"].get<double>(), u["kv_bytes_per_chunk"].get<double>());
   const std::string rel = c["kv_policy"]["chunk_bits"][0]["relevance"];
   EXPECT_EQ(rel.size(), 8u) << rel;  // one level per 32-token block of the 256-token chunk
@@ -102,10 +102,9 @@ TEST(CliPolicy, EvalPplCocktailIsComixWithRelevanceWeights) {
 TEST(CliPolicy, EvalPplComixAtTwoBitsEqualsUniformTwoBit) {
   // An average-bits target of 2 leaves no room for any upgrade: every sealed block is 2-bit.
   for (const char* family : {"kivi", "tq"}) {
-    const nlohmann::json c =
-        Json(Chorus(Ppl(std::string("--policy comix --kv-avg-bits 2 --comix-family ") + family, 128)));
+    const nlohmann::json c = Json(Chorus(Ppl(std::string("--policy comix-") + family + ":2", 128)));
     const std::string f = std::string(family) + "2";
-    const nlohmann::json u = Json(Chorus(Ppl("--kv-k " + f + " --kv-v " + f, 128)));
+    const nlohmann::json u = Json(Chorus(Ppl("--policy " + f + "/" + f, 128)));
     EXPECT_EQ(c["ppl"].get<double>(), u["ppl"].get<double>()) << family;
     EXPECT_EQ(c["kv_bytes_per_chunk"], u["kv_bytes_per_chunk"]) << family;
     EXPECT_EQ(c["kv_policy"]["chunk_bits"][0]["k"], std::string(30, '2')) << family;
@@ -115,7 +114,7 @@ TEST(CliPolicy, EvalPplComixAtTwoBitsEqualsUniformTwoBit) {
 TEST(CliPolicy, EvalPplComixStaysWithinBudgetAndSpendsIt) {
   const size_t budget = 3180160;  // 2.8 MB beside the attention's part states (80 × 9 heads × 132 floats)
   const nlohmann::json c = Json(Chorus(Ppl("--policy comix --kv-budget " + std::to_string(budget))));
-  const nlohmann::json two = Json(Chorus(Ppl("--kv-k tq2 --kv-v tq2")));
+  const nlohmann::json two = Json(Chorus(Ppl("--policy tq2/tq2")));
   const nlohmann::json& p = c["kv_policy"];
   EXPECT_EQ(p["budget_bytes"], budget);
   EXPECT_LE(p["kv_peak_bytes"].get<size_t>(), budget);
@@ -124,11 +123,12 @@ TEST(CliPolicy, EvalPplComixStaysWithinBudgetAndSpendsIt) {
 }
 
 TEST(CliPolicy, EvalKldPolicyRowFollowsConfigs) {
-  const nlohmann::json j = Json(Chorus(std::string("eval kld -m ") + kModel + " -f " + kText +
-                                       " -c 128 --chunks 1 -t 2 --json --configs kivi2/kivi2 --policy cocktail-paper "
-                                       "--query 'Du Fu poetry' --alpha 1 --beta 0"));
+  const nlohmann::json j =
+      Json(Chorus(std::string("eval kld -m ") + kModel + " -f " + kText +
+                  " -c 128 --chunks 1 -t 2 --json --configs kivi2/kivi2 --policy cocktail-paper:1:0 "
+                  "--query 'Du Fu poetry'"));
   ASSERT_EQ(j["configs"].size(), 2u) << j.dump();
-  EXPECT_EQ(j["configs"][1]["k"], "cocktail-paper:1:0");
+  EXPECT_EQ(j["configs"][1]["k"], "cocktail-paper:1:0:32");
   EXPECT_EQ(j["configs"][0]["kld_mean"], j["configs"][1]["kld_mean"]);
   EXPECT_EQ(j["configs"][0]["kv_bytes"], j["configs"][1]["kv_bytes"]);
 }
@@ -164,19 +164,18 @@ TEST(CliPolicy, EvalSensitivityTableDrivesTheMeasuredRank) {
   // (docs/results/allocator.md), and the sum over layers measured 0.059 at 2 bits, 0.070 at 4.
   EXPECT_GT(sum[0][0], 1.5 * sum[0][1]);
   for (int s = 0; s < 2; ++s) EXPECT_GT(sum[s][1], 0) << s;
-  const nlohmann::json c = Json(Chorus(Ppl("--policy comix --comix-family kivi --comix-tiers 2,4 --kv-avg-bits 3 "
-                                           "--comix-rank measured --comix-sensitivity " + table, 128)));
+  const nlohmann::json c = Json(Chorus(Ppl("--policy comix-kivi:3:t24:m --comix-sensitivity " + table, 128)));
   const std::string bits = c["kv_policy"]["chunk_bits"][0][best_side].get<std::string>();
   ASSERT_EQ(bits.size(), 30u) << c.dump();
   EXPECT_EQ(bits[best_layer], '4') << best_side << " " << best_layer << " " << bits;
   EXPECT_NE(bits.find('2'), std::string::npos) << bits;  // and something paid for it
   // The engine takes the same table (generate, agents, serve: --comix-sensitivity), for its family only.
   const std::string doc = WriteLongDoc();
-  const std::string gen = std::string("generate -m ") + kModel + " -f " + doc + " -n 4 -t 2 --policy comix "
-                          "--comix-tiers 2,4 --kv-avg-bits 3 --comix-sensitivity " + table;
-  const CliRun ok = Chorus(gen + " --comix-family kivi");
+  const std::string gen =
+      std::string("generate -m ") + kModel + " -f " + doc + " -n 4 -t 2 --comix-sensitivity " + table;
+  const CliRun ok = Chorus(gen + " --policy comix-kivi:3:t24");
   EXPECT_EQ(ok.code, 0) << ok.err;
-  const CliRun other = Chorus(gen + " --comix-family tq");
+  const CliRun other = Chorus(gen + " --policy comix-tq:3:t24");
   EXPECT_EQ(other.code, 1);
   EXPECT_NE(other.err.find("sensitivity table measured for another format family"), std::string::npos) << other.err;
   std::remove(table.c_str());
@@ -217,11 +216,11 @@ TEST(CliPolicy, GenerateComixStaysWithinBudget) {
 TEST(CliPolicy, GenerateCocktailMovesTheDocumentsBitsWithinTheTarget) {
   const std::string doc = WriteLongDoc();
   const std::string q = "Which poet was Du Fu's friend?";
-  const std::string gen = std::string("generate -m ") + kModel + " --doc " + doc + " -p \"" + q +
-                          "\" -n 4 --temp 0 -t 2 --json --comix-family kivi --kv-avg-bits 3 ";
-  const nlohmann::json c = Json(Chorus(gen + "--policy cocktail"));
-  const nlohmann::json zero = Json(Chorus(gen + "--policy cocktail --relevance-gain 0"));
-  const nlohmann::json comix = Json(Chorus(gen + "--policy comix"));
+  const std::string gen =
+      std::string("generate -m ") + kModel + " --doc " + doc + " -p \"" + q + "\" -n 4 --temp 0 -t 2 --json ";
+  const nlohmann::json c = Json(Chorus(gen + "--policy cocktail-kivi:3"));
+  const nlohmann::json zero = Json(Chorus(gen + "--policy cocktail-kivi:3:g0"));
+  const nlohmann::json comix = Json(Chorus(gen + "--policy comix-kivi:3"));
   ASSERT_TRUE(c["chunk_map"].is_object()) << c.dump();
   const nlohmann::json& m = c["chunk_map"];
   EXPECT_EQ(m["policy"], "cocktail");
@@ -240,14 +239,14 @@ TEST(CliPolicy, GenerateCocktailMovesTheDocumentsBitsWithinTheTarget) {
   const std::string qfile = testing::TempDir() + "cli_policy_q1." + std::to_string(getpid()) + ".txt";
   std::ofstream(qfile) << q << "\n";
   const nlohmann::json kivi3 = Json(Chorus(std::string("agents -m ") + kModel + " --doc " + doc + " --questions " +
-                                           qfile + " -n 4 -t 2 --quiet --json --kv-shared-k kivi3 --kv-shared-v kivi3"));
+                                           qfile + " -n 4 -t 2 --quiet --json --policy kivi3/kivi3"));
   EXPECT_LE(c["kv_shared_bytes"].get<size_t>(), kivi3["shared_bytes"].get<size_t>());
   EXPECT_GT(c["kv_shared_bytes"].get<size_t>(), kivi3["shared_bytes"].get<size_t>() * 9 / 10);  // the target is spent
   const CliRun text = Chorus(std::string("generate -m ") + kModel + " --doc " + doc + " -p \"" + q +
-                             "\" -n 4 --temp 0 -t 2 --comix-family kivi --kv-avg-bits 3 --policy cocktail");
+                             "\" -n 4 --temp 0 -t 2 --policy cocktail-kivi:3");
   EXPECT_EQ(text.code, 0) << text.err;
   EXPECT_NE(text.err.find("cocktail (the allocator, weighted by relevance)"), std::string::npos) << text.err;
-  EXPECT_NE(text.err.find("KV cocktail-kivi (--kv-avg-bits 3"), std::string::npos) << text.err;
+  EXPECT_NE(text.err.find("KV cocktail-kivi:3 (3 bits on average)"), std::string::npos) << text.err;
 }
 
 // agents --policy cocktail: every agent's question weighs in on the one document (the highest
@@ -260,11 +259,10 @@ TEST(CliPolicy, AgentsCocktailRunsEveryAgentInAUniformConfigsBudget) {
                           "How many poems have been preserved?\n";
   const std::string agents = std::string("agents -m ") + kModel + " --doc " + doc + " --questions " + qfile +
                              " -n 8 -t 2 --quiet --json ";
-  const nlohmann::json u = Json(Chorus(agents + "--kv-shared-k kivi3 --kv-shared-v kivi3"));
+  const nlohmann::json u = Json(Chorus(agents + "--policy kivi3/kivi3"));
   const size_t budget = u["peak_total_bytes"];
   ASSERT_EQ(u["agents"].size(), 3u);
-  const nlohmann::json c =
-      Json(Chorus(agents + "--policy cocktail --comix-family kivi --kv-budget " + std::to_string(budget)));
+  const nlohmann::json c = Json(Chorus(agents + "--policy cocktail-kivi:3 --kv-budget " + std::to_string(budget)));
   EXPECT_EQ(c["agents"].size(), 3u) << c.dump();
   EXPECT_TRUE(c["refused"].empty()) << c["refused"];
   EXPECT_LE(c["peak_total_bytes"].get<size_t>(), budget);
@@ -273,9 +271,9 @@ TEST(CliPolicy, AgentsCocktailRunsEveryAgentInAUniformConfigsBudget) {
   // One question alone gives a different relevance map than the three together.
   const std::string q1 = testing::TempDir() + "cli_policy_q1b." + std::to_string(getpid()) + ".txt";
   std::ofstream(q1) << "Which poet was Du Fu's friend?\n";
-  const nlohmann::json one = Json(Chorus(std::string("agents -m ") + kModel + " --doc " + doc + " --questions " + q1 +
-                                         " -n 8 -t 2 --quiet --json --policy cocktail --comix-family kivi --kv-budget " +
-                                         std::to_string(budget)));
+  const nlohmann::json one =
+      Json(Chorus(std::string("agents -m ") + kModel + " --doc " + doc + " --questions " + q1 +
+                  " -n 8 -t 2 --quiet --json --policy cocktail-kivi:3 --kv-budget " + std::to_string(budget)));
   EXPECT_NE(one["chunk_map"]["blocks"], c["chunk_map"]["blocks"]);
 }
 
@@ -285,68 +283,64 @@ TEST(CliPolicy, BadInputIsAnErrorThatNamesTheProblem) {
   const std::string gen = std::string("generate -m ") + kModel + " -n 2 ";
   const std::string empty = testing::TempDir() + "cli_policy_empty." + std::to_string(getpid()) + ".txt";
   std::ofstream(empty) << "\n  \n";
+  const std::string agents = std::string("agents -m ") + kModel + " --doc " + doc + " --questions " + doc + " ";
   const std::pair<std::string, std::string> cases[] = {
       {ppl + "--policy cocktail", "--policy cocktail needs --query"},
       {ppl + "--policy cocktail-paper", "--policy cocktail-paper needs --query"},
-      {ppl + "--policy cocktail-paper --query q --alpha 0.7 --beta 0.5", "alpha + beta must be <= 1"},
-      {ppl + "--policy cocktail-paper --query q --alpha 1.5", "alpha must be in [0, 1], got 1.5"},
-      {ppl + "--policy cocktail-paper --query q --beta -0.1", "beta must be in [0, 1], got -0.1"},
-      {ppl + "--policy cocktail-paper --query q --encoder /no/such/encoder", "--encoder '/no/such/encoder' does not exist"},
+      {ppl + "--policy cocktail-paper:0.7:0.5 --query q", "alpha + beta must be <= 1"},
+      {ppl + "--policy cocktail-paper:1.5:0.1 --query q", "alpha must be in [0, 1], got 1.5"},
+      {ppl + "--policy cocktail-paper:0.6:-0.1 --query q", "beta must be in [0, 1], got -0.1"},
+      {ppl + "--policy cocktail-paper:0.6 --query q", "write cocktail-paper or cocktail-paper:ALPHA:BETA[:CHUNK]"},
+      {ppl + "--policy cocktail-paper:0.6:0.1:48 --query q", "16, 32 or 64"},
+      {ppl + "--policy cocktail-paper --query q --encoder /no/such/encoder",
+       "--encoder '/no/such/encoder' does not exist"},
       {ppl + "--policy cocktail --query q --encoder /no/such/encoder", "--encoder '/no/such/encoder' does not exist"},
       {ppl + "--policy comix --kv-budget 100K", "below this model's minimum of"},
       {ppl + "--policy comix --kv-budget 1716360", "chunk 1 (128 tokens): refused"},  // 9 KiB over the minimum
-      {ppl + "--policy comix --kv-avg-bits 9", "--kv-avg-bits must be between 2 and 8"},
-      {ppl + "--policy comix --comix-family q8", "unknown --comix-family 'q8'"},
+      {ppl + "--policy comix-tq:9", "average bits must be between 2 and 8"},
+      {ppl + "--policy comix-tq:x", "'x' is not a number (average bits)"},
+      {ppl + "--policy comix-q8:3", "the family is tq or kivi, got 'q8'"},
       {ppl + "--policy comix --kv-budget lots", "'lots' is not a byte size"},
-      {ppl + "--policy comix --comix-tiers 4,8 --kv-avg-bits 3", "the minimum for tiers 4,8 (key floor 0) is --kv-avg-bits 4.000"},
-      {ppl + "--policy cocktail --query q --comix-min-k-bits 4 --comix-tiers 4,8 --kv-avg-bits 3.5", "below the cheapest tiers' cost"},
-      {ppl + "--policy comix --comix-tiers 2,5", "5 is not a tier"},
-      {ppl + "--policy comix --comix-tiers 2,x", "'x' is not a bit width"},
-      {ppl + "--policy comix --comix-min-k-bits 8", "above every tier"},
-      {ppl + "--policy comix --comix-rank best", "unknown --comix-rank 'best'"},
-      {ppl + "--policy comix --comix-rank measured", "--comix-rank measured and --comix-sensitivity FILE go together"},
-      {ppl + "--policy comix --comix-rank measured --comix-sensitivity /no/such.json", "cannot read '/no/such.json'"},
-      {ppl + "--policy comix --comix-rank bound --comix-sensitivity /no/such.json", "go together"},
-      {gen + "--comix-sensitivity /no/such.json -p q", "--comix-sensitivity needs --policy comix or cocktail"},
-      {ppl + "--policy comix --comix-rank measured --comix-sensitivity " + doc, "not a JSON object"},
+      {ppl + "--policy comix-tq:3:t48", "the minimum for tiers 4,8 (key floor 0) is 4.000 average bits"},
+      {ppl + "--policy cocktail-tq:3.5:k4:t48 --query q", "below the cheapest tiers' cost"},
+      {ppl + "--policy comix-tq:3:t25", "unknown part 't25'"},
+      {ppl + "--policy comix-tq:3:t42", "tiers must be ascending"},
+      {ppl + "--policy comix-tq:3:k8", "above every tier"},
+      {ppl + "--policy comix-tq:3:best", "unknown part 'best'"},
+      {ppl + "--policy comix-tq:3:m", "none is calibrated for this model: run `chorus calibrate -m"},
+      {ppl + "--policy comix-tq:3:m --comix-sensitivity /no/such.json", "cannot read '/no/such.json'"},
+      {ppl + "--policy comix-tq:3:bound --comix-sensitivity /no/such.json", "cannot go with the spec's other rank"},
+      {gen + "--comix-sensitivity /no/such.json -p q", "--comix-sensitivity needs an allocator policy"},
+      {ppl + "--policy comix-tq:3:m --comix-sensitivity " + doc, "not a JSON object"},
       {std::string("eval comix -m ") + kModel + " -f " + kText + " --configs comix-kivi:3:m",
        "':m' needs --comix-sensitivity FILE measured for the kivi family"},
-      {ppl + "--policy uniform", "unknown --policy 'uniform'"},
-      {ppl + "--query q", "--query needs --policy cocktail or cocktail-paper"},
-      {ppl + "--policy comix --alpha 0.5", "--alpha needs --policy cocktail-paper"},
-      {ppl + "--policy cocktail --query q --alpha 0.5", "--alpha needs --policy cocktail-paper"},
-      {ppl + "--policy comix --relevance-gain 2", "--relevance-gain needs --policy cocktail"},
-      {ppl + "--policy cocktail-paper --query q --kv-budget 1M", "--kv-budget needs --policy comix or cocktail"},
-      {ppl + "--policy comix --kv-k q8", "--kv-k/--kv-v choose uniform formats"},
+      {ppl + "--policy uniform", "chorus, polykv, polykv-paper, comix, cocktail, cocktail-paper"},
+      {ppl + "--policy q9/tq3", "policy 'q9/tq3'"},
+      {ppl + "--policy tq4/tq3:x", "uniform formats take :sN"},
+      {ppl + "--query q", "--query needs a cocktail policy"},
+      {ppl + "--policy comix-tq:3:g2", "unknown part 'g2'"},
+      {ppl + "--policy cocktail-paper --query q --kv-budget 1M", "--kv-budget needs an allocator policy"},
+      {ppl + "--policy cocktail-tq:3:g-1 --query q", "relevance gain must be in [0, 1000]"},
       {gen + "--policy cocktail -p q", "--policy cocktail needs --doc FILE"},
       {gen + "--policy cocktail --doc " + doc, "--policy cocktail needs a question (-p TEXT or -f FILE)"},
       {gen + "--policy cocktail --doc " + doc + " -p q --kv-budget 100K", "below this model's minimum of"},
-      {gen + "--policy cocktail --doc " + doc + " -p q --comix-tiers 4,8 --kv-avg-bits 3",
-       "the minimum for tiers 4,8 (key floor 0) is --kv-avg-bits 4.000"},
-      {gen + "--policy cocktail --doc " + doc + " -p q --kv-k q8", "--kv-k/--kv-v do not apply with --policy cocktail"},
-      {gen + "--policy cocktail --doc " + doc + " -p q --alpha 0.5", "--alpha needs --policy cocktail-paper"},
-      {gen + "--policy comix -p q --relevance-gain 1", "--relevance-gain needs --policy cocktail"},
+      {gen + "--policy cocktail-tq:3:t48 --doc " + doc + " -p q",
+       "the minimum for tiers 4,8 (key floor 0) is 4.000 average bits"},
       {gen + "--policy cocktail-paper -p q", "--policy cocktail-paper needs --doc FILE"},
       {gen + "--policy cocktail-paper --doc " + doc, "--policy cocktail-paper needs a question"},
       {gen + "--policy cocktail-paper --doc /no/such/doc -p q", "cannot read file '/no/such/doc'"},
-      {gen + "--policy cocktail-paper --doc " + doc + " -p q --alpha 0.9 --beta 0.2", "alpha + beta must be <= 1"},
+      {gen + "--policy cocktail-paper:0.9:0.2 --doc " + doc + " -p q", "alpha + beta must be <= 1"},
       {gen + "--policy cocktail-paper --doc " + doc + " -p q --encoder /no/such/encoder", "does not exist"},
       {std::string("agents -m ") + kModel + " --doc " + doc + " --questions " + empty + " --policy cocktail",
        "has no questions (one per line): --policy cocktail needs them"},
-      {std::string("agents -m ") + kModel + " --doc " + doc + " --questions " + doc + " --policy cocktail --kv-budget 100K",
-       "below this model's minimum of"},
-      {std::string("agents -m ") + kModel + " --doc " + doc + " --questions " + doc + " --policy comix --relevance-gain 2",
-       "--relevance-gain needs --policy cocktail"},
-      {std::string("agents -m ") + kModel + " --doc " + doc + " --questions " + doc + " --policy cocktail --alpha 0.5",
-       "--alpha needs --policy cocktail-paper"},
-      {std::string("agents -m ") + kModel + " --doc " + doc + " --questions " + doc + " --policy cocktail --comix-tiers 3,x",
-       "'x' is not a bit width"},
+      {agents + "--policy cocktail --kv-budget 100K", "below this model's minimum of"},
+      {agents + "--policy comix --encoder /x", "--encoder needs a cocktail policy"},
+      {agents + "--policy cocktail-tq:3:t3x", "unknown part 't3x'"},
+      {agents + "--policy chorus --comix-sensitivity /no/such.json", "--comix-sensitivity needs an allocator policy"},
       {gen + "--policy comix --kv-budget 100K -p q", "below this model's minimum of"},
       {gen + "--doc " + doc + " -p q", "--doc needs --policy"},
-      {gen + "--policy comix --kv-k q8 -p q", "--kv-k/--kv-v do not apply with --policy comix"},
       {gen + "--policy comix --kv-budget 1.3M --doc " + doc + " -p q", "--doc: shared document: refused"},
-      {std::string("agents -m ") + kModel + " --doc " + doc + " --questions " + doc + " --kv-window q4",
-       "--kv-window: unknown window format 'q4'; valid: auto, f16, q8"},
+      {agents + "--kv-window q4", "--kv-window: unknown window format 'q4'; valid: auto, f16, q8"},
   };
   for (const auto& [args, want] : cases) {
     const CliRun r = Chorus(args);

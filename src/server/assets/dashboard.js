@@ -240,7 +240,7 @@ function renderCharts(s) {
 
 function renderServer(s) {
   const sv = s.server;
-  $("server-info").textContent = `${sv.model} · policy ${sv.policy} · ${sv.n_layer} layers · up ${Math.round(sv.uptime_s)} s`;
+  $("server-info").textContent = `${sv.model} · policy ${sv.policy_spec} · ${sv.n_layer} layers · up ${Math.round(sv.uptime_s)} s`;
 }
 
 function setStatus(text, ok) {
