@@ -68,6 +68,40 @@ bool EngineLoop::TakeState(EngineSnapshot* snap, std::map<AgentId, RequestInfo>*
   return ran;
 }
 
+void EngineLoop::PublishMetrics() {
+  EngineStats s = engine_.Stats();
+  queued_ = s.waiting;
+  metrics_.Publish({.running = s.prefilling + s.decoding,
+                    .waiting = s.waiting,
+                    .kv_pinned = s.pinned_bytes,
+                    .kv_in_use = s.in_use_bytes,
+                    .kv_cached = s.cached_bytes,
+                    .kv_free = s.free_bytes,
+                    .kv_budget = s.budget_bytes,
+                    .kv_total = s.total_bytes,
+                    .kv_high_water = s.high_water_bytes,
+                    .kv_overhead = s.overhead_bytes,
+                    .contexts = engine_.live_contexts(),
+                    .cached_blocks = s.cached_blocks,
+                    .prefix_queried_tokens = s.prefix_queried_tokens,
+                    .prefix_hit_tokens = s.prefix_hit_tokens,
+                    .segment_runs = s.segment_runs,
+                    .segment_reused_tokens = s.segment_reused_tokens,
+                    .segment_repaired_tokens = s.segment_repaired_tokens,
+                    .evicted_blocks = s.evicted_blocks,
+                    .prompt_tokens = s.prompt_tokens,
+                    .prefilled_tokens = s.prefilled_tokens,
+                    .generated_tokens = s.generated_tokens,
+                    .steps = s.steps,
+                    .remote = s.remote,
+                    .shared = s.shared_bytes});
+  series_.MaybeSample(std::chrono::duration<double>(Clock::now() - started_).count(),
+                      {.generated = s.generated_tokens,
+                       .prefilled = s.prefilled_tokens,
+                       .running = s.prefilling + s.decoding,
+                       .waiting = s.waiting});
+}
+
 void EngineLoop::Run() {
   std::vector<std::shared_ptr<Channel>> incoming;
   std::vector<std::function<void(Engine&)>> jobs;
@@ -107,6 +141,9 @@ void EngineLoop::Run() {
       const EngineStats st = engine_.Stats();
       metrics_.ObserveBatch(st.last_step_rows, st.last_step_prefill_tokens);
     }
+    // Before any request's finish reaches its client: a client that reads /metrics after its answer
+    // sees the step that produced it (its blocks cached, its tokens counted).
+    PublishMetrics();
     const auto now = Clock::now();
     for (auto it = live_.begin(); it != live_.end();) {
       const AgentState* st = engine_.agent(it->first);
@@ -141,35 +178,6 @@ void EngineLoop::Run() {
         ++it;
       }
     }
-    EngineStats s = engine_.Stats();
-    queued_ = s.waiting;
-    metrics_.Publish({.running = s.prefilling + s.decoding,
-                      .waiting = s.waiting,
-                      .kv_pinned = s.pinned_bytes,
-                      .kv_in_use = s.in_use_bytes,
-                      .kv_cached = s.cached_bytes,
-                      .kv_free = s.free_bytes,
-                      .kv_budget = s.budget_bytes,
-                      .kv_total = s.total_bytes,
-                      .kv_high_water = s.high_water_bytes,
-                      .kv_overhead = s.overhead_bytes,
-                      .contexts = engine_.live_contexts(),
-                      .cached_blocks = s.cached_blocks,
-                      .prefix_queried_tokens = s.prefix_queried_tokens,
-                      .prefix_hit_tokens = s.prefix_hit_tokens,
-                      .segment_runs = s.segment_runs,
-                      .segment_reused_tokens = s.segment_reused_tokens,
-                      .segment_repaired_tokens = s.segment_repaired_tokens,
-                      .evicted_blocks = s.evicted_blocks,
-                      .prompt_tokens = s.prompt_tokens,
-                      .prefilled_tokens = s.prefilled_tokens,
-                      .generated_tokens = s.generated_tokens,
-                      .steps = s.steps,
-                      .remote = s.remote,
-                      .shared = s.shared_bytes});
-    series_.MaybeSample(std::chrono::duration<double>(Clock::now() - started_).count(),
-                        {.generated = s.generated_tokens, .prefilled = s.prefilled_tokens,
-                         .running = s.prefilling + s.decoding, .waiting = s.waiting});
   }
   // Stopping: every request in flight or queued gets the reason as its final event.
   std::string reason;

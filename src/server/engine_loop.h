@@ -65,6 +65,8 @@ class EngineLoop {
 
  private:
   void Run();
+  // The engine's counters and bytes into /metrics and the dashboard's series (loop thread).
+  void PublishMetrics();
 
   Engine& engine_;
   ServerMetrics& metrics_;
