@@ -13,18 +13,13 @@
 
 #include "chorus/engine.h"     // Engine, ChunkMapReport
 #include "engine/kv_config.h"  // KvConfig
-#include "model/model.h"   // Model
+#include "eval/divergence.h"   // KlFromLogProbs
+#include "model/model.h"       // Model
 #include "util/status.h"
 
 namespace chorus::cli {
 
-// KL(base || softmax(row)) in nats, clamped at 0: `base_lp` holds log-probabilities, lse = LogSumExp(row)
-// (eval sensitivity, eval comix: every scored position against the f16 KV run).
-inline double KlFromLogProbs(const float* base_lp, const float* row, float lse, size_t n) {
-  double kl = 0;
-  for (size_t i = 0; i < n; ++i) kl += std::exp(double(base_lp[i])) * (double(base_lp[i]) - double(row[i] - lse));
-  return std::max(0.0, kl);
-}
+using eval::KlFromLogProbs;  // eval/divergence.h
 
 // Each subcommand registers itself on the app and returns the function that runs it.
 using RunFn = std::function<int()>;
@@ -35,6 +30,7 @@ RunFn AddBench(CLI::App& app);
 RunFn AddAgents(CLI::App& app);
 RunFn AddEmbed(CLI::App& app);
 RunFn AddServe(CLI::App& app);
+RunFn AddCalibrate(CLI::App& app);
 std::pair<CLI::App*, RunFn> AddPolykvEval(CLI::App* eval);
 std::pair<CLI::App*, RunFn> AddComixEval(CLI::App* eval);
 std::pair<CLI::App*, RunFn> AddNeedleEval(CLI::App* eval);

@@ -9,8 +9,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "chorus 0.1");
   using namespace chorus::cli;
-  RunFn gen = AddGenerate(app), ins = AddInspect(app), ev = AddEval(app), be = AddBench(app),
-        ag = AddAgents(app), em = AddEmbed(app), sv = AddServe(app);
+  RunFn gen = AddGenerate(app), ins = AddInspect(app), ev = AddEval(app), be = AddBench(app), ag = AddAgents(app),
+        em = AddEmbed(app), sv = AddServe(app), ca = AddCalibrate(app);
   std::string cpu_target;
   AddCpuTargetFlag(app, &cpu_target);
   try {
@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("agents")) return ag();
     if (app.got_subcommand("embed")) return em();
     if (app.got_subcommand("serve")) return sv();
+    if (app.got_subcommand("calibrate")) return ca();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;
