@@ -107,16 +107,19 @@ size_t Engine::Impl::SequenceOwnBytes(const KvSequence& s) const {
   return b;
 }
 
-Status Engine::Impl::AddPlannedReader(uint64_t unit, size_t reader_tokens, size_t doc_tokens, std::string label) {
+Result<PolicyLease> Engine::Impl::AddPlannedReader(uint64_t id, size_t reader_tokens, size_t doc_tokens,
+                                                   std::string label) {
   const size_t tail = doc_tokens % kBlockTokens;
-  return comix->AddUnit(unit, reader_tokens + tail, doc_tokens - tail, 1.0, std::move(label));
+  PolicyLease unit(nullptr, comix.get(), id);
+  CHORUS_RETURN_IF_ERROR(unit.AddUnit(reader_tokens + tail, doc_tokens - tail, 1.0, std::move(label)));
+  return unit;
 }
 
-Result<std::unique_ptr<KvSequence>> Engine::Impl::PrefillDocument(std::span<const int32_t> tokens,
-                                                                  std::shared_ptr<CocktailPolicy> cocktail,
-                                                                  const Progress& progress, size_t readers,
-                                                                  size_t reader_tokens, std::vector<uint64_t>* planned,
-                                                                  std::span<const float> relevance) {
+Result<Engine::Impl::Document> Engine::Impl::PrefillDocument(std::span<const int32_t> tokens,
+                                                             std::shared_ptr<CocktailPolicy> cocktail,
+                                                             const Progress& progress, size_t readers,
+                                                             size_t reader_tokens, std::vector<PolicyLease>* planned,
+                                                             std::span<const float> relevance) {
   // A plain document starts from whatever prefix of it the cache holds (a request's, a context's).
   Borrow b;
   if (!cocktail && relevance.empty()) {
@@ -137,35 +140,36 @@ Result<std::unique_ptr<KvSequence>> Engine::Impl::PrefillDocument(std::span<cons
   std::unique_ptr<KvSequence> seq = store->NewSequence(tokens.size(), b.view());
   // Readers recompute the document's tail block: its windowed layers keep what they will see.
   seq->set_keep_from(tokens.size() / kBlockTokens * kBlockTokens);
-  const uint64_t sid = seq->id();
-  if (cocktail) policy->SetCocktail(sid, std::move(cocktail), /*whole=*/true);
-  else policy->SetSharedBlocks(sid, SIZE_MAX);
+  PolicyLease lease(policy.get(), comix.get(), seq->id());  // its rules end with this call, its unit with the context
+  if (cocktail)
+    lease.SetCocktail(std::move(cocktail), /*whole=*/true);
+  else
+    lease.SetSharedBlocks(SIZE_MAX);
   if (unit) {
     const auto add = [&] {
-      return comix->AddUnit(sid, tokens.size() - k * kBlockTokens, k * kBlockTokens, 1.0,
-                            fmt::format("{} #{}", relevance.empty() ? "shared" : "cocktail", next_context), relevance);
+      return lease.AddUnit(tokens.size() - k * kBlockTokens, k * kBlockTokens, 1.0,
+                           fmt::format("{} #{}", relevance.empty() ? "shared" : "cocktail", next_context), relevance);
     };
     Status s = add();
     if (!s.ok() && cache->EvictableBytes() > 0) {  // CoMix counts idle cached blocks as held: free them
       cache->Evict(cache->EvictableBytes());
       s = add();
     }
-    if (!s.ok()) {
-      policy->Forget(sid);
-      return s.Context("shared document");
-    }
+    if (!s.ok()) return s.Context("shared document");
     // The readers the caller knows of, planned before the document is sealed: each a unit of its
     // own, taken over by the real agent when it attaches (as many as fit: the rest will queue).
     for (size_t r = 0; r < readers && planned; ++r) {
-      const uint64_t u = kPlannedReaderBit | next_planned++;
-      if (!AddPlannedReader(u, reader_tokens, tokens.size(), fmt::format("planned reader {}", r + 1)).ok()) break;
-      planned->push_back(u);
+      const uint64_t id = kPlannedReaderBit | next_planned++;
+      Result<PolicyLease> u =
+          AddPlannedReader(id, reader_tokens, tokens.size(), fmt::format("planned reader {}", r + 1));
+      if (!u.ok()) break;
+      planned->push_back(std::move(u).value());
     }
-    comix->SetWeight(sid, double(std::max<size_t>(1, planned ? planned->size() : 0)));
+    comix->SetWeight(lease.id(), double(std::max<size_t>(1, planned ? planned->size() : 0)));
   }
   const auto drop_planned = [&] {
     if (!planned) return;
-    for (uint64_t u : *planned) comix->RemoveUnit(u);
+    for (PolicyLease& u : *planned) u.Reset();
     planned->clear();
   };
   counters.prefix_queried_tokens += tokens.size();
@@ -174,19 +178,15 @@ Result<std::unique_ptr<KvSequence>> Engine::Impl::PrefillDocument(std::span<cons
     const size_t n = std::min<size_t>(512, tokens.size() - done);
     Status s = fwd->Run(tokens.subspan(done, n), *seq, *pool, LogitsFor::kLast, nullptr);
     if (!s.ok()) {
-      policy->Forget(sid);
-      if (unit) {
-        comix->RemoveUnit(sid);
-        drop_planned();
-      }
+      lease.Reset();
+      if (unit) drop_planned();
       return s.Context("prefilling the shared document");
     }
     done += n;
     counters.prefilled_tokens += n;
     if (progress) progress(done, tokens.size());
   }
-  policy->Forget(sid);
-  return seq;
+  return Document{.seq = std::move(seq), .unit = lease.TakeUnit()};
 }
 
 ContextId Engine::Impl::AddContext(std::vector<int32_t> tokens, const KvSequence& seq, uint64_t hash, bool pin) {
@@ -228,12 +228,11 @@ void Engine::Impl::CollectContexts() {
   for (auto it = contexts.begin(); it != contexts.end();) {
     Context& c = it->second;
     bool read = false;
-    for (const auto& [aid, a] : agents) read = read || (a.context == it->first && a.seq);
+    for (const auto& [aid, a] : requests) read = read || (a.context == it->first && a.seq);
     if (c.user_refs == 0 && !read) {
       if (!c.keys.empty()) cache->Unpin(c.keys);  // the blocks stay cached (evictable) after this
-      if (comix && c.comix_unit) comix->RemoveUnit(c.comix_unit);
-      if (comix)
-        for (uint64_t u : c.planned) comix->RemoveUnit(u);
+      c.unit.Reset();
+      for (PolicyLease& u : c.planned) u.Reset();
       for (const auto& t : c.tables)
         for (BlockId b : t) store->pool().Unref(b);
       by_hash.erase(c.hash);
@@ -247,7 +246,7 @@ void Engine::Impl::CollectContexts() {
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() {
   if (!impl_) return;
-  impl_->agents.clear();
+  impl_->requests.clear();
   for (auto& [id, c] : impl_->contexts) c.user_refs = 0;
   impl_->CollectContexts();
   impl_->cache.reset();  // its pool refs go before the store
@@ -382,13 +381,12 @@ Result<ContextId> Engine::Share(std::string_view text, const ShareOptions& optio
   if (m.options.policy == "cocktail")
     return Status::Error("policy cocktail weights a shared context's blocks by their relevance to the questions: share "
                          "it with ShareFor(text, questions) (Share has no questions)");
-  std::vector<uint64_t> planned;
-  CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<KvSequence> seq,
-                          m.PrefillDocument(tokens, nullptr, options.progress, options.readers,
-                                            options.reader_tokens, &planned));
-  const ContextId id = m.AddContext(std::move(tokens), *seq, hash, /*pin=*/true);
+  std::vector<PolicyLease> planned;
+  CHORUS_ASSIGN_OR_RETURN(Impl::Document doc, m.PrefillDocument(tokens, nullptr, options.progress, options.readers,
+                                                                options.reader_tokens, &planned));
+  const ContextId id = m.AddContext(std::move(tokens), *doc.seq, hash, /*pin=*/true);
   if (m.comix) {
-    m.contexts.at(id).comix_unit = seq->id();  // its blocks stay in CoMix's accounting
+    m.contexts.at(id).unit = std::move(doc.unit);  // its blocks stay in CoMix's accounting
     m.contexts.at(id).planned = std::move(planned);
     m.contexts.at(id).reader_tokens = options.reader_tokens;
   }
@@ -436,10 +434,10 @@ Result<ContextId> Engine::ShareFor(std::string_view text, const std::vector<std:
   }
   Timer t_prefill;
   auto map = std::make_shared<CocktailPolicy>(plan.blocks, sink);
-  CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<KvSequence> seq, m.PrefillDocument(tokens, map, progress));
+  CHORUS_ASSIGN_OR_RETURN(Impl::Document doc, m.PrefillDocument(tokens, map, progress));
   rep.prefill_seconds = t_prefill.Seconds();
   // Not pinned in the prefix cache: its blocks' precision was chosen for these queries.
-  const ContextId id = m.AddContext(std::move(tokens), *seq, hash, /*pin=*/false);
+  const ContextId id = m.AddContext(std::move(tokens), *doc.seq, hash, /*pin=*/false);
   m.contexts.at(id).cocktail = std::move(map);
   Timer t_reorder;
   SortBlocksByFormat(m.contexts.at(id).tables, m.store->pool(), m.model->config().layer_window);
@@ -465,10 +463,10 @@ Result<ContextId> Engine::Impl::ShareRelevant(std::vector<int32_t> tokens, const
     return it->second;
   }
   Timer t_prefill;
-  std::vector<uint64_t> planned;
-  CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<KvSequence> seq,
-                          PrefillDocument(tokens, nullptr, share.progress, share.readers, share.reader_tokens,
-                                          &planned, relevance));
+  std::vector<PolicyLease> planned;
+  CHORUS_ASSIGN_OR_RETURN(Document doc, PrefillDocument(tokens, nullptr, share.progress, share.readers,
+                                                        share.reader_tokens, &planned, relevance));
+  const KvSequence* seq = doc.seq.get();
   rep.prefill_seconds = t_prefill.Seconds();
   // What the allocator handed out and what the store's blocks hold, per layer, in token order.
   const BlockPool& bp = store->pool();
@@ -490,10 +488,9 @@ Result<ContextId> Engine::Impl::ShareRelevant(std::vector<int32_t> tokens, const
     rep.stored_k.push_back(std::move(k));
     rep.stored_v.push_back(std::move(v));
   }
-  const uint64_t unit = seq->id();
   // Not pinned in the prefix cache (its bits were chosen for these questions), nor reordered.
   const ContextId id = AddContext(std::move(tokens), *seq, hash, /*pin=*/false);
-  contexts.at(id).comix_unit = unit;  // its blocks stay in the allocator's accounting
+  contexts.at(id).unit = std::move(doc.unit);  // its blocks stay in the allocator's accounting
   contexts.at(id).planned = std::move(planned);
   contexts.at(id).reader_tokens = share.reader_tokens;
   chunk_maps[id] = std::move(rep);
@@ -541,16 +538,9 @@ Result<Engine::ScoreResult> Engine::Score(ContextId context, std::span<const int
       return Status::Error("scoring {} tokens needs up to {} bytes of KV, but {}", tokens.size(), need, why);
   }
   auto seq = m.store->NewSequence(cap, {.tables = ctx.tables, .first = ctx.first});
+  PolicyLease lease(nullptr, m.comix.get(), seq->id());  // declared after seq: ends first
   if (m.comix)
-    CHORUS_RETURN_IF_ERROR(m.comix->AddUnit(seq->id(), ctx.tokens.size() + tokens.size() - borrowed, borrowed, 1.0,
-                                            "scored text"));
-  struct Unregister {
-    ComixPolicy* p;
-    uint64_t id;
-    ~Unregister() {
-      if (p) p->RemoveUnit(id);
-    }
-  } unregister{m.comix.get(), seq->id()};
+    CHORUS_RETURN_IF_ERROR(lease.AddUnit(ctx.tokens.size() + tokens.size() - borrowed, borrowed, 1.0, "scored text"));
   if (borrowed < ctx.tokens.size())
     CHORUS_RETURN_IF_ERROR(m.fwd->Run(std::span<const int32_t>(ctx.tokens).subspan(borrowed), *seq, *m.pool,
                                       LogitsFor::kLast, nullptr));
@@ -575,7 +565,7 @@ EngineKvReport Engine::KvReport() const {
   const Impl& m = *impl_;
   EngineKvReport r;
   for (const auto& [id, c] : m.contexts) r.shared_bytes += c.bytes;
-  for (const auto& [id, a] : m.agents)
+  for (const auto& [id, a] : m.requests)
     if (a.seq) r.private_bytes += m.SequenceOwnBytes(*a.seq);
   r.total_bytes = m.store->held();
   r.overhead_bytes = m.OverheadBytes();
@@ -588,7 +578,7 @@ EngineKvReport Engine::KvReport() const {
 EngineStats Engine::Stats() const {
   const Impl& m = *impl_;
   EngineStats s = m.counters;
-  for (const auto& [id, a] : m.agents) {
+  for (const auto& [id, a] : m.requests) {
     s.waiting += a.state.phase == AgentPhase::kWaiting;
     s.prefilling += a.state.phase == AgentPhase::kPrefill;
     s.decoding += a.state.phase == AgentPhase::kDecode;

@@ -1,7 +1,7 @@
 // Engine::Impl: what one engine holds — the model, the KV store and its policies, the prefix cache,
-// contexts and agents (requests) — and the steps they go through. Internal to src/engine.
+// contexts and requests (agents, to the public API) — and the steps they go through. Internal to src/engine.
 // Invariants: every live block is held by a sequence, a context or the prefix cache (refcounts);
-// an agent is in exactly one phase; `waiting` lists exactly the agents in kWaiting, FIFO.
+// a request is in exactly one phase; `waiting` lists exactly the requests in kWaiting, FIFO.
 #pragma once
 #include <deque>
 #include <map>
@@ -13,6 +13,7 @@
 #include "engine/cocktail_plan.h"   // CocktailPlan
 #include "engine/kv_config.h"       // KvConfig
 #include "engine/prefix_cache.h"    // PrefixCache
+#include "engine/request.h"         // Request, PolicyLease
 #include "engine/routing_policy.h"  // RoutingPolicy
 #include "engine/segments.h"        // SegmentPlan
 #include "kv/kv_batch.h"            // KvBatch
@@ -52,11 +53,11 @@ struct Engine::Impl {
     uint64_t hash = 0;
     size_t user_refs = 0;
     size_t bytes = 0;                          // measured: the blocks' cost
-    uint64_t comix_unit = 0;                   // comix: the unit its blocks were sealed under
-    std::vector<uint64_t> planned;             // comix: units of readers planned by Share, not yet attached
+    PolicyLease unit;                          // comix: the unit its blocks were sealed under
+    std::vector<PolicyLease> planned;          // comix: units of readers planned by Share, not yet attached
     size_t reader_tokens = 0;                  // comix: prompt + max_tokens of each planned reader
     std::shared_ptr<CocktailPolicy> cocktail;  // a Cocktail context's map (its readers' tail block follows it)
-    uint64_t hits = 0;                         // agents admitted reading it (Spawn / Submit with a context)
+    uint64_t hits = 0;                         // requests admitted reading it (Spawn / Submit with a context)
   };
   std::map<ContextId, Context> contexts;
   std::map<uint64_t, ContextId> by_hash;
@@ -66,38 +67,9 @@ struct Engine::Impl {
   std::unique_ptr<TextEncoder> encoder;             // Cocktail's, opened on first use
   std::map<ContextId, ChunkMapReport> chunk_maps;   // Cocktail contexts (stale ids are never reused)
 
-  struct Agent {
-    std::vector<int32_t> prompt;   // every prompt token (a context's first)
-    std::vector<uint64_t> keys;    // prefix keys of the prompt's full blocks
-    ContextId context = 0;         // Spawn(context): borrow its tables
-    bool cacheable = true;         // its prompt blocks may enter the prefix cache
-    std::unique_ptr<KvSequence> seq;  // from admission until finished
-    size_t prefilled = 0;          // prompt tokens in seq (borrowed included)
-    size_t inserted = 0;           // prompt blocks already in the cache
-    bool cancel = false;
-    std::unique_ptr<Sampler> sampler;
-    AgentOptions options;
-    AgentState state;
-    size_t reserved_bytes = 0;     // projected bytes still to be used (budget admission)
-    Timer timer;
-    bool remote_checked = false;   // the remote store was asked for its leading blocks (once)
-    uint64_t fetch_ticket = 0;     // a remote fetch of its leading blocks is in flight
-    SegmentPlan segments;          // runs still to attach (Reuse::kSegments), holding their blocks
-    // Its continuation chain (PrefixCache::ContinuationKey): blocks [cont_block, ...) of its
-    // sequence go in under it from its first attached run on, prompt tokens from cont_pos.
-    bool cont_open = false;
-    uint64_t cont_key = 0;
-    size_t cont_block = 0, cont_pos = 0;
-    struct AttachedBlock {
-      uint64_t source = 0;  // the source block's exact key (0: a continuation block found again)
-      int32_t shift = 0;
-      uint8_t skip = 0;
-    };
-    std::map<size_t, AttachedBlock> attached_blocks;  // sequence block index → what was attached there
-  };
-  std::map<AgentId, Agent> agents;
+  std::map<AgentId, Request> requests;
   std::deque<AgentId> waiting;
-  AgentId next_agent = 1;
+  AgentId next_request = 1;
   std::string last_refusal;      // why the last TryAdmit said kNotNow
 
   // The remote block store (EngineOptions::kv_store_url; remote_blocks.cc).
@@ -115,20 +87,22 @@ struct Engine::Impl {
   // --- engine.cc
   size_t fp16_bytes(size_t tokens) const;
   Result<std::vector<int32_t>> DocumentTokens(std::string_view text) const;
-  // Prefills `tokens` into a new sequence (borrowing what the prefix cache holds when `from_cache`),
-  // sealed with the shared formats or under a Cocktail map, and returns it with its full blocks.
-  // comix: `readers` units of reader_tokens each are planned first (their ids in *planned).
+  // A reader of a document of doc_tokens planned as CoMix unit `id`: its own reader_tokens and the
+  // document's tail (< 32 tokens), which it recomputes in its own KV, from the tail's first position.
+  Result<PolicyLease> AddPlannedReader(uint64_t id, size_t reader_tokens, size_t doc_tokens, std::string label);
+  // Prefills `tokens` into a new sequence (borrowing what the prefix cache holds, for a plain
+  // document), sealed with the shared formats or under a Cocktail map, and returns it with its full
+  // blocks and, under comix, its unit.
+  // comix: `readers` units of reader_tokens each are planned first (their leases in *planned).
   // cocktail (the allocator): `relevance` (one per 32-token block) weights the unit's blocks; such a
   // document borrows nothing from the prefix cache (its bits were chosen for its questions).
-  // A reader of a document of doc_tokens planned as a CoMix unit: its own reader_tokens and the
-  // document's tail (< 32 tokens), which it recomputes in its own KV, from the tail's first position.
-  Status AddPlannedReader(uint64_t unit, size_t reader_tokens, size_t doc_tokens, std::string label);
-  Result<std::unique_ptr<KvSequence>> PrefillDocument(std::span<const int32_t> tokens,
-                                                      std::shared_ptr<CocktailPolicy> cocktail,
-                                                      const Progress& progress, size_t readers = 0,
-                                                      size_t reader_tokens = 0,
-                                                      std::vector<uint64_t>* planned = nullptr,
-                                                      std::span<const float> relevance = {});
+  struct Document {
+    std::unique_ptr<KvSequence> seq;
+    PolicyLease unit;  // comix: the document's unit, which its context keeps
+  };
+  Result<Document> PrefillDocument(std::span<const int32_t> tokens, std::shared_ptr<CocktailPolicy> cocktail,
+                                   const Progress& progress, size_t readers = 0, size_t reader_tokens = 0,
+                                   std::vector<PolicyLease>* planned = nullptr, std::span<const float> relevance = {});
   // ShareFor under policy "cocktail": the document as one allocator unit weighted by the plan's
   // relevance per block (not pinned, not reordered), with its ChunkMapReport.
   // share.readers are planned as Share plans them under comix.
@@ -142,7 +116,7 @@ struct Engine::Impl {
 
   // --- scheduler.cc
   // Validates and registers a request (phase kWaiting, not queued).
-  Result<AgentId> NewAgent(std::vector<int32_t> prompt, ContextId context, const AgentOptions& options);
+  Result<AgentId> NewRequest(std::vector<int32_t> prompt, ContextId context, const AgentOptions& options);
   // The longest run of the keys' blocks a request may borrow from the cache (at most max_blocks;
   // a sliding-window layer needs the blocks its first computed token sees): the run's length, and
   // its tables and first blocks per layer.
@@ -169,16 +143,16 @@ struct Engine::Impl {
   // Admission: borrow, check the budget (evicting idle cached blocks if needed), register with
   // CoMix. kNotNow: does not fit yet (nothing changed); an error: it can never run.
   enum class Admit { kAdmitted, kNotNow };
-  Result<Admit> TryAdmit(AgentId id, Agent& a);
+  Result<Admit> TryAdmit(AgentId id, Request& a);
   // Prefills the rest of the prompt now, alone (Spawn), and samples the first token.
-  Status PrefillNow(AgentId id, Agent& a);
+  Status PrefillNow(AgentId id, Request& a);
   // Offers the agent's newly sealed prompt blocks to the prefix cache (the exact ones: those before
   // its first attached segment), each also under its content key.
-  void InsertPromptBlocks(AgentId id, Agent& a);
+  void InsertPromptBlocks(AgentId id, Request& a);
   // Whether a request reuses segments (its option, the engine's, and a policy that allows it).
-  bool UsesSegments(const Agent& a) const;
+  bool UsesSegments(const Request& a) const;
   // Attaches every planned segment whose position the prefill has reached.
-  void AttachDueSegments(Agent& a);
+  void AttachDueSegments(Request& a);
   // An agent's next token and its logit row's log-sum-exp, computed before Accept (a step's rows over
   // the pool: each agent's sampler has its own generator and scratch).
   struct Pick {
@@ -187,10 +161,33 @@ struct Engine::Impl {
   };
   Pick PickFor(AgentId id, const float* row);
   void Accept(AgentId id, const float* row, const Pick* pick = nullptr);
-  // comix: a context read by k running agents is one unit of weight k.
+  // comix: a context read by k running requests is one unit of weight k.
   void UpdateReaders(ContextId context);
   void Finish(AgentId id, StopReason why, std::string error = "");
+  // One step: schedule (cancellations, admission, the batch's rows), run (one forward over the
+  // batch), postprocess (each row's prefill progress and sampled token).
   Status RunStep();
+  struct StepPlan {
+    struct Row {
+      AgentId id;
+      size_t n;     // tokens
+      bool logits;  // its last row is sampled
+    };
+    std::vector<Row> rows;        // decoding requests first, then prompt chunks
+    std::vector<int32_t> tokens;  // the rows' tokens, in order
+    size_t decode_rows = 0;
+  };
+  StepPlan Schedule();
+  // Admits waiting requests first come first served, up to ServeOptions::max_running.
+  void AdmitWaiting();
+  // Every decoding request's next token, then prompt chunks (ServeOptions' prefill budget).
+  StepPlan PlanRows();
+  // The plan's rows as one KvBatch through ForwardPass::RunRows; on failure *failed is the
+  // sequence whose KV could not be stored (null if none).
+  Status Run(const StepPlan& plan, const KvSequence** failed);
+  // A failed Run: fails that request, or every request of the plan (then returns `s`).
+  Status FailStep(const StepPlan& plan, const KvSequence* failed, const Status& s);
+  void Postprocess(const StepPlan& plan);
 
   // --- remote_blocks.cc
   // Connects the remote store of options.kv_store_url (a malformed URL is an error; an
@@ -201,7 +198,7 @@ struct Engine::Impl {
   void PublishBlock(uint64_t key, size_t index, std::span<const BlockId> ids);
   // Admission of a waiting request whose first k blocks are cached here: asks the store (once)
   // for the rest of its full prompt blocks. True while that fetch is in flight (it waits).
-  bool MaybeFetch(AgentId id, Agent& a, size_t k);
+  bool MaybeFetch(AgentId id, Request& a, size_t k);
   // Installs the blocks of every finished fetch (verified) into the prefix cache, and gives up on
   // fetches past their deadline; their requests then admit as usual.
   void CollectFetches();

@@ -66,9 +66,9 @@ void Engine::Impl::PublishBlock(uint64_t key, size_t index, std::span<const Bloc
   remote->Publish(RemoteKey(key), SerializeBlock(bid, store->pool(), ids));  // a full queue counts the drop
 }
 
-bool Engine::Impl::MaybeFetch(AgentId id, Agent& a, size_t k) {
-  if (!remote || a.remote_checked) return a.fetch_ticket != 0;
-  a.remote_checked = true;
+bool Engine::Impl::MaybeFetch(AgentId id, Request& a, size_t k) {
+  if (!remote || a.fetch.checked) return a.fetch.ticket != 0;
+  a.fetch.checked = true;
   const size_t want = (a.prompt.size() - 1) / kBlockTokens;  // at least one token is computed
   if (k >= want || !remote->Stats().up) return false;         // down: serve locally at once
   PendingFetch f;
@@ -79,9 +79,9 @@ bool Engine::Impl::MaybeFetch(AgentId id, Agent& a, size_t k) {
   std::vector<std::string> names;
   names.reserve(f.keys.size());
   for (uint64_t key : f.keys) names.push_back(RemoteKey(key));
-  a.fetch_ticket = remote->StartFetch(std::move(names));
+  a.fetch.ticket = remote->StartFetch(std::move(names));
   cache->MarkPending(id, f.keys);  // requests with the same prefix wait for these, not compute them
-  fetches.emplace(a.fetch_ticket, std::move(f));
+  fetches.emplace(a.fetch.ticket, std::move(f));
   return true;
 }
 
@@ -92,8 +92,8 @@ void Engine::Impl::CollectFetches() {
   const KvGeometry g = store->geometry();
   EngineStats::Remote& rc = remote_counters;
   const auto release = [&](const PendingFetch& f) {
-    auto it = agents.find(f.agent);
-    if (it != agents.end()) it->second.fetch_ticket = 0;
+    auto it = requests.find(f.agent);
+    if (it != requests.end()) it->second.fetch.ticket = 0;
     cache->ClearPending(f.agent);
   };
   for (FetchResult& r : remote->TakeResults()) {

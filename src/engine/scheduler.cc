@@ -1,4 +1,4 @@
-// The engine's scheduler: requests (agents) from submission to finish — admission against the KV
+// The engine's scheduler: requests (requests) from submission to finish — admission against the KV
 // budget with prefix-cache borrowing, chunked prefill beside the running decodes, one batched
 // forward per step, and the prompt blocks each request seals offered to the prefix cache.
 #include <fmt/format.h>
@@ -13,7 +13,7 @@ namespace chorus {
 
 // ---- bookkeeping ---------------------------------------------------------------------------
 
-Result<AgentId> Engine::Impl::NewAgent(std::vector<int32_t> prompt, ContextId context, const AgentOptions& options) {
+Result<AgentId> Engine::Impl::NewRequest(std::vector<int32_t> prompt, ContextId context, const AgentOptions& options) {
   if (options.max_tokens < 1) return Status::Error("max_tokens must be >= 1, got {}", options.max_tokens);
   SamplingOptions so{.temperature = options.temperature, .top_k = options.top_k, .top_p = options.top_p,
                      .seed = options.seed};
@@ -33,7 +33,7 @@ Result<AgentId> Engine::Impl::NewAgent(std::vector<int32_t> prompt, ContextId co
   if (total > n_ctx)
     return Status::Error("prompt ({} tokens) + max_tokens ({}) = {} tokens exceed the context of {}", prompt.size(),
                          options.max_tokens, total, n_ctx);
-  Agent a;
+  Request a;
   a.context = context;
   a.cacheable = context == 0 || !contexts.at(context).keys.empty();
   if (a.cacheable) a.keys = PrefixCache::Keys(prompt, salt);
@@ -53,8 +53,8 @@ Result<AgentId> Engine::Impl::NewAgent(std::vector<int32_t> prompt, ContextId co
                            "{}-byte budget leaves beside {} bytes of pinned contexts and the store's scratch",
                            need, a.prompt.size(), options.max_tokens, budget, pinned);
   }
-  const AgentId id = next_agent++;
-  agents.emplace(id, std::move(a));
+  const AgentId id = next_request++;
+  requests.emplace(id, std::move(a));
   return id;
 }
 
@@ -76,7 +76,7 @@ size_t Engine::Impl::ProjectedBytes(size_t len, size_t max_tokens, size_t borrow
 
 size_t Engine::Impl::Reserved() const {
   size_t r = store->pool().SlackAllowance();  // the pool's slot table may grow by a chunk
-  for (const auto& [id, a] : agents)
+  for (const auto& [id, a] : requests)
     if (a.seq) {
       const size_t held = SequenceOwnBytes(*a.seq);
       r += a.reserved_bytes > held ? a.reserved_bytes - held : 0;  // what it has yet to take
@@ -100,11 +100,11 @@ bool Engine::Impl::MakeRoom(size_t need, std::string* why) {
 
 void Engine::Impl::UpdateReaders(ContextId context) {
   auto it = contexts.find(context);
-  if (!comix || it == contexts.end() || it->second.comix_unit == 0) return;
+  if (!comix || it == contexts.end() || !it->second.unit.has_unit()) return;
   size_t k = 0;
-  for (const auto& [id, a] : agents) k += a.seq && a.context == context;
+  for (const auto& [id, a] : requests) k += a.seq && a.context == context;
   k += it->second.planned.size();  // readers still to come weigh as much as the running ones
-  comix->SetWeight(it->second.comix_unit, double(std::max<size_t>(1, k)));
+  comix->SetWeight(it->second.unit.id(), double(std::max<size_t>(1, k)));
 }
 
 // ---- admission -----------------------------------------------------------------------------
@@ -131,7 +131,7 @@ Engine::Impl::Borrow Engine::Impl::BorrowFromCache(std::span<const uint64_t> key
   return b;
 }
 
-Result<Engine::Impl::Admit> Engine::Impl::TryAdmit(AgentId id, Agent& a) {
+Result<Engine::Impl::Admit> Engine::Impl::TryAdmit(AgentId id, Request& a) {
   const size_t len = a.prompt.size();
   const size_t max_borrow = (len - 1) / kBlockTokens;  // at least one token is computed: its logits
   Borrow borrow;
@@ -164,7 +164,7 @@ Result<Engine::Impl::Admit> Engine::Impl::TryAdmit(AgentId id, Agent& a) {
   // The new sequence's bookkeeping is held already: only the rest of its projection is asked for.
   bool room = comix || MakeRoom(need_with(plan) - std::min(need_with(plan), SequenceOwnBytes(*seq)), &why);
   const auto running = [&] {
-    return std::count_if(agents.begin(), agents.end(), [](const auto& kv) { return kv.second.seq != nullptr; });
+    return std::count_if(requests.begin(), requests.end(), [](const auto& kv) { return kv.second.seq != nullptr; });
   };
   if (!room && plan.runs() > 0 && running() == 0) {
     // Nothing runs that could free room, and the planned runs themselves may be what holds the
@@ -180,17 +180,17 @@ Result<Engine::Impl::Admit> Engine::Impl::TryAdmit(AgentId id, Agent& a) {
                                KvFormatName(private_cfg.v), why);
     return Admit::kNotNow;
   }
+  PolicyLease lease(policy.get(), comix.get(), seq->id());
   if (comix) {
     // A reader the caller planned for (ShareOptions::readers) takes over its planned unit.
-    std::vector<uint64_t>* planned = a.context ? &contexts.at(a.context).planned : nullptr;
+    std::vector<PolicyLease>* planned = a.context ? &contexts.at(a.context).planned : nullptr;
     uint64_t took = 0;
     if (planned && !planned->empty()) {
-      took = planned->back();
-      planned->pop_back();
-      comix->RemoveUnit(took);
+      took = planned->back().id();
+      planned->pop_back();  // its unit goes
     }
     const auto add = [&] {
-      return comix->AddUnit(seq->id(), total - k * kBlockTokens, k * kBlockTokens, 1.0, fmt::format("agent {}", id));
+      return lease.AddUnit(total - k * kBlockTokens, k * kBlockTokens, 1.0, fmt::format("agent {}", id));
     };
     Status s = add();
     if (!s.ok() && cache->EvictableBytes() > 0) {  // CoMix counts idle cached blocks as held: free them
@@ -199,17 +199,20 @@ Result<Engine::Impl::Admit> Engine::Impl::TryAdmit(AgentId id, Agent& a) {
     }
     if (!s.ok()) {
       const Context& c = contexts.at(a.context);
-      if (took && AddPlannedReader(took, c.reader_tokens, c.tokens.size(), "planned reader").ok())
-        planned->push_back(took);  // the reservation stays for a reader that fits
+      if (took) {  // the reservation stays for a reader that fits
+        Result<PolicyLease> u = AddPlannedReader(took, c.reader_tokens, c.tokens.size(), "planned reader");
+        if (u.ok()) planned->push_back(std::move(u).value());
+      }
       last_refusal = s.message();
       return Admit::kNotNow;
     }
   }
-  policy->SetSharedBlocks(seq->id(), len / kBlockTokens);  // prompt blocks: the shared formats
-  if (a.context && contexts.at(a.context).cocktail)        // a Cocktail document's tail block: its map
-    policy->SetCocktail(seq->id(), contexts.at(a.context).cocktail, /*whole=*/false);
+  lease.SetSharedBlocks(len / kBlockTokens);         // prompt blocks: the shared formats
+  if (a.context && contexts.at(a.context).cocktail)  // a Cocktail document's tail block: its map
+    lease.SetCocktail(contexts.at(a.context).cocktail, /*whole=*/false);
   if (a.cacheable) seq->set_keep_from(k * kBlockTokens);  // windowed layers keep blocks until cached
   a.seq = std::move(seq);
+  a.lease = std::move(lease);
   a.prefilled = k * kBlockTokens;
   a.inserted = k;
   a.reserved_bytes = comix ? 0 : need_with(plan);  // comix: CoMix's allocation holds the unit's bytes
@@ -230,10 +233,10 @@ Result<Engine::Impl::Admit> Engine::Impl::TryAdmit(AgentId id, Agent& a) {
     cache->MarkContentPending(id, contents);
   }
   if (!plan.empty()) {
-    a.cont_open = a.cacheable;
-    a.cont_block = plan.first_at() / kBlockTokens;  // no holes before the first run: rows = positions
-    a.cont_pos = a.cont_block * kBlockTokens;
-    a.cont_key = a.cont_block ? a.keys[a.cont_block - 1] : 0;
+    a.cont.open = a.cacheable;
+    a.cont.block = plan.first_at() / kBlockTokens;  // no holes before the first run: rows = positions
+    a.cont.pos = a.cont.block * kBlockTokens;
+    a.cont.key = a.cont.block ? a.keys[a.cont.block - 1] : 0;
     counters.segment_runs += plan.runs();
     counters.segment_reused_tokens += plan.reused_tokens();
     counters.segment_repaired_tokens += plan.repaired_tokens();
@@ -246,12 +249,12 @@ Result<Engine::Impl::Admit> Engine::Impl::TryAdmit(AgentId id, Agent& a) {
   return Admit::kAdmitted;
 }
 
-bool Engine::Impl::UsesSegments(const Agent& a) const {
+bool Engine::Impl::UsesSegments(const Request& a) const {
   const Reuse r = a.options.reuse == Reuse::kDefault ? options.segments.reuse : a.options.reuse;
   return r == Reuse::kSegments && a.cacheable && !a.context && !comix && options.policy == "uniform";
 }
 
-void Engine::Impl::AttachDueSegments(Agent& a) {
+void Engine::Impl::AttachDueSegments(Request& a) {
   while (!a.segments.empty() && a.segments.next().at == a.prefilled) {
     const SegmentRun& r = a.segments.next();
     const size_t b0 = a.seq->size() / kBlockTokens;
@@ -270,7 +273,7 @@ void Engine::Impl::AttachDueSegments(Agent& a) {
   }
 }
 
-void Engine::Impl::InsertPromptBlocks(AgentId id, Agent& a) {
+void Engine::Impl::InsertPromptBlocks(AgentId id, Request& a) {
   if (!a.cacheable || !a.seq) return;
   const size_t L = model->config().n_layer;
   // Blocks after its first segment hold approximate KV: never exact prefix blocks.
@@ -293,41 +296,41 @@ void Engine::Impl::InsertPromptBlocks(AgentId id, Agent& a) {
   // Its continuation: from its first run on, its blocks (own, or aliases of what it attached) under
   // keys only a prompt identical up to there finds.
   // (It continues the last exact block before its first run: that one must be in the cache.)
-  if (stuck) a.cont_open = false;
-  while (a.cont_open && a.inserted >= prompt_blocks && a.cont_block < a.seq->sealed_blocks(0)) {
-    const size_t j = a.cont_block;
+  if (stuck) a.cont.open = false;
+  while (a.cont.open && a.inserted >= prompt_blocks && a.cont.block < a.seq->sealed_blocks(0)) {
+    const size_t j = a.cont.block;
     const auto at = a.attached_blocks.find(j);
     const bool attached = at != a.attached_blocks.end();
     const size_t skip = attached ? at->second.skip : 0, n = kBlockTokens - skip;
-    if (a.cont_pos + n > a.prompt.size()) break;  // it holds generated tokens: not a prompt block
+    if (a.cont.pos + n > a.prompt.size()) break;  // it holds generated tokens: not a prompt block
     const uint64_t key =
-        PrefixCache::ContinuationKey(a.cont_key, std::span<const int32_t>(a.prompt).subspan(a.cont_pos, n), skip, salt);
+        PrefixCache::ContinuationKey(a.cont.key, std::span<const int32_t>(a.prompt).subspan(a.cont.pos, n), skip, salt);
     bool ok = cache->FindContinuation(key).has_value();
     if (!ok && attached) {
       ok = at->second.source &&
-           cache->InsertAlias(key, a.cont_key, at->second.source, at->second.shift, at->second.skip);
+           cache->InsertAlias(key, a.cont.key, at->second.source, at->second.shift, at->second.skip);
     } else if (!ok) {
       for (size_t l = 0; l < L; ++l) ids[l] = a.seq->block(l, j);
-      ok = cache->InsertContinuation(key, a.cont_key, ids);
+      ok = cache->InsertContinuation(key, a.cont.key, ids);
     }
     if (!ok) {
-      a.cont_open = false;
+      a.cont.open = false;
       break;
     }
-    a.cont_key = key;
-    a.cont_pos += n;
-    ++a.cont_block;
+    a.cont.key = key;
+    a.cont.pos += n;
+    ++a.cont.block;
   }
   // Windowed layers may free what the cache now holds (or what will never get there).
   size_t keep = stuck || a.inserted == prompt_blocks ? SIZE_MAX : a.inserted * kBlockTokens;
-  if (a.cont_open) keep = std::min(keep, a.cont_block * kBlockTokens);
+  if (a.cont.open) keep = std::min(keep, a.cont.block * kBlockTokens);
   a.seq->set_keep_from(keep);
 }
 
 // ---- generation ----------------------------------------------------------------------------
 
 Engine::Impl::Pick Engine::Impl::PickFor(AgentId id, const float* row) {
-  Agent& a = agents.at(id);
+  Request& a = requests.at(id);
   const size_t V = model->config().n_vocab;
   const bool forced = !a.options.forced_tokens.empty();
   return {forced ? a.options.forced_tokens[a.state.tokens.size()] : a.sampler->Sample(row, V), LogSumExpFast(row, V)};
@@ -335,7 +338,7 @@ Engine::Impl::Pick Engine::Impl::PickFor(AgentId id, const float* row) {
 
 void Engine::Impl::Accept(AgentId id, const float* row, const Pick* pick) {
   const Pick p = pick ? *pick : PickFor(id, row);
-  Agent& a = agents.at(id);
+  Request& a = requests.at(id);
   const Tokenizer& tok = model->tokenizer();
   const bool forced = !a.options.forced_tokens.empty();
   const int32_t t = p.token;
@@ -357,7 +360,7 @@ void Engine::Impl::Accept(AgentId id, const float* row, const Pick* pick) {
 }
 
 void Engine::Impl::Finish(AgentId id, StopReason why, std::string error) {
-  Agent& a = agents.at(id);
+  Request& a = requests.at(id);
   if (a.state.done) return;
   a.state.done = true;
   a.state.phase = AgentPhase::kDone;
@@ -368,9 +371,7 @@ void Engine::Impl::Finish(AgentId id, StopReason why, std::string error) {
     a.state.peak_private_bytes = std::max(a.state.peak_private_bytes, SequenceOwnBytes(*a.seq));
     InsertPromptBlocks(id, a);  // what it sealed of its prompt stays useful to others
     a.segments.Clear();         // runs not attached yet: their blocks go back to the cache
-    if (comix) comix->RemoveUnit(a.seq->id());  // its bytes go to the others
-    policy->Forget(a.seq->id());
-    a.seq.reset();  // its private blocks go back to the pool now
+    a.EndSequence();            // its policies' entries, then its private blocks back to the pool
   }
   cache->ClearPending(id);
   waiting.erase(std::remove(waiting.begin(), waiting.end(), id), waiting.end());
@@ -381,7 +382,7 @@ void Engine::Impl::Finish(AgentId id, StopReason why, std::string error) {
   }
 }
 
-Status Engine::Impl::PrefillNow(AgentId id, Agent& a) {
+Status Engine::Impl::PrefillNow(AgentId id, Request& a) {
   logits.resize(model->config().n_vocab);
   while (!a.segments.empty()) {  // up to each segment, then attach it
     const size_t n = a.segments.next().at - a.prefilled;
@@ -413,20 +414,37 @@ Status Engine::Impl::PrefillNow(AgentId id, Agent& a) {
 }
 
 Status Engine::Impl::RunStep() {
-  const ServeOptions& so = options.serve;
-  for (auto& [id, a] : agents)
+  const StepPlan plan = Schedule();
+  if (plan.rows.empty()) {
+    WaitForFetch();  // nothing to compute until a fetch comes back
+    return Status::Ok();
+  }
+  const KvSequence* failed = nullptr;
+  if (Status s = Run(plan, &failed); !s.ok()) return FailStep(plan, failed, s);
+  Postprocess(plan);
+  return Status::Ok();
+}
+
+Engine::Impl::StepPlan Engine::Impl::Schedule() {
+  for (auto& [id, a] : requests)
     if (a.cancel && !a.state.done) Finish(id, StopReason::kCancelled);
-  // Admission, first come first served; a request whose next prompt block another request is
-  // computing right now waits for it (then borrows it) instead of computing it twice.
+  AdmitWaiting();
+  return PlanRows();
+}
+
+void Engine::Impl::AdmitWaiting() {
+  const ServeOptions& so = options.serve;
+  // First come first served; a request whose next prompt block another request is computing right
+  // now waits for it (then borrows it) instead of computing it twice.
   // A request whose leading blocks are not held here first asks the remote store (if any) for
   // them and waits, without holding anything, until they are installed or the fetch gave up.
   CollectFetches();
   size_t active = 0;
-  for (const auto& [id, a] : agents) active += a.seq != nullptr;
+  for (const auto& [id, a] : requests) active += a.running();
   for (auto it = waiting.begin(); it != waiting.end() && active < so.max_running;) {
-    Agent& a = agents.at(*it);
+    Request& a = requests.at(*it);
     if (a.cacheable && !a.context) {
-      if (a.fetch_ticket) {
+      if (a.fetch.ticket) {
         ++it;
         continue;
       }
@@ -448,23 +466,21 @@ Status Engine::Impl::RunStep() {
     it = waiting.erase(it);
     ++active;
   }
-  // The step's rows: every decoding agent's next token, then prompt chunks of prefilling ones.
-  struct Row {
-    AgentId id;
-    size_t n;
-    bool logits;
-  };
-  std::vector<Row> plan;
-  std::vector<int32_t> tokens;
-  for (auto& [id, a] : agents)
-    if (a.state.phase == AgentPhase::kDecode) {
-      plan.push_back({id, 1, true});
-      tokens.push_back(a.state.tokens.back());
+}
+
+Engine::Impl::StepPlan Engine::Impl::PlanRows() {
+  const ServeOptions& so = options.serve;
+  // Every decoding request's next token, then prompt chunks of prefilling ones.
+  StepPlan plan;
+  for (auto& [id, a] : requests)
+    if (a.phase() == AgentPhase::kDecode) {
+      plan.rows.push_back({id, 1, true});
+      plan.tokens.push_back(a.state.tokens.back());
     }
-  const size_t decode_rows = tokens.size();
-  size_t budget = decode_rows ? so.prefill_chunk : so.max_prefill;
-  for (auto& [id, a] : agents) {
-    if (a.state.phase != AgentPhase::kPrefill || budget == 0) continue;
+  plan.decode_rows = plan.tokens.size();
+  size_t budget = plan.decode_rows ? so.prefill_chunk : so.max_prefill;
+  for (auto& [id, a] : requests) {
+    if (a.phase() != AgentPhase::kPrefill || budget == 0) continue;
     const size_t left = a.prompt.size() - a.prefilled;
     size_t take = std::min(left, budget);
     if (comix) take = std::min(take, kBlockTokens - a.prefilled % kBlockTokens);  // one block per pass (see Open)
@@ -473,54 +489,60 @@ Status Engine::Impl::RunStep() {
     // KvFootprint's prefill; a segment's `at` is one), or wait for a step with room for a whole block.
     if (take < left) take -= (a.seq->size() + take) % kBlockTokens;
     if (take == 0) continue;
-    plan.push_back({id, take, take == left});
-    tokens.insert(tokens.end(), a.prompt.begin() + a.prefilled, a.prompt.begin() + a.prefilled + take);
+    plan.rows.push_back({id, take, take == left});
+    plan.tokens.insert(plan.tokens.end(), a.prompt.begin() + a.prefilled, a.prompt.begin() + a.prefilled + take);
     budget -= take;
   }
-  if (plan.empty()) {
-    WaitForFetch();  // nothing to compute until a fetch comes back
-    return Status::Ok();
-  }
+  return plan;
+}
+
+Status Engine::Impl::Run(const StepPlan& plan, const KvSequence** failed) {
   KvBatch batch(*store);
   std::vector<size_t> logit_rows;
-  for (const Row& r : plan) {
-    batch.Add(agents.at(r.id).seq.get(), r.n);
+  for (const StepPlan::Row& r : plan.rows) {
+    batch.Add(requests.at(r.id).seq.get(), r.n);
     if (r.logits) logit_rows.push_back(batch.rows() - 1);
   }
   logits.resize(logit_rows.size() * model->config().n_vocab);
   counters.steps++;
-  counters.last_step_rows = tokens.size();
-  counters.last_step_prefill_tokens = tokens.size() - decode_rows;
-  if (Status s = fwd->RunRows(tokens, batch, *pool, logit_rows, logits.data()); !s.ok()) {
-    // All or nothing per request: the forward rolled every sequence back. The request whose KV
-    // could not be stored fails with the reason (its KV freed); the others are as before the
-    // step and run again at the next one. A failure that is no one request's fails them all
-    // (retrying it would fail the same way).
-    const KvSequence* bad = batch.failed();
-    bool named = false;
-    for (const Row& r : plan)
-      if (bad && agents.at(r.id).seq.get() == bad) {
-        Finish(r.id, StopReason::kError, s.message());
-        named = true;
-      }
-    if (named) return Status::Ok();
-    for (const Row& r : plan) Finish(r.id, StopReason::kError, s.message());
-    return s;
-  }
-  // The rows' tokens and log-sum-exps over the pool (a step of many agents sampled them one after
-  // another on the calling thread while the others waited), then accepted in plan order.
+  counters.last_step_rows = plan.tokens.size();
+  counters.last_step_prefill_tokens = plan.tokens.size() - plan.decode_rows;
+  Status s = fwd->RunRows(plan.tokens, batch, *pool, logit_rows, logits.data());
+  if (!s.ok()) *failed = batch.failed();
+  return s;
+}
+
+Status Engine::Impl::FailStep(const StepPlan& plan, const KvSequence* failed, const Status& s) {
+  // All or nothing per request: the forward rolled every sequence back. The request whose KV
+  // could not be stored fails with the reason (its KV freed); the others are as before the
+  // step and run again at the next one. A failure that is no one request's fails them all
+  // (retrying it would fail the same way).
+  bool named = false;
+  for (const StepPlan::Row& r : plan.rows)
+    if (failed && requests.at(r.id).seq.get() == failed) {
+      Finish(r.id, StopReason::kError, s.message());
+      named = true;
+    }
+  if (named) return Status::Ok();
+  for (const StepPlan::Row& r : plan.rows) Finish(r.id, StopReason::kError, s.message());
+  return s;
+}
+
+void Engine::Impl::Postprocess(const StepPlan& plan) {
+  // The rows' tokens and log-sum-exps over the pool (a step of many requests sampled them one
+  // after another on the calling thread while the others waited), then accepted in plan order.
   const size_t V = model->config().n_vocab;
   std::vector<std::pair<AgentId, const float*>> rows;
-  for (const Row& r : plan)
+  for (const StepPlan::Row& r : plan.rows)
     if (r.logits) rows.emplace_back(r.id, logits.data() + rows.size() * V);
   std::vector<Pick> picks(rows.size());
   pool->ParallelFor(rows.size(), 1, [&](size_t b, size_t e) {  // one row: inline, no pool round trip
     for (size_t i = b; i < e; ++i) picks[i] = PickFor(rows[i].first, rows[i].second);
   });
   size_t pi = 0;
-  for (const Row& r : plan) {
-    Agent& a = agents.at(r.id);
-    if (a.state.phase == AgentPhase::kPrefill) {
+  for (const StepPlan::Row& r : plan.rows) {
+    Request& a = requests.at(r.id);
+    if (a.phase() == AgentPhase::kPrefill) {
       a.prefilled += r.n;
       counters.prefilled_tokens += r.n;
       InsertPromptBlocks(r.id, a);
@@ -535,7 +557,6 @@ Status Engine::Impl::RunStep() {
       ++pi;
     }
   }
-  return Status::Ok();
 }
 
 // ---- public --------------------------------------------------------------------------------
@@ -551,12 +572,12 @@ Result<AgentId> Engine::Spawn(ContextId context, std::string_view prompt, const 
   const std::vector<int32_t> own = m.model->tokenizer().Encode(prompt, /*add_special=*/context == 0, /*parse_special=*/true);
   if (own.empty()) return Status::Error("the agent's prompt is empty");
   tokens.insert(tokens.end(), own.begin(), own.end());
-  CHORUS_ASSIGN_OR_RETURN(const AgentId id, m.NewAgent(std::move(tokens), context, options));
-  Impl::Agent& a = m.agents.at(id);
+  CHORUS_ASSIGN_OR_RETURN(const AgentId id, m.NewRequest(std::move(tokens), context, options));
+  Request& a = m.requests.at(id);
   auto r = m.TryAdmit(id, a);
   if (!r.ok() || *r == Impl::Admit::kNotNow) {
     const Status s = r.ok() ? Status::Error("agent refused: {}", m.last_refusal) : r.status();
-    m.agents.erase(id);
+    m.requests.erase(id);
     return s;
   }
   CHORUS_RETURN_IF_ERROR(m.PrefillNow(id, a));
@@ -565,29 +586,29 @@ Result<AgentId> Engine::Spawn(ContextId context, std::string_view prompt, const 
 
 Result<AgentId> Engine::Submit(std::vector<int32_t> prompt, const AgentOptions& options) {
   Impl& m = *impl_;
-  CHORUS_ASSIGN_OR_RETURN(const AgentId id, m.NewAgent(std::move(prompt), 0, options));
+  CHORUS_ASSIGN_OR_RETURN(const AgentId id, m.NewRequest(std::move(prompt), 0, options));
   m.waiting.push_back(id);
   return id;
 }
 
 void Engine::Cancel(AgentId id) {
-  auto it = impl_->agents.find(id);
-  if (it == impl_->agents.end() || it->second.state.done) return;
+  auto it = impl_->requests.find(id);
+  if (it == impl_->requests.end() || it->second.state.done) return;
   if (it->second.state.phase == AgentPhase::kWaiting)
     impl_->Finish(id, StopReason::kCancelled);
   else it->second.cancel = true;
 }
 
 void Engine::Forget(AgentId id) {
-  auto it = impl_->agents.find(id);
-  if (it != impl_->agents.end() && it->second.state.done) impl_->agents.erase(it);
+  auto it = impl_->requests.find(id);
+  if (it != impl_->requests.end() && it->second.state.done) impl_->requests.erase(it);
 }
 
 Status Engine::Step() { return impl_->RunStep(); }
 
 size_t Engine::running() const {
   size_t n = 0;
-  for (const auto& [id, a] : impl_->agents) n += a.seq != nullptr;
+  for (const auto& [id, a] : impl_->requests) n += a.seq != nullptr;
   return n;
 }
 
@@ -598,8 +619,8 @@ size_t Engine::EstimateBytes(size_t prompt_tokens, size_t max_tokens) const {
 }
 
 const AgentState* Engine::agent(AgentId id) const {
-  auto it = impl_->agents.find(id);
-  return it == impl_->agents.end() ? nullptr : &it->second.state;
+  auto it = impl_->requests.find(id);
+  return it == impl_->requests.end() ? nullptr : &it->second.state;
 }
 
 }  // namespace chorus

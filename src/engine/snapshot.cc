@@ -48,8 +48,8 @@ EngineSnapshot Engine::Snapshot(const SnapshotOptions& o) const {
   // Requests, and which cached blocks each one reads (its borrowed prompt blocks and the prompt
   // blocks it sealed and gave to the cache).
   std::unordered_map<uint64_t, size_t> readers;       // cache key → running requests reading it
-  std::unordered_map<uint64_t, const Impl::Agent*> holder;  // cache key → a prompt that has it (preview)
-  for (const auto& [id, a] : m.agents) {
+  std::unordered_map<uint64_t, const Request*> holder;  // cache key → a prompt that has it (preview)
+  for (const auto& [id, a] : m.requests) {
     if (a.state.done) continue;
     RequestSnapshot r{.id = id,
                       .phase = a.state.phase,
@@ -175,7 +175,7 @@ EngineSnapshot Engine::Snapshot(const SnapshotOptions& o) const {
     c.run.tokens = ctx.tokens.size() / kBlockTokens * kBlockTokens;
     c.run.bytes = ctx.bytes;
     c.run.hits = ctx.hits;
-    for (const auto& [aid, a] : m.agents) c.run.readers += a.seq && a.context == cid;
+    for (const auto& [aid, a] : m.requests) c.run.readers += a.seq && a.context == cid;
     c.run.preview = preview(ctx.tokens);
     if (auto it = m.chunk_maps.find(cid); it != m.chunk_maps.end()) c.run.chunk_map = it->second.blocks;
     cocktail.push_back(std::move(c));
