@@ -104,7 +104,7 @@ struct Request {
   size_t prefilled = 0;       // prompt tokens in seq (borrowed included)
   size_t reserved_bytes = 0;  // projected bytes still to be used (budget admission)
 
-  // The remote block store (remote_blocks.cc).
+  // The remote block store (RemotePrefetcher).
   struct Fetch {
     bool checked = false;  // the store was asked for its leading blocks (once)
     uint64_t ticket = 0;   // a fetch of its leading blocks is in flight
