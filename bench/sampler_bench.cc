@@ -1,6 +1,6 @@
 // One Sampler::Sample over a vocabulary of random logits (SmolLM2's 49,152 by default): greedy (ArgMax)
-// and temperature 0.8 with top-k 40 / top-p 0.95. A step samples every agent's row (RunStep: over the
-// pool, Engine::Impl::PickFor). build/bench/sampler_bench
+// and temperature 0.8 with top-k 40 / top-p 0.95. A step samples every agent's row (Scheduler::Postprocess: over
+// the pool, Scheduler::PickFor). build/bench/sampler_bench
 #include <benchmark/benchmark.h>
 
 #include <random>

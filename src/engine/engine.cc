@@ -1,6 +1,7 @@
-// Engine: opening, shared contexts (prefilled once, their full blocks pinned in the prefix cache),
-// Cocktail contexts, scoring and reports. The scheduler (Submit, Spawn, Step) is in scheduler.cc.
-// The only place that knows the model, the KV layer and the policies together.
+// Engine: opening (the EngineCore, then the parts of Engine::Impl), sharing documents as contexts
+// (prefilled once, their full blocks pinned in the prefix cache; Cocktail contexts), scoring and
+// reports, and Engine's calls, each delegated to its part. The requests are the Scheduler's
+// (scheduler.cc).
 #include "chorus/engine.h"
 
 #include <fmt/format.h>
@@ -49,188 +50,104 @@ std::vector<KeyRope> LayerRopes(const Model& m) {
 
 }  // namespace
 
-size_t Engine::Impl::fp16_bytes(size_t tokens) const {
-  const ModelConfig& c = model->config();
-  return tokens * c.n_layer * c.kv_dim() * 2 * sizeof(uint16_t);
-}
-
-Result<std::vector<int32_t>> Engine::Impl::DocumentTokens(std::string_view text) const {
-  std::vector<int32_t> tokens = model->tokenizer().Encode(text, /*add_special=*/true, /*parse_special=*/true);
-  const size_t specials = model->tokenizer().Encode("", true, true).size();  // BOS, when the model adds one
-  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos || tokens.size() <= specials)
-    return Status::Error("the shared document is empty");
-  if (tokens.size() >= n_ctx)
-    return Status::Error("the document has {} tokens but an agent's context holds {} (document + prompt + answer)",
-                         tokens.size(), n_ctx);
-  return tokens;
-}
-
-size_t Engine::Impl::OverheadBytes() const {
-  // The scratch, and the pool's slot table beyond the live blocks' slots (BlockCost has those).
-  const BlockPool& bp = store->pool();
-  return store->Usage().scratch_bytes + bp.table_bytes() - bp.live_blocks() * BlockPool::BlockCost(0, 0);
-}
-
-size_t Engine::Impl::SequenceOwnBytes(const KvSequence& s) const {
-  size_t b = s.window_bytes() + s.table_bytes();
-  const BlockPool& bp = store->pool();
-  for (size_t l = 0; l < model->config().n_layer; ++l)
-    for (size_t j = std::max(s.borrowed_blocks(), s.first_block(l)); j < s.sealed_blocks(l); ++j) {
-      if (s.attached(j)) continue;  // a segment's block: another request's
-      const BlockId id = s.block(l, j);
-      b += BlockPool::BlockCost(bp.meta(id).k_bytes, bp.meta(id).v_bytes);
-    }
-  return b;
-}
-
-Status Engine::Impl::AddPlannedReader(uint64_t unit, size_t reader_tokens, size_t doc_tokens, std::string label) {
-  const size_t tail = doc_tokens % kBlockTokens;
-  return comix->AddUnit(unit, reader_tokens + tail, doc_tokens - tail, 1.0, std::move(label));
-}
-
-Result<std::unique_ptr<KvSequence>> Engine::Impl::PrefillDocument(std::span<const int32_t> tokens,
-                                                                  std::shared_ptr<CocktailPolicy> cocktail,
-                                                                  const Progress& progress, size_t readers,
-                                                                  size_t reader_tokens, std::vector<uint64_t>* planned,
-                                                                  std::span<const float> relevance) {
+Result<Engine::Impl::Document> Engine::Impl::PrefillDocument(std::span<const int32_t> tokens,
+                                                             std::shared_ptr<CocktailPolicy> cocktail,
+                                                             const Progress& progress, size_t readers,
+                                                             size_t reader_tokens, std::vector<PolicyLease>* planned,
+                                                             std::span<const float> relevance) {
   // A plain document starts from whatever prefix of it the cache holds (a request's, a context's).
-  Borrow b;
+  EngineCore::Borrow b;
   if (!cocktail && relevance.empty()) {
-    const std::vector<uint64_t> keys = PrefixCache::Keys(tokens, salt);
-    b = BorrowFromCache(keys, keys.size());
-    cache->Touch(std::span<const uint64_t>(keys).first(b.blocks));
+    const std::vector<uint64_t> keys = PrefixCache::Keys(tokens, core_->salt);
+    b = core_->BorrowFromCache(keys, keys.size());
+    core_->cache->Touch(std::span<const uint64_t>(keys).first(b.blocks));
   }
   const size_t k = b.blocks;
-  const bool unit = comix && !cocktail;  // a Cocktail context's map decides its blocks
+  const bool unit = core_->comix && !cocktail;  // a Cocktail context's map decides its blocks
   if (!unit) {  // CoMix admits the document as a unit below; otherwise the projection, like a request's
     const size_t n = tokens.size() / kBlockTokens;  // a Cocktail map's blocks: f16 at most
-    const size_t need = BlockBytes(k, n, n, cocktail != nullptr) +
-                        KvFootprint(store->options()).Sequence(tokens.size(), std::min(tokens.size() - k * kBlockTokens, prefill_rows));
-    if (std::string why; !MakeRoom(need, &why))
+    const size_t need = core_->BlockBytes(k, n, n, cocktail != nullptr) +
+                        KvFootprint(core_->store->options())
+                            .Sequence(tokens.size(), std::min(tokens.size() - k * kBlockTokens, core_->prefill_rows));
+    if (std::string why; !scheduler_.MakeRoom(need, &why))
       return Status::Error("the shared document's KV needs up to {} bytes ({} tokens), but {}", need, tokens.size(),
                            why);
   }
-  std::unique_ptr<KvSequence> seq = store->NewSequence(tokens.size(), b.view());
+  std::unique_ptr<KvSequence> seq = core_->store->NewSequence(tokens.size(), b.view());
   // Readers recompute the document's tail block: its windowed layers keep what they will see.
   seq->set_keep_from(tokens.size() / kBlockTokens * kBlockTokens);
-  const uint64_t sid = seq->id();
-  if (cocktail) policy->SetCocktail(sid, std::move(cocktail), /*whole=*/true);
-  else policy->SetSharedBlocks(sid, SIZE_MAX);
+  PolicyLease lease(core_->policy.get(), core_->comix.get(),
+                    seq->id());  // its rules end with this call, its unit with the context
+  if (cocktail)
+    lease.SetCocktail(std::move(cocktail), /*whole=*/true);
+  else
+    lease.SetSharedBlocks(SIZE_MAX);
   if (unit) {
     const auto add = [&] {
-      return comix->AddUnit(sid, tokens.size() - k * kBlockTokens, k * kBlockTokens, 1.0,
-                            fmt::format("{} #{}", relevance.empty() ? "shared" : "cocktail", next_context), relevance);
+      return lease.AddUnit(tokens.size() - k * kBlockTokens, k * kBlockTokens, 1.0,
+                           fmt::format("{} #{}", relevance.empty() ? "shared" : "cocktail", contexts_.next_id()),
+                           relevance);
     };
     Status s = add();
-    if (!s.ok() && cache->EvictableBytes() > 0) {  // CoMix counts idle cached blocks as held: free them
-      cache->Evict(cache->EvictableBytes());
+    if (!s.ok() && core_->cache->EvictableBytes() > 0) {  // CoMix counts idle cached blocks as held: free them
+      core_->cache->Evict(core_->cache->EvictableBytes());
       s = add();
     }
-    if (!s.ok()) {
-      policy->Forget(sid);
-      return s.Context("shared document");
-    }
+    if (!s.ok()) return s.Context("shared document");
     // The readers the caller knows of, planned before the document is sealed: each a unit of its
     // own, taken over by the real agent when it attaches (as many as fit: the rest will queue).
     for (size_t r = 0; r < readers && planned; ++r) {
-      const uint64_t u = kPlannedReaderBit | next_planned++;
-      if (!AddPlannedReader(u, reader_tokens, tokens.size(), fmt::format("planned reader {}", r + 1)).ok()) break;
-      planned->push_back(u);
+      const uint64_t id = contexts_.NextPlannedId();
+      Result<PolicyLease> u =
+          contexts_.PlanReader(id, reader_tokens, tokens.size(), fmt::format("planned reader {}", r + 1));
+      if (!u.ok()) break;
+      planned->push_back(std::move(u).value());
     }
-    comix->SetWeight(sid, double(std::max<size_t>(1, planned ? planned->size() : 0)));
+    core_->comix->SetWeight(lease.id(), double(std::max<size_t>(1, planned ? planned->size() : 0)));
   }
   const auto drop_planned = [&] {
     if (!planned) return;
-    for (uint64_t u : *planned) comix->RemoveUnit(u);
+    for (PolicyLease& u : *planned) u.Reset();
     planned->clear();
   };
-  counters.prefix_queried_tokens += tokens.size();
-  counters.prefix_hit_tokens += k * kBlockTokens;
+  core_->counters.prefix_queried_tokens += tokens.size();
+  core_->counters.prefix_hit_tokens += k * kBlockTokens;
   for (size_t done = k * kBlockTokens; done < tokens.size();) {
     const size_t n = std::min<size_t>(512, tokens.size() - done);
-    Status s = fwd->Run(tokens.subspan(done, n), *seq, *pool, LogitsFor::kLast, nullptr);
+    Status s = core_->fwd->Run(tokens.subspan(done, n), *seq, *core_->pool, LogitsFor::kLast, nullptr);
     if (!s.ok()) {
-      policy->Forget(sid);
-      if (unit) {
-        comix->RemoveUnit(sid);
-        drop_planned();
-      }
+      lease.Reset();
+      if (unit) drop_planned();
       return s.Context("prefilling the shared document");
     }
     done += n;
-    counters.prefilled_tokens += n;
+    core_->counters.prefilled_tokens += n;
     if (progress) progress(done, tokens.size());
   }
-  policy->Forget(sid);
-  return seq;
+  return Document{.seq = std::move(seq), .unit = lease.TakeUnit()};
 }
 
-ContextId Engine::Impl::AddContext(std::vector<int32_t> tokens, const KvSequence& seq, uint64_t hash, bool pin) {
-  const size_t L = model->config().n_layer, full = tokens.size() / kBlockTokens;
-  Context c{.hash = hash, .user_refs = 1};
-  c.tables.assign(L, {});
-  c.first.assign(L, 0);
-  const BlockPool& bp = store->pool();
-  for (size_t l = 0; l < L; ++l) {
-    c.first[l] = std::min(seq.first_block(l), full);
-    for (size_t j = c.first[l]; j < full; ++j) {
-      const BlockId id = seq.block(l, j);
-      store->pool().Ref(id);
-      c.tables[l].push_back(id);
-      c.bytes += BlockPool::BlockCost(bp.meta(id).k_bytes, bp.meta(id).v_bytes);
-    }
-  }
-  if (pin) {
-    c.keys = PrefixCache::Keys(tokens, salt);
-    std::vector<BlockId> ids(L);
-    for (size_t j = 0; j < full; ++j) {
-      for (size_t l = 0; l < L; ++l) ids[l] = seq.block(l, j);
-      if (cache->Insert(c.keys[j], j ? c.keys[j - 1] : 0, ids)) {  // present already when borrowed
-        // Found by content too: a prompt holding the context's text after other text reuses it (segments).
-        cache->IndexContent(c.keys[j], PrefixCache::BlockContentKey(tokens, j, salt), j * kBlockTokens);
-        PublishBlock(c.keys[j], j, ids);
-      }
-    }
-    cache->Pin(c.keys);
-  }
-  c.tokens = std::move(tokens);
-  const ContextId id = next_context++;
-  by_hash[hash] = id;
-  contexts.emplace(id, std::move(c));
-  return id;
+Engine::Impl::Impl(std::unique_ptr<EngineCore> core)
+    : core_(std::move(core)), remote_(*core_), contexts_(*core_, remote_), scheduler_(*core_, contexts_, remote_) {}
+
+Result<std::unique_ptr<Engine::Impl>> Engine::Impl::Create(std::unique_ptr<EngineCore> core) {
+  std::unique_ptr<Impl> impl(new Impl(std::move(core)));
+  CHORUS_RETURN_IF_ERROR(impl->remote_.Open());
+  return impl;
 }
 
-void Engine::Impl::CollectContexts() {
-  for (auto it = contexts.begin(); it != contexts.end();) {
-    Context& c = it->second;
-    bool read = false;
-    for (const auto& [aid, a] : agents) read = read || (a.context == it->first && a.seq);
-    if (c.user_refs == 0 && !read) {
-      if (!c.keys.empty()) cache->Unpin(c.keys);  // the blocks stay cached (evictable) after this
-      if (comix && c.comix_unit) comix->RemoveUnit(c.comix_unit);
-      if (comix)
-        for (uint64_t u : c.planned) comix->RemoveUnit(u);
-      for (const auto& t : c.tables)
-        for (BlockId b : t) store->pool().Unref(b);
-      by_hash.erase(c.hash);
-      it = contexts.erase(it);
-    } else {
-      ++it;
-    }
-  }
+Engine::Impl::~Impl() {
+  scheduler_.Clear();
+  contexts_.UnrefAll();
+  contexts_.Collect([](ContextId) { return false; });
+  core_->cache.reset();  // its pool refs go before the store
 }
 
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-Engine::~Engine() {
-  if (!impl_) return;
-  impl_->agents.clear();
-  for (auto& [id, c] : impl_->contexts) c.user_refs = 0;
-  impl_->CollectContexts();
-  impl_->cache.reset();  // its pool refs go before the store
-}
+Engine::~Engine() = default;
 
 Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options) {
-  auto impl = std::make_unique<Impl>();
+  auto impl = std::make_unique<EngineCore>();
   impl->options = options;
   auto model = Model::Load(options.model_path);
   if (!model.ok()) return model.status();
@@ -305,7 +222,6 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options) {
       fmt::format("{}|{}|{}|{}|{}|{}|{}", FormatSpec(options.policy), options.private_k, options.private_v, sink,
                   WindowFormatName(*window), options.kv_budget_bytes, sensitivity_key);
   impl->salt = XXH3_64bits_withSeed(settings.data(), settings.size(), impl->model_fp);
-  CHORUS_RETURN_IF_ERROR(impl->OpenRemote());
   // CoMix decides a block's bits from every layer observed so far: a one-block micro-batch lets
   // all layers see a document's first tokens before most of its blocks are sealed (512 at once
   // would seal layer 0's blocks knowing only layer 0 — the allocation then follows layer order).
@@ -314,7 +230,8 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options) {
                                             so.max_prefill + so.max_running);
   impl->pool = std::make_unique<ThreadPool>(threads);
   impl->prefill_rows = std::max(so.max_prefill, allocator ? kBlockTokens : size_t{512});
-  return std::unique_ptr<Engine>(new Engine(std::move(impl)));
+  CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Impl> parts, Impl::Create(std::move(impl)));
+  return std::unique_ptr<Engine>(new Engine(std::move(parts)));
 }
 
 namespace {
@@ -330,43 +247,40 @@ Status CheckShareOptions(const ShareOptions& options, size_t doc_tokens, size_t 
 }
 }  // namespace
 
-Result<ContextId> Engine::Share(std::string_view text, const Progress& progress) {
-  return Share(text, ShareOptions{.progress = progress});
+Result<ContextId> Engine::Share(std::string_view text, const ShareOptions& options) {
+  return impl_->Share(text, options);
 }
 
-Result<ContextId> Engine::Share(std::string_view text, const ShareOptions& options) {
-  Impl& m = *impl_;
+Result<ContextId> Engine::Impl::Share(std::string_view text, const ShareOptions& options) {
+  EngineCore& m = *core_;
   CHORUS_ASSIGN_OR_RETURN(std::vector<int32_t> tokens, m.DocumentTokens(text));
   if (Status s = CheckShareOptions(options, tokens.size(), m.n_ctx); !s.ok()) return s;
   const uint64_t hash = HashTokens(m.salt, tokens);
-  if (auto it = m.by_hash.find(hash); it != m.by_hash.end()) {
-    m.contexts[it->second].user_refs++;
-    return it->second;
-  }
+  if (const ContextId id = contexts_.AddRef(hash)) return id;
   if (m.options.policy.kind() == KvPolicyKind::kRelevance)
     return Status::Error("policy cocktail weights a shared context's blocks by their relevance to the questions: share "
                          "it with ShareFor(text, questions) (Share has no questions)");
-  std::vector<uint64_t> planned;
-  CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<KvSequence> seq,
-                          m.PrefillDocument(tokens, nullptr, options.progress, options.readers,
-                                            options.reader_tokens, &planned));
-  const ContextId id = m.AddContext(std::move(tokens), *seq, hash, /*pin=*/true);
+  std::vector<PolicyLease> planned;
+  CHORUS_ASSIGN_OR_RETURN(Document doc, PrefillDocument(tokens, nullptr, options.progress, options.readers,
+                                                        options.reader_tokens, &planned));
+  const ContextId id = contexts_.Add(std::move(tokens), *doc.seq, hash, /*pin=*/true);
   if (m.comix) {
-    m.contexts.at(id).comix_unit = seq->id();  // its blocks stay in CoMix's accounting
-    m.contexts.at(id).planned = std::move(planned);
-    m.contexts.at(id).reader_tokens = options.reader_tokens;
+    Context& c = *contexts_.Find(id);
+    c.unit = std::move(doc.unit);  // its blocks stay in CoMix's accounting
+    c.planned = std::move(planned);
+    c.reader_tokens = options.reader_tokens;
   }
   return id;
 }
 
 Result<ContextId> Engine::ShareFor(std::string_view text, const std::vector<std::string>& queries,
-                                   const Progress& progress) {
-  return ShareFor(text, queries, ShareOptions{.progress = progress});
+                                   const ShareOptions& options) {
+  return impl_->ShareFor(text, queries, options);
 }
 
-Result<ContextId> Engine::ShareFor(std::string_view text, const std::vector<std::string>& queries,
-                                   const ShareOptions& options) {
-  Impl& m = *impl_;
+Result<ContextId> Engine::Impl::ShareFor(std::string_view text, const std::vector<std::string>& queries,
+                                         const ShareOptions& options) {
+  EngineCore& m = *core_;
   const Progress& progress = options.progress;
   CHORUS_ASSIGN_OR_RETURN(std::vector<int32_t> tokens, m.DocumentTokens(text));
   if (Status s = CheckShareOptions(options, tokens.size(), m.n_ctx); !s.ok()) return s;
@@ -386,7 +300,7 @@ Result<ContextId> Engine::ShareFor(std::string_view text, const std::vector<std:
   const CocktailOptions co{.alpha = p.alpha, .beta = p.beta, .chunk_tokens = m.options.policy.chunk_tokens()};
   CHORUS_ASSIGN_OR_RETURN(CocktailPlan plan, PlanCocktail(m.model->tokenizer(), tokens, queries, *m.encoder, co));
   const size_t sink = m.shared_cfg.sink_blocks;
-  if (relevance) return m.ShareRelevant(std::move(tokens), queries, plan, options);
+  if (relevance) return ShareRelevant(std::move(tokens), queries, plan, options);
   ChunkMapReport rep{.encoder = plan.encoder, .blocks = ChunkMapString(plan.blocks, sink),
                      .chunks = plan.similarity.size(), .chunk_tokens = co.chunk_tokens,
                      .s_min = float(plan.thresholds.s_min), .s_max = float(plan.thresholds.s_max),
@@ -397,27 +311,27 @@ Result<ContextId> Engine::ShareFor(std::string_view text, const std::vector<std:
     (c == 'S' ? rep.sink : c == 'F' ? rep.fp16 : c == '4' ? rep.int4 : rep.int2)++;
   }
   const uint64_t hash = HashTokens(m.salt ^ 0xc0c7a11, tokens, rep.blocks);
-  if (auto it = m.by_hash.find(hash); it != m.by_hash.end()) {
-    m.contexts[it->second].user_refs++;
-    return it->second;
-  }
+  if (const ContextId id = contexts_.AddRef(hash)) return id;
   Timer t_prefill;
   auto map = std::make_shared<CocktailPolicy>(plan.blocks, sink);
-  CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<KvSequence> seq, m.PrefillDocument(tokens, map, progress));
+  CHORUS_ASSIGN_OR_RETURN(Document doc, PrefillDocument(tokens, map, progress));
   rep.prefill_seconds = t_prefill.Seconds();
   // Not pinned in the prefix cache: its blocks' precision was chosen for these queries.
-  const ContextId id = m.AddContext(std::move(tokens), *seq, hash, /*pin=*/false);
-  m.contexts.at(id).cocktail = std::move(map);
+  const ContextId id = contexts_.Add(std::move(tokens), *doc.seq, hash, /*pin=*/false);
+  Context& ctx = *contexts_.Find(id);
+  ctx.cocktail = std::move(map);
   Timer t_reorder;
-  SortBlocksByFormat(m.contexts.at(id).tables, m.store->pool(), m.model->config().layer_window);
+  SortBlocksByFormat(ctx.tables, m.store->pool(), m.model->config().layer_window);
   rep.reorder_seconds = t_reorder.Seconds();
-  m.chunk_maps[id] = std::move(rep);
+  contexts_.SetChunkMap(id, std::move(rep));
   return id;
 }
 
 // chorus's Cocktail: the document is one allocator unit whose blocks are weighted by relevance.
 Result<ContextId> Engine::Impl::ShareRelevant(std::vector<int32_t> tokens, const std::vector<std::string>& queries,
                                               const CocktailPlan& plan, const ShareOptions& share) {
+  const EngineOptions& options = core_->options;
+  const KvConfig& shared_cfg = core_->shared_cfg;
   const size_t sink = shared_cfg.sink_blocks, chunk = options.policy.chunk_tokens();
   const std::vector<float> relevance = BlockRelevance(plan.similarity, chunk, tokens.size());
   ChunkMapReport rep{.encoder = plan.encoder,
@@ -430,29 +344,26 @@ Result<ContextId> Engine::Impl::ShareRelevant(std::vector<int32_t> tokens, const
                      .policy = KvPolicyKind::kRelevance};
   std::string key;  // the same text for the same questions is the same context (as Share: readers aside)
   for (const std::string& q : queries) key += q + '\n';
-  const uint64_t hash = HashTokens(salt ^ 0xa110ca7e, tokens, key);
-  if (auto it = by_hash.find(hash); it != by_hash.end()) {
-    contexts[it->second].user_refs++;
-    return it->second;
-  }
+  const uint64_t hash = HashTokens(core_->salt ^ 0xa110ca7e, tokens, key);
+  if (const ContextId id = contexts_.AddRef(hash)) return id;
   Timer t_prefill;
-  std::vector<uint64_t> planned;
-  CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<KvSequence> seq,
-                          PrefillDocument(tokens, nullptr, share.progress, share.readers, share.reader_tokens,
-                                          &planned, relevance));
+  std::vector<PolicyLease> planned;
+  CHORUS_ASSIGN_OR_RETURN(Document doc, PrefillDocument(tokens, nullptr, share.progress, share.readers,
+                                                        share.reader_tokens, &planned, relevance));
+  const KvSequence* seq = doc.seq.get();
   rep.prefill_seconds = t_prefill.Seconds();
   // What the allocator handed out and what the store's blocks hold, per layer, in token order.
-  const BlockPool& bp = store->pool();
+  const BlockPool& bp = core_->store->pool();
   const size_t full = tokens.size() / kBlockTokens;
   const auto bits = [&](KvFormat f) {
     if (f == KvFormat::kF16) return 'F';
     for (int b : {2, 3, 4, 8})
-      if (ComixFormat(comix->options().family, b) == f) return char('0' + b);
+      if (ComixFormat(core_->comix->options().family, b) == f) return char('0' + b);
     return '?';
   };
-  for (size_t l = 0; l < model->config().n_layer; ++l) {
-    rep.alloc_k.push_back(comix->SealedBits(seq->id(), l, KvSide::kKey));
-    rep.alloc_v.push_back(comix->SealedBits(seq->id(), l, KvSide::kValue));
+  for (size_t l = 0; l < core_->model->config().n_layer; ++l) {
+    rep.alloc_k.push_back(core_->comix->SealedBits(seq->id(), l, KvSide::kKey));
+    rep.alloc_v.push_back(core_->comix->SealedBits(seq->id(), l, KvSide::kValue));
     std::string k(full, '.'), v(full, '.');  // '.': freed by a sliding-window layer
     for (size_t j = seq->first_block(l); j < full; ++j) {
       k[j] = bits(bp.meta(seq->block(l, j)).k_format);
@@ -461,39 +372,25 @@ Result<ContextId> Engine::Impl::ShareRelevant(std::vector<int32_t> tokens, const
     rep.stored_k.push_back(std::move(k));
     rep.stored_v.push_back(std::move(v));
   }
-  const uint64_t unit = seq->id();
   // Not pinned in the prefix cache (its bits were chosen for these questions), nor reordered.
-  const ContextId id = AddContext(std::move(tokens), *seq, hash, /*pin=*/false);
-  contexts.at(id).comix_unit = unit;  // its blocks stay in the allocator's accounting
-  contexts.at(id).planned = std::move(planned);
-  contexts.at(id).reader_tokens = share.reader_tokens;
-  chunk_maps[id] = std::move(rep);
+  const ContextId id = contexts_.Add(std::move(tokens), *seq, hash, /*pin=*/false);
+  Context& c = *contexts_.Find(id);
+  c.unit = std::move(doc.unit);  // its blocks stay in the allocator's accounting
+  c.planned = std::move(planned);
+  c.reader_tokens = share.reader_tokens;
+  contexts_.SetChunkMap(id, std::move(rep));
   return id;
 }
 
-const ChunkMapReport* Engine::chunk_map(ContextId context) const {
-  if (!impl_->contexts.count(context)) return nullptr;
-  auto it = impl_->chunk_maps.find(context);
-  return it == impl_->chunk_maps.end() ? nullptr : &it->second;
+void Engine::Impl::Release(ContextId context) {
+  if (contexts_.Unref(context)) contexts_.Collect([this](ContextId c) { return scheduler_.Readers(c) > 0; });
 }
 
-void Engine::Release(ContextId context) {
-  auto it = impl_->contexts.find(context);
-  if (it == impl_->contexts.end() || it->second.user_refs == 0) return;
-  it->second.user_refs--;
-  impl_->CollectContexts();
-}
-
-Result<Engine::ScoreResult> Engine::Score(ContextId context, std::string_view text) {
-  const std::vector<int32_t> tokens = impl_->model->tokenizer().Encode(text, false, false);
-  return Score(context, std::span<const int32_t>(tokens));
-}
-
-Result<Engine::ScoreResult> Engine::Score(ContextId context, std::span<const int32_t> tokens) {
-  Impl& m = *impl_;
-  auto it = m.contexts.find(context);
-  if (it == m.contexts.end()) return Status::Error("unknown or freed context {}", context);
-  const Impl::Context& ctx = it->second;
+Result<Engine::ScoreResult> Engine::Impl::Score(ContextId context, std::span<const int32_t> tokens) {
+  EngineCore& m = *core_;
+  const Context* found = contexts_.Find(context);
+  if (!found) return Status::Error("unknown or freed context {}", context);
+  const Context& ctx = *found;
   const size_t V = m.model->config().n_vocab;
   for (int32_t t : tokens)
     if (t < 0 || static_cast<size_t>(t) >= V) return Status::Error("token id {} outside the vocabulary", t);
@@ -508,20 +405,13 @@ Result<Engine::ScoreResult> Engine::Score(ContextId context, std::span<const int
     const KvFootprint fp(m.store->options());
     const size_t need = m.BlockBytes(borrowed / kBlockTokens, 0, cap / kBlockTokens) +
                         fp.Sequence(cap, std::min<size_t>(512, tokens.size()));
-    if (std::string why; !m.MakeRoom(need, &why))
+    if (std::string why; !scheduler_.MakeRoom(need, &why))
       return Status::Error("scoring {} tokens needs up to {} bytes of KV, but {}", tokens.size(), need, why);
   }
   auto seq = m.store->NewSequence(cap, {.tables = ctx.tables, .first = ctx.first});
+  PolicyLease lease(nullptr, m.comix.get(), seq->id());  // declared after seq: ends first
   if (m.comix)
-    CHORUS_RETURN_IF_ERROR(m.comix->AddUnit(seq->id(), ctx.tokens.size() + tokens.size() - borrowed, borrowed, 1.0,
-                                            "scored text"));
-  struct Unregister {
-    ComixPolicy* p;
-    uint64_t id;
-    ~Unregister() {
-      if (p) p->RemoveUnit(id);
-    }
-  } unregister{m.comix.get(), seq->id()};
+    CHORUS_RETURN_IF_ERROR(lease.AddUnit(ctx.tokens.size() + tokens.size() - borrowed, borrowed, 1.0, "scored text"));
   if (borrowed < ctx.tokens.size())
     CHORUS_RETURN_IF_ERROR(m.fwd->Run(std::span<const int32_t>(ctx.tokens).subspan(borrowed), *seq, *m.pool,
                                       LogitsFor::kLast, nullptr));
@@ -542,38 +432,39 @@ Result<Engine::ScoreResult> Engine::Score(ContextId context, std::span<const int
   return r;
 }
 
-EngineKvReport Engine::KvReport() const {
-  const Impl& m = *impl_;
+EngineKvReport Engine::Impl::KvReport() const {
+  const EngineCore& m = *core_;
   EngineKvReport r;
-  for (const auto& [id, c] : m.contexts) r.shared_bytes += c.bytes;
-  for (const auto& [id, a] : m.agents)
-    if (a.seq) r.private_bytes += m.SequenceOwnBytes(*a.seq);
+  for (const auto& [id, c] : contexts_.all()) r.shared_bytes += c.bytes;
+  for (const auto& [id, a] : scheduler_.requests())
+    if (a.running()) r.private_bytes += m.SequenceOwnBytes(*a.seq);
   r.total_bytes = m.store->held();
   r.overhead_bytes = m.OverheadBytes();
   r.high_water_bytes = m.store->high_water();
-  r.projected_bytes = m.comix && m.store->budget() ? m.comix->ProjectedBytes() : m.store->held() + m.Reserved();
+  r.projected_bytes =
+      m.comix && m.store->budget() ? m.comix->ProjectedBytes() : m.store->held() + scheduler_.Reserved();
   r.budget_bytes = m.store->budget();
   return r;
 }
 
-EngineStats Engine::Stats() const {
-  const Impl& m = *impl_;
+EngineStats Engine::Impl::Stats() const {
+  const EngineCore& m = *core_;
   EngineStats s = m.counters;
-  for (const auto& [id, a] : m.agents) {
-    s.waiting += a.state.phase == AgentPhase::kWaiting;
-    s.prefilling += a.state.phase == AgentPhase::kPrefill;
-    s.decoding += a.state.phase == AgentPhase::kDecode;
+  for (const auto& [id, a] : scheduler_.requests()) {
+    s.waiting += a.phase() == AgentPhase::kWaiting;
+    s.prefilling += a.phase() == AgentPhase::kPrefill;
+    s.decoding += a.phase() == AgentPhase::kDecode;
   }
   const PrefixCache::Report cr = m.cache->Stats();
   s.cached_blocks = cr.blocks;
   s.evicted_blocks = cr.evicted_blocks;
   s.total_bytes = m.store->Usage().total();
   s.pinned_bytes = cr.pinned_bytes;
-  for (const auto& [id, c] : m.contexts)
+  for (const auto& [id, c] : contexts_.all())
     if (c.keys.empty()) s.pinned_bytes += c.bytes;  // Cocktail contexts: held, not in the cache
   s.cached_bytes = cr.idle_bytes;
   s.shared_bytes = cr.pinned_bytes + cr.idle_bytes + cr.active_bytes;
-  for (const auto& [id, c] : m.contexts)
+  for (const auto& [id, c] : contexts_.all())
     if (c.keys.empty()) s.shared_bytes += c.bytes;
   // The store's own scratch and the pool's slot table belong to no request.
   const size_t overhead = m.OverheadBytes();
@@ -584,62 +475,101 @@ EngineStats Engine::Stats() const {
   s.sealed_blocks = m.store->seal_stats().blocks;
   s.seal_seconds = m.store->seal_stats().seconds;
   s.free_bytes = s.budget_bytes > s.total_bytes ? s.budget_bytes - s.total_bytes : 0;
-  if (m.remote) {  // the engine's counters and the store thread's
-    s.remote = m.remote_counters;
-    const RedisStoreStats rs = m.remote->Stats();
-    s.remote.up = rs.up;
-    s.remote.published_bytes = rs.published_bytes;
-    s.remote.published_blocks = rs.published_values;
-    s.remote.publish_dropped = rs.publish_dropped;
-    for (const auto& [kind, n] : rs.errors) s.remote.errors[kind] += n;
-  }
+  s.remote = remote_.Stats();
   return s;
 }
 
+// ---- Engine: each call goes to its part ------------------------------------------------------
+
+Result<ContextId> Engine::Share(std::string_view text, const Progress& progress) {
+  return Share(text, ShareOptions{.progress = progress});
+}
+
+Result<ContextId> Engine::ShareFor(std::string_view text, const std::vector<std::string>& queries,
+                                   const Progress& progress) {
+  return ShareFor(text, queries, ShareOptions{.progress = progress});
+}
+
+const ChunkMapReport* Engine::chunk_map(ContextId context) const { return impl_->contexts().chunk_map(context); }
+void Engine::Release(ContextId context) { impl_->Release(context); }
+
+Result<AgentId> Engine::Spawn(ContextId context, std::string_view prompt, const AgentOptions& options) {
+  return impl_->scheduler().Spawn(context, prompt, options);
+}
+Result<AgentId> Engine::Submit(std::vector<int32_t> prompt, const AgentOptions& options) {
+  return impl_->scheduler().Submit(std::move(prompt), options);
+}
+void Engine::Cancel(AgentId id) { impl_->scheduler().Cancel(id); }
+void Engine::Forget(AgentId id) { impl_->scheduler().Forget(id); }
+Status Engine::Step() { return impl_->scheduler().Step(); }
+size_t Engine::running() const { return impl_->scheduler().running(); }
+size_t Engine::waiting() const { return impl_->scheduler().waiting(); }
+const AgentState* Engine::agent(AgentId id) const {
+  const Request* r = impl_->scheduler().Find(id);
+  return r ? &r->state : nullptr;
+}
+size_t Engine::EstimateBytes(size_t prompt_tokens, size_t max_tokens) const {
+  return impl_->core().ProjectedBytes(std::max<size_t>(prompt_tokens, 1), max_tokens, 0);
+}
+
+Result<Engine::ScoreResult> Engine::Score(ContextId context, std::string_view text) {
+  const std::vector<int32_t> tokens = impl_->core().model->tokenizer().Encode(text, false, false);
+  return Score(context, std::span<const int32_t>(tokens));
+}
+Result<Engine::ScoreResult> Engine::Score(ContextId context, std::span<const int32_t> tokens) {
+  return impl_->Score(context, tokens);
+}
+
+EngineKvReport Engine::KvReport() const { return impl_->KvReport(); }
+EngineStats Engine::Stats() const { return impl_->Stats(); }
+EngineSnapshot Engine::Snapshot(const SnapshotOptions& o) const { return impl_->Snapshot(o); }
+
 std::string Engine::AllocationReport(bool events) const {
-  return impl_->comix ? impl_->comix->Report(events) : "";
+  const EngineCore& m = impl_->core();
+  return m.comix ? m.comix->Report(events) : "";
 }
 
 Engine::AllocationStats Engine::AllocationTiming() const {
-  if (!impl_->comix) return {};
-  const ComixTiming t = impl_->comix->Timing();
+  const EngineCore& m = impl_->core();
+  if (!m.comix) return {};
+  const ComixTiming t = m.comix->Timing();
   return {.count = t.count, .mean_us = t.mean_us, .max_us = t.max_us};
 }
 
 size_t Engine::ContextTokens(ContextId context) const {
-  auto it = impl_->contexts.find(context);
-  return it == impl_->contexts.end() ? 0 : it->second.tokens.size();
+  const Context* c = impl_->contexts().Find(context);
+  return c ? c->tokens.size() : 0;
 }
 
-size_t Engine::Fp16Bytes(size_t tokens) const { return impl_->fp16_bytes(tokens); }
-size_t Engine::live_contexts() const { return impl_->contexts.size(); }
+size_t Engine::ContextBytes(ContextId context) const {
+  const Context* c = impl_->contexts().Find(context);
+  return c ? c->bytes : 0;
+}
+
+std::vector<ContextId> Engine::Contexts() const {
+  std::vector<ContextId> ids;
+  for (const auto& [id, c] : impl_->contexts().all()) ids.push_back(id);
+  return ids;
+}
+
+size_t Engine::live_contexts() const { return impl_->contexts().all().size(); }
+size_t Engine::Fp16Bytes(size_t tokens) const { return impl_->core().fp16_bytes(tokens); }
 
 std::vector<int32_t> Engine::Tokenize(std::string_view text, bool add_special, bool parse_special) const {
-  return impl_->model->tokenizer().Encode(text, add_special, parse_special);
+  return impl_->core().model->tokenizer().Encode(text, add_special, parse_special);
 }
 
 Result<std::string> Engine::RenderChat(const std::vector<ChatTurn>& messages) const {
-  auto tmpl = impl_->model->chat_template();
+  auto tmpl = impl_->core().model->chat_template();
   if (!tmpl) return Status::Error("the model has no chat template (tokenizer.chat_template): use completions");
   std::vector<ChatMessage> msgs;
   for (const ChatTurn& t : messages) msgs.push_back({t.role, t.content});
   return ApplyChatTemplate(*tmpl, msgs, /*add_generation_prompt=*/true);
 }
 
-size_t Engine::context_size() const { return impl_->n_ctx; }
-size_t Engine::vocab_size() const { return impl_->model->config().n_vocab; }
-
-std::vector<ContextId> Engine::Contexts() const {
-  std::vector<ContextId> ids;
-  for (const auto& [id, c] : impl_->contexts) ids.push_back(id);
-  return ids;
-}
-
-size_t Engine::ContextBytes(ContextId context) const {
-  auto it = impl_->contexts.find(context);
-  return it == impl_->contexts.end() ? 0 : it->second.bytes;
-}
-const std::string& Engine::model_name() const { return impl_->model->config().name; }
-std::string Engine::fingerprint() const { return fmt::format("{:016x}", impl_->salt); }
+size_t Engine::context_size() const { return impl_->core().n_ctx; }
+size_t Engine::vocab_size() const { return impl_->core().model->config().n_vocab; }
+const std::string& Engine::model_name() const { return impl_->core().model->config().name; }
+std::string Engine::fingerprint() const { return fmt::format("{:016x}", impl_->core().salt); }
 
 }  // namespace chorus

@@ -1,213 +1,81 @@
-// Engine::Impl: what one engine holds — the model, the KV store and its policies, the prefix cache,
-// contexts and agents (requests) — and the steps they go through. Internal to src/engine.
+// Engine::Impl: one engine, composed of named parts, each owning its own state:
+//   EngineCore        the model, the KV store and its policies, the prefix cache, the forward
+//                     pass, the settings and counters (engine_core.h), built by Engine::Open;
+//   RemotePrefetcher  the remote block store's publications and fetches (remote_prefetcher.h);
+//   ContextRegistry   the shared contexts (context_registry.h);
+//   Scheduler         the requests: admission, the step's plan, the forward, postprocess
+//                     (scheduler.h).
+// Engine's methods delegate here; what needs several parts at once (sharing a document, scoring,
+// the reports) is done here. Internal to src/engine.
 // Invariants: every live block is held by a sequence, a context or the prefix cache (refcounts);
-// an agent is in exactly one phase; `waiting` lists exactly the agents in kWaiting, FIFO.
+// the parts are destroyed before the core (the requests and contexts end their policy leases and
+// block references first). Engine-thread only.
 #pragma once
-#include <deque>
-#include <map>
 #include <memory>
+#include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "chorus/engine.h"
-#include "encoder/text_encoder.h"   // TextEncoder
-#include "engine/cocktail_plan.h"   // CocktailPlan
-#include "engine/kv_config.h"       // KvConfig
-#include "engine/prefix_cache.h"    // PrefixCache
-#include "engine/routing_policy.h"  // RoutingPolicy
-#include "engine/segments.h"        // SegmentPlan
-#include "kv/kv_batch.h"            // KvBatch
-#include "kv/kv_store.h"            // KvStore, KvSequence
-#include "model/forward.h"          // ForwardPass
-#include "model/model.h"            // Model
-#include "model/sampler.h"          // Sampler
-#include "policy/comix_policy.h"    // ComixPolicy
-#include "remote/redis_store.h"     // RedisStore
-#include "util/thread_pool.h"
-#include "util/timer.h"
+#include "engine/cocktail_plan.h"      // CocktailPlan
+#include "engine/context_registry.h"   // ContextRegistry
+#include "engine/engine_core.h"        // EngineCore
+#include "engine/remote_prefetcher.h"  // RemotePrefetcher
+#include "engine/request.h"            // PolicyLease
+#include "engine/scheduler.h"          // Scheduler
 
 namespace chorus {
 
 struct Engine::Impl {
-  EngineOptions options;
-  std::unique_ptr<Model> model;
-  KvConfig shared_cfg, private_cfg;
-  std::unique_ptr<RoutingPolicy> policy;
-  std::unique_ptr<ComixPolicy> comix;  // set with --policy comix
-  std::unique_ptr<KvStore> store;
-  std::unique_ptr<PrefixCache> cache;  // after store: destroyed first (it holds pool refs)
-  std::unique_ptr<ForwardPass> fwd;
-  std::unique_ptr<ThreadPool> pool;
-  size_t n_ctx = 0;
-  size_t prefill_rows = 0;       // the most prompt rows one forward call appends to a sequence
-  uint64_t salt = 0;             // prefix keys: model fingerprint + every KV setting
-  uint64_t model_fp = 0;         // the model file's fingerprint (remote blocks' header)
-  std::vector<float> logits;     // (rows, n_vocab)
-  EngineStats counters;          // the monotonic counters of Stats()
+ public:
+  // The parts over a core Engine::Open built (the remote store connected here).
+  static Result<std::unique_ptr<Impl>> Create(std::unique_ptr<EngineCore> core);
+  ~Impl();
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
 
-  struct Context {
-    std::vector<int32_t> tokens;
-    std::vector<std::vector<BlockId>> tables;  // (n_layer) live full blocks [first[l], n), one ref each
-    std::vector<size_t> first;                 // (n_layer) a sliding-window layer keeps only its tail
-    std::vector<uint64_t> keys;                // pinned in the cache (empty for Cocktail contexts)
-    uint64_t hash = 0;
-    size_t user_refs = 0;
-    size_t bytes = 0;                          // measured: the blocks' cost
-    uint64_t comix_unit = 0;                   // comix: the unit its blocks were sealed under
-    std::vector<uint64_t> planned;             // comix: units of readers planned by Share, not yet attached
-    size_t reader_tokens = 0;                  // comix: prompt + max_tokens of each planned reader
-    std::shared_ptr<CocktailPolicy> cocktail;  // a Cocktail context's map (its readers' tail block follows it)
-    uint64_t hits = 0;                         // agents admitted reading it (Spawn / Submit with a context)
-  };
-  std::map<ContextId, Context> contexts;
-  std::map<uint64_t, ContextId> by_hash;
-  ContextId next_context = 1;
-  static constexpr uint64_t kPlannedReaderBit = uint64_t{1} << 63;  // planned units' ids: no sequence has one
-  uint64_t next_planned = 1;
-  std::unique_ptr<TextEncoder> encoder;             // Cocktail's, opened on first use
-  std::map<ContextId, ChunkMapReport> chunk_maps;   // Cocktail contexts (stale ids are never reused)
+  const EngineCore& core() const { return *core_; }
+  Scheduler& scheduler() { return scheduler_; }
+  const Scheduler& scheduler() const { return scheduler_; }
+  ContextRegistry& contexts() { return contexts_; }
+  const ContextRegistry& contexts() const { return contexts_; }
 
-  struct Agent {
-    std::vector<int32_t> prompt;   // every prompt token (a context's first)
-    std::vector<uint64_t> keys;    // prefix keys of the prompt's full blocks
-    ContextId context = 0;         // Spawn(context): borrow its tables
-    bool cacheable = true;         // its prompt blocks may enter the prefix cache
-    std::unique_ptr<KvSequence> seq;  // from admission until finished
-    size_t prefilled = 0;          // prompt tokens in seq (borrowed included)
-    size_t inserted = 0;           // prompt blocks already in the cache
-    bool cancel = false;
-    std::unique_ptr<Sampler> sampler;
-    AgentOptions options;
-    AgentState state;
-    size_t reserved_bytes = 0;     // projected bytes still to be used (budget admission)
-    Timer timer;
-    bool remote_checked = false;   // the remote store was asked for its leading blocks (once)
-    uint64_t fetch_ticket = 0;     // a remote fetch of its leading blocks is in flight
-    SegmentPlan segments;          // runs still to attach (Reuse::kSegments), holding their blocks
-    // Its continuation chain (PrefixCache::ContinuationKey): blocks [cont_block, ...) of its
-    // sequence go in under it from its first attached run on, prompt tokens from cont_pos.
-    bool cont_open = false;
-    uint64_t cont_key = 0;
-    size_t cont_block = 0, cont_pos = 0;
-    struct AttachedBlock {
-      uint64_t source = 0;  // the source block's exact key (0: a continuation block found again)
-      int32_t shift = 0;
-      uint8_t skip = 0;
-    };
-    std::map<size_t, AttachedBlock> attached_blocks;  // sequence block index → what was attached there
-  };
-  std::map<AgentId, Agent> agents;
-  std::deque<AgentId> waiting;
-  AgentId next_agent = 1;
-  std::string last_refusal;      // why the last TryAdmit said kNotNow
+  Result<ContextId> Share(std::string_view text, const ShareOptions& options);
+  Result<ContextId> ShareFor(std::string_view text, const std::vector<std::string>& queries,
+                             const ShareOptions& options);
+  void Release(ContextId context);
+  Result<ScoreResult> Score(ContextId context, std::span<const int32_t> tokens);
+  EngineKvReport KvReport() const;
+  EngineStats Stats() const;
+  EngineSnapshot Snapshot(const SnapshotOptions& o) const;  // snapshot.cc
 
-  // The remote block store (EngineOptions::kv_store_url; remote_blocks.cc).
-  std::unique_ptr<RedisStore> remote;
-  struct PendingFetch {
-    AgentId agent = 0;
-    std::vector<uint64_t> keys;  // chained keys asked for, in order; keys[0] continues `parent`
-    size_t first_block = 0;      // block index of keys[0]
-    uint64_t parent = 0;         // the key keys[0] continues (0: the first block)
-    Timer timer;
-  };
-  std::map<uint64_t, PendingFetch> fetches;  // by ticket
-  EngineStats::Remote remote_counters;       // the engine's side: hits, misses, rejections, latency
+ private:
+  explicit Impl(std::unique_ptr<EngineCore> core);
 
-  // --- engine.cc
-  size_t fp16_bytes(size_t tokens) const;
-  Result<std::vector<int32_t>> DocumentTokens(std::string_view text) const;
-  // Prefills `tokens` into a new sequence (borrowing what the prefix cache holds when `from_cache`),
-  // sealed with the shared formats or under a Cocktail map, and returns it with its full blocks.
-  // comix: `readers` units of reader_tokens each are planned first (their ids in *planned).
+  // Prefills `tokens` into a new sequence (borrowing what the prefix cache holds, for a plain
+  // document), sealed with the shared formats or under a Cocktail map, and returns it with its full
+  // blocks and, under comix, its unit.
+  // comix: `readers` units of reader_tokens each are planned first (their leases in *planned).
   // cocktail (the allocator): `relevance` (one per 32-token block) weights the unit's blocks; such a
   // document borrows nothing from the prefix cache (its bits were chosen for its questions).
-  // A reader of a document of doc_tokens planned as a CoMix unit: its own reader_tokens and the
-  // document's tail (< 32 tokens), which it recomputes in its own KV, from the tail's first position.
-  Status AddPlannedReader(uint64_t unit, size_t reader_tokens, size_t doc_tokens, std::string label);
-  Result<std::unique_ptr<KvSequence>> PrefillDocument(std::span<const int32_t> tokens,
-                                                      std::shared_ptr<CocktailPolicy> cocktail,
-                                                      const Progress& progress, size_t readers = 0,
-                                                      size_t reader_tokens = 0,
-                                                      std::vector<uint64_t>* planned = nullptr,
-                                                      std::span<const float> relevance = {});
+  struct Document {
+    std::unique_ptr<KvSequence> seq;
+    PolicyLease unit;  // comix: the document's unit, which its context keeps
+  };
+  Result<Document> PrefillDocument(std::span<const int32_t> tokens, std::shared_ptr<CocktailPolicy> cocktail,
+                                   const Progress& progress, size_t readers = 0, size_t reader_tokens = 0,
+                                   std::vector<PolicyLease>* planned = nullptr, std::span<const float> relevance = {});
   // ShareFor under policy "cocktail": the document as one allocator unit weighted by the plan's
   // relevance per block (not pinned, not reordered), with its ChunkMapReport.
   // share.readers are planned as Share plans them under comix.
   Result<ContextId> ShareRelevant(std::vector<int32_t> tokens, const std::vector<std::string>& queries,
                                   const CocktailPlan& plan, const ShareOptions& share);
-  ContextId AddContext(std::vector<int32_t> tokens, const KvSequence& seq, uint64_t hash, bool pin);
-  void CollectContexts();
-  size_t SequenceOwnBytes(const KvSequence& s) const;
-  // What the store holds that is no request's or context's: its scratch and free pool slots.
-  size_t OverheadBytes() const;
 
-  // --- scheduler.cc
-  // Validates and registers a request (phase kWaiting, not queued).
-  Result<AgentId> NewAgent(std::vector<int32_t> prompt, ContextId context, const AgentOptions& options);
-  // The longest run of the keys' blocks a request may borrow from the cache (at most max_blocks;
-  // a sliding-window layer needs the blocks its first computed token sees): the run's length, and
-  // its tables and first blocks per layer.
-  struct Borrow {
-    size_t blocks = 0;
-    std::vector<std::vector<BlockId>> tables;
-    std::vector<size_t> first;
-    BorrowedBlocks view() const { return {.tables = tables, .first = first}; }
-  };
-  Borrow BorrowFromCache(std::span<const uint64_t> keys, size_t max_blocks) const;
-  // The most bytes a request's own KV can hold at any instant (prompt of len tokens, max_tokens
-  // answer) if `borrowed` leading blocks come from elsewhere: KvFootprint, the one projection.
-  // cocktail: the prompt's own blocks follow a Cocktail map (f16 at most).
-  size_t ProjectedBytes(size_t len, size_t max_tokens, size_t borrowed, bool cocktail = false) const;
-  // Bytes of a sequence's own blocks [from, all_blocks) (all layers): sinks f16, prompt blocks at
-  // the shared formats (f16 with f16_prompt), the rest at the private ones.
-  size_t BlockBytes(size_t from, size_t prompt_blocks, size_t all_blocks, bool f16_prompt = false) const;
-  // Bytes running requests may still take beyond what they hold (their projections), and the
-  // pool's slot growth.
-  size_t Reserved() const;
-  // Whether `need` more bytes fit the budget beside what is held and reserved, evicting idle
-  // cached blocks if needed; if not, *why says what is free (nothing is reserved either way).
-  bool MakeRoom(size_t need, std::string* why);
-  // Admission: borrow, check the budget (evicting idle cached blocks if needed), register with
-  // CoMix. kNotNow: does not fit yet (nothing changed); an error: it can never run.
-  enum class Admit { kAdmitted, kNotNow };
-  Result<Admit> TryAdmit(AgentId id, Agent& a);
-  // Prefills the rest of the prompt now, alone (Spawn), and samples the first token.
-  Status PrefillNow(AgentId id, Agent& a);
-  // Offers the agent's newly sealed prompt blocks to the prefix cache (the exact ones: those before
-  // its first attached segment), each also under its content key.
-  void InsertPromptBlocks(AgentId id, Agent& a);
-  // Whether a request reuses segments (its option, the engine's, and a policy that allows it).
-  bool UsesSegments(const Agent& a) const;
-  // Attaches every planned segment whose position the prefill has reached.
-  void AttachDueSegments(Agent& a);
-  // An agent's next token and its logit row's log-sum-exp, computed before Accept (a step's rows over
-  // the pool: each agent's sampler has its own generator and scratch).
-  struct Pick {
-    int32_t token;
-    double lse;
-  };
-  Pick PickFor(AgentId id, const float* row);
-  void Accept(AgentId id, const float* row, const Pick* pick = nullptr);
-  // comix: a context read by k running agents is one unit of weight k.
-  void UpdateReaders(ContextId context);
-  void Finish(AgentId id, StopReason why, std::string error = "");
-  Status RunStep();
-
-  // --- remote_blocks.cc
-  // Connects the remote store of options.kv_store_url (a malformed URL is an error; an
-  // unreachable store a warning through kv_store_log).
-  Status OpenRemote();
-  std::string RemoteKey(uint64_t key) const;
-  // A prompt block just computed here and inserted into the prefix cache: serialized and queued.
-  void PublishBlock(uint64_t key, size_t index, std::span<const BlockId> ids);
-  // Admission of a waiting request whose first k blocks are cached here: asks the store (once)
-  // for the rest of its full prompt blocks. True while that fetch is in flight (it waits).
-  bool MaybeFetch(AgentId id, Agent& a, size_t k);
-  // Installs the blocks of every finished fetch (verified) into the prefix cache, and gives up on
-  // fetches past their deadline; their requests then admit as usual.
-  void CollectFetches();
-  // Nothing to compute but fetches in flight: waits a little for one to finish.
-  void WaitForFetch();
-  void RemoteLog(const std::string& msg) const;
+  std::unique_ptr<EngineCore> core_;  // first: the parts below hold references into it
+  RemotePrefetcher remote_;
+  ContextRegistry contexts_;
+  Scheduler scheduler_;
 };
 
 }  // namespace chorus

@@ -22,8 +22,8 @@ const char* KindOf(bool pinned) { return pinned ? "context" : "prefix"; }
 
 }  // namespace
 
-EngineSnapshot Engine::Snapshot(const SnapshotOptions& o) const {
-  const Impl& m = *impl_;
+EngineSnapshot Engine::Impl::Snapshot(const SnapshotOptions& o) const {
+  const EngineCore& m = *core_;
   const ModelConfig& cfg = m.model->config();
   const size_t L = cfg.n_layer;
   const BlockPool& bp = m.store->pool();
@@ -48,8 +48,8 @@ EngineSnapshot Engine::Snapshot(const SnapshotOptions& o) const {
   // Requests, and which cached blocks each one reads (its borrowed prompt blocks and the prompt
   // blocks it sealed and gave to the cache).
   std::unordered_map<uint64_t, size_t> readers;       // cache key → running requests reading it
-  std::unordered_map<uint64_t, const Impl::Agent*> holder;  // cache key → a prompt that has it (preview)
-  for (const auto& [id, a] : m.agents) {
+  std::unordered_map<uint64_t, const Request*> holder;  // cache key → a prompt that has it (preview)
+  for (const auto& [id, a] : scheduler_.requests()) {
     if (a.state.done) continue;
     RequestSnapshot r{.id = id,
                       .phase = a.state.phase,
@@ -154,7 +154,7 @@ EngineSnapshot Engine::Snapshot(const SnapshotOptions& o) const {
     chains.push_back(std::move(c));
   }
   // A pinned chain is a context's: name it (and preview it from the context's own tokens).
-  for (const auto& [cid, ctx] : m.contexts) {
+  for (const auto& [cid, ctx] : contexts_.all()) {
     if (ctx.keys.empty()) continue;
     for (Chain& c : chains)
       if (c.run.kind == std::string("context") && c.run.context == 0 &&
@@ -167,7 +167,7 @@ EngineSnapshot Engine::Snapshot(const SnapshotOptions& o) const {
   // Cocktail contexts: held by the context, not the cache; their tables are reordered by format,
   // so the map in token order is the chunk map.
   std::vector<Chain> cocktail;
-  for (const auto& [cid, ctx] : m.contexts) {
+  for (const auto& [cid, ctx] : contexts_.all()) {
     if (!ctx.keys.empty()) continue;
     Chain c;
     c.run.kind = "cocktail";
@@ -175,9 +175,9 @@ EngineSnapshot Engine::Snapshot(const SnapshotOptions& o) const {
     c.run.tokens = ctx.tokens.size() / kBlockTokens * kBlockTokens;
     c.run.bytes = ctx.bytes;
     c.run.hits = ctx.hits;
-    for (const auto& [aid, a] : m.agents) c.run.readers += a.seq && a.context == cid;
+    c.run.readers = scheduler_.Readers(cid);
     c.run.preview = preview(ctx.tokens);
-    if (auto it = m.chunk_maps.find(cid); it != m.chunk_maps.end()) c.run.chunk_map = it->second.blocks;
+    if (const ChunkMapReport* map = contexts_.chunk_map(cid)) c.run.chunk_map = map->blocks;
     cocktail.push_back(std::move(c));
   }
 
