@@ -1,5 +1,5 @@
 // HttpServer: the listener, its lifetime, authentication, and the table of routes (handlers: routes.cc).
-#include "server/http_server.h"
+#include "http_server.h"
 
 #include <fmt/format.h>
 #include <httplib.h>

@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
-"""The public API is the only door: checks the include lines of the public headers.
+"""The public API is the only door: checks the include lines of two layers.
 
   include_rules_test.py public CXX   every include/chorus/*.h includes only C++ standard headers and
                                      other include/chorus headers, and compiles alone with CXX and
                                      `-I include` (no fmt, no src/: an installed copy needs nothing else)
+  include_rules_test.py server       every file of src/server includes only chorus/* (include/chorus),
+                                     its own folder's files and system or third-party <headers>,
+                                     never a header of src/ below it (engine/, kv/, util/, ...)
 
 Run from the repository root (ctest does). Exit 1 with one line per offending include.
 """
@@ -61,11 +64,37 @@ def check_public(cxx):
     return errors
 
 
+def check_server():
+    errors = []
+    server = ROOT / "src" / "server"
+    layers = {p.name for p in (ROOT / "src").iterdir() if p.is_dir()} - {"server"}
+    files = sorted(p for p in server.iterdir() if p.suffix in (".h", ".cc", ".inc"))
+    for f in files:
+        rel = f.relative_to(ROOT)
+        for kind, name in includes(f):
+            first = name.split("/")[0]
+            if ".." in name.split("/"):
+                errors.append(f"{rel}: #include {kind}{name} climbs out of the folder")
+            elif kind == '"':
+                ok = ((name.startswith("chorus/") and (ROOT / "include" / name).is_file()) or
+                      ("/" not in name and (server / name).is_file()) or
+                      name == "server/dashboard_assets.h")  # generated from assets/ (CMakeLists.txt)
+                if not ok:
+                    errors.append(f'{rel}: #include "{name}" is neither include/chorus/* nor a file of src/server')
+            elif first in layers:
+                errors.append(f"{rel}: #include <{name}> reaches src/{first} (use include/chorus)")
+    if not files:
+        errors.append("no files in src/server")
+    return errors
+
+
 def main():
     if len(sys.argv) >= 2 and sys.argv[1] == "public" and len(sys.argv) == 3:
         errors = check_public(sys.argv[2])
+    elif sys.argv[1:] == ["server"]:
+        errors = check_server()
     else:
-        print("usage: include_rules_test.py public CXX", file=sys.stderr)
+        print("usage: include_rules_test.py public CXX | server", file=sys.stderr)
         return 2
     for e in errors:
         print(e)
