@@ -22,7 +22,7 @@ Result<const AgentState*> Run(Engine& e, const std::vector<int32_t>& prompt, con
   CHORUS_ASSIGN_OR_RETURN(const AgentId id, e.Submit(prompt, o));
   while (e.running() || e.waiting()) CHORUS_RETURN_IF_ERROR(e.Step());
   const AgentState* s = e.agent(id);
-  if (!s->error.empty()) return Status::Error("{}", s->error);
+  if (!s->error.empty()) return Status::Error(s->error);
   return s;
 }
 

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "chorus/status.h"
+#include "util/status.h"
 
 namespace chorus {
 

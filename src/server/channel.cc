@@ -1,5 +1,5 @@
 // Channel: the per-request pipe of deltas from the engine loop to the HTTP thread (see channel.h).
-#include "server/channel.h"
+#include "channel.h"
 
 namespace chorus::server {
 

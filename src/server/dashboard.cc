@@ -1,5 +1,5 @@
 // StateSeries and the /v1/state JSON (see dashboard.h).
-#include "server/dashboard.h"
+#include "dashboard.h"
 
 #include <fmt/format.h>
 

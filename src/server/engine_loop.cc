@@ -1,5 +1,5 @@
 // EngineLoop: submit, cancel, step, publish — on one thread (see engine_loop.h).
-#include "server/engine_loop.h"
+#include "engine_loop.h"
 
 #include <future>
 

@@ -25,10 +25,10 @@
 #include <thread>
 #include <vector>
 
+#include "channel.h"  // Channel
 #include "chorus/engine.h"
-#include "server/channel.h"    // Channel
-#include "server/dashboard.h"  // StateSeries, RequestInfo
-#include "server/metrics.h"    // ServerMetrics
+#include "dashboard.h"  // StateSeries, RequestInfo
+#include "metrics.h"    // ServerMetrics
 
 namespace chorus::server {
 

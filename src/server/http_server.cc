@@ -1,5 +1,5 @@
 // HttpServer: the listener, its lifetime, authentication, and the table of routes (handlers: routes.cc).
-#include "server/http_server.h"
+#include "http_server.h"
 
 #include <fmt/format.h>
 #include <httplib.h>
@@ -38,11 +38,11 @@ HttpServer::~HttpServer() { Shutdown(); }
 Status HttpServer::Bind() {
   if (options_.port == 0) {
     port_ = http_->bind_to_any_port(options_.host);
-    if (port_ <= 0) return Status::Error("cannot listen on {} (any port)", options_.host);
+    if (port_ <= 0) return Status::Error(fmt::format("cannot listen on {} (any port)", options_.host));
   } else {
     if (!http_->bind_to_port(options_.host, options_.port))
-      return Status::Error("cannot listen on {}:{} (address in use, or not an address of this machine)", options_.host,
-                           options_.port);
+      return Status::Error(fmt::format("cannot listen on {}:{} (address in use, or not an address of this machine)",
+                                       options_.host, options_.port));
     port_ = options_.port;
   }
   loop_.Start();

@@ -22,9 +22,9 @@
 #include <variant>
 
 #include "chorus/engine.h"
-#include "server/engine_loop.h"  // EngineLoop
-#include "server/metrics.h"      // ServerMetrics
-#include "server/protocol.h"     // ApiError, Endpoint, GenerationRequest
+#include "engine_loop.h"  // EngineLoop
+#include "metrics.h"      // ServerMetrics
+#include "protocol.h"     // ApiError, Endpoint, GenerationRequest
 
 namespace httplib {
 class Server;

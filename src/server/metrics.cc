@@ -1,5 +1,5 @@
 // Prometheus text exposition and ServerMetrics (see metrics.h).
-#include "server/metrics.h"
+#include "metrics.h"
 
 #include <fmt/format.h>
 

@@ -1,5 +1,5 @@
 // OpenAI request parsing/validation and response rendering (see protocol.h).
-#include "server/protocol.h"
+#include "protocol.h"
 
 #include <cmath>
 #include <limits>

@@ -1,6 +1,6 @@
 // HttpServer's handlers, one per route (see http_server.h): the dashboard's state, models,
 // contexts, and generation — parse → admit (tokens, checks) → enqueue → one JSON answer or SSE.
-#include "server/http_server.h"
+#include "http_server.h"
 
 #include <fmt/format.h>
 #include <httplib.h>
@@ -10,9 +10,9 @@
 #include <ctime>
 #include <random>
 
-#include "server/dashboard.h"    // StateJson
-#include "server/sse_writer.h"   // SseWriter
-#include "server/text_stream.h"  // TextStream
+#include "dashboard.h"    // StateJson
+#include "sse_writer.h"   // SseWriter
+#include "text_stream.h"  // TextStream
 
 namespace chorus::server {
 namespace {

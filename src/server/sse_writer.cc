@@ -1,5 +1,5 @@
 // SseWriter: OpenAI-style server-sent event framing (see sse_writer.h).
-#include "server/sse_writer.h"
+#include "sse_writer.h"
 
 namespace chorus::server {
 

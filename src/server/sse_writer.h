@@ -9,7 +9,7 @@
 #include <functional>
 #include <string_view>
 
-#include "server/protocol.h"  // ApiError
+#include "protocol.h"  // ApiError
 
 namespace chorus::server {
 

@@ -1,5 +1,5 @@
 // TextStream: UTF-8-safe, stop-string-aware streaming of generated text (see text_stream.h).
-#include "server/text_stream.h"
+#include "text_stream.h"
 
 #include <algorithm>
 

@@ -1,4 +1,6 @@
-// Status and Result<T>: error values that name the problem; no exceptions cross module edges.
+// Status and Result<T> (include/chorus/status.h) with the library's formatting overload:
+// Status::Error("no tensor '{}' in {}", name, path) formats with fmt, the format string checked at
+// compile time. Code inside chorus includes this header; the public API has no fmt.
 #pragma once
 #include <fmt/format.h>  // fmt::format for Error(...)
 
@@ -7,63 +9,20 @@
 #include <utility>
 #include <variant>
 
+#include "chorus/status.h"  // IWYU pragma: export
+
 namespace chorus {
 
-class [[nodiscard]] Status {
- public:
-  Status() = default;  // ok
-  static Status Ok() { return Status(); }
-  template <typename... Args>
-  static Status Error(fmt::format_string<Args...> f, Args&&... args) {
-    Status s;
-    s.message_ = fmt::format(f, std::forward<Args>(args)...);
-    if (s.message_.empty()) s.message_ = "error";
-    return s;
-  }
-  bool ok() const { return message_.empty(); }
-  const std::string& message() const { return message_; }
-  // Prefix context: "loading model: " + message.
-  Status Context(const std::string& prefix) const;
-
- private:
-  std::string message_;
+namespace detail {
+template <typename... Args>
+struct StatusFormat {
+  using type = fmt::format_string<Args...>;
 };
+}  // namespace detail
 
-template <typename T>
-class [[nodiscard]] Result {
- public:
-  Result(T value) : v_(std::move(value)) {}          // NOLINT: implicit on purpose
-  Result(Status status) : v_(std::move(status)) {}   // NOLINT: must be an error
-  bool ok() const { return std::holds_alternative<T>(v_); }
-  const Status& status() const {
-    static const Status kOk;
-    return ok() ? kOk : std::get<Status>(v_);
-  }
-  T& value() & { return std::get<T>(v_); }
-  const T& value() const& { return std::get<T>(v_); }
-  T&& value() && { return std::get<T>(std::move(v_)); }
-  T* operator->() { return &value(); }
-  const T* operator->() const { return &value(); }
-  T& operator*() & { return value(); }
-
- private:
-  std::variant<T, Status> v_;
-};
+template <typename Arg, typename... Args>
+Status Status::Error(typename detail::StatusFormat<Arg, Args...>::type format, Arg&& arg, Args&&... args) {
+  return Error(fmt::format(format, std::forward<Arg>(arg), std::forward<Args>(args)...));
+}
 
 }  // namespace chorus
-
-// Propagate an error Status from an expression returning Status.
-#define CHORUS_RETURN_IF_ERROR(expr)        \
-  do {                                      \
-    ::chorus::Status _st = (expr);          \
-    if (!_st.ok()) return _st;              \
-  } while (0)
-
-#define CHORUS_CONCAT_INNER(a, b) a##b
-#define CHORUS_CONCAT(a, b) CHORUS_CONCAT_INNER(a, b)
-// Assign the value of a Result<T> expression to lhs or return its error Status.
-#define CHORUS_ASSIGN_OR_RETURN(lhs, expr)                          \
-  auto CHORUS_CONCAT(_res_, __LINE__) = (expr);                     \
-  if (!CHORUS_CONCAT(_res_, __LINE__).ok())                         \
-    return CHORUS_CONCAT(_res_, __LINE__).status();                 \
-  lhs = std::move(CHORUS_CONCAT(_res_, __LINE__)).value()
