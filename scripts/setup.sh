@@ -8,6 +8,8 @@
 #   3. scripts/fetch_model.sh  → models/SmolLM2-135M-Instruct.Q4_1.gguf (cached)
 #      scripts/fetch_model.sh gemma3-270m → models/gemma-3-270m-q4_k_m.gguf (cached, sha256-verified)
 #      scripts/fetch_encoder.sh → models/all-MiniLM-L6-v2/ (sentence encoder, cached)
+#      scripts/fetch_xgrammar.sh → .cache/xgrammar-0.2.9/ (the grammar engine's source, PyPI sdist,
+#      sha256-verified; the build needs it, so this step runs with --no-build too)
 #   4. cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release && ninja -C build
 #
 #   --no-build   skip step 4
@@ -25,7 +27,7 @@ for arg in "$@"; do
   case "$arg" in
     --no-build) build=0 ;;
     --with-peer) peer=1 ;;
-    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "setup.sh: unknown option: $arg (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -109,7 +111,7 @@ if [ "$peer" -eq 1 ]; then
 fi
 
 # ---- 3. model ------------------------------------------------------------------------------
-step "3/4 model"
+step "3/4 model, encoder, xgrammar source"
 echo "    $ scripts/fetch_model.sh"
 model=$("$root/scripts/fetch_model.sh")
 echo "    model: $model ($(stat -c %s "$model") bytes)"
@@ -119,6 +121,9 @@ echo "    model: $model ($(stat -c %s "$model") bytes)"
 echo "    $ scripts/fetch_encoder.sh"
 encoder=$("$root/scripts/fetch_encoder.sh")
 echo "    encoder: $encoder ($(du -sb "$encoder" | cut -f1) bytes)"
+echo "    $ scripts/fetch_xgrammar.sh"
+xgrammar=$("$root/scripts/fetch_xgrammar.sh")
+echo "    xgrammar source: $xgrammar"
 
 # ---- 4. build ------------------------------------------------------------------------------
 if [ "$build" -eq 1 ]; then
