@@ -13,8 +13,10 @@ endif()
 file(GLOB xgrammar_srcs CONFIGURE_DEPENDS "${CHORUS_XGRAMMAR_DIR}/cpp/*.cc"
      "${CHORUS_XGRAMMAR_DIR}/cpp/support/*.cc" "${CHORUS_XGRAMMAR_DIR}/cpp/converter_ext/*.cc")
 add_library(xgrammar STATIC ${xgrammar_srcs})
-target_include_directories(xgrammar SYSTEM PUBLIC "${CHORUS_XGRAMMAR_DIR}/include"
-                           "${CHORUS_XGRAMMAR_DIR}/3rdparty/picojson" "${CHORUS_XGRAMMAR_DIR}/3rdparty/dlpack/include")
+# Build-tree only: its headers are not installed (nothing in include/chorus includes them).
+target_include_directories(xgrammar SYSTEM PUBLIC $<BUILD_INTERFACE:${CHORUS_XGRAMMAR_DIR}/include>
+                           $<BUILD_INTERFACE:${CHORUS_XGRAMMAR_DIR}/3rdparty/picojson>
+                           $<BUILD_INTERFACE:${CHORUS_XGRAMMAR_DIR}/3rdparty/dlpack/include>)
 target_compile_definitions(xgrammar PUBLIC XGRAMMAR_ENABLE_CPPTRACE=0 XGRAMMAR_ENABLE_INTERNAL_CHECK=0)
 target_compile_options(xgrammar PRIVATE -w)
 target_link_libraries(xgrammar PUBLIC Threads::Threads)

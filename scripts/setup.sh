@@ -3,7 +3,7 @@
 #
 # Usage: scripts/setup.sh [--no-build] [--with-peer] [-h|--help]
 #   1. apt-get update (once per run) + apt-get install -y of the Debian build/test packages
-#   2. python3 -m pip install numpy openai selenium matplotlib (reference oracles; the server tests' real
+#   2. python3 -m pip install numpy openai selenium matplotlib openai-agents (reference oracles; the server tests' real
 #      client; the dashboard's browser test, with apt chromium + chromium-driver; scripts/plot_results.py)
 #   3. scripts/fetch_model.sh  → models/SmolLM2-135M-Instruct.Q4_1.gguf (cached)
 #      scripts/fetch_model.sh gemma3-270m → models/gemma-3-270m-q4_k_m.gguf (cached, sha256-verified)
@@ -98,6 +98,14 @@ for pkg in numpy openai selenium matplotlib; do
     pip_install --quiet "$pkg"
   fi
 done
+
+# The OpenAI Agents SDK: a real agent framework the tools test runs unchanged (pip name openai-agents).
+if python3 -c "import agents" 2>/dev/null; then
+  echo "    openai-agents already installed"
+else
+  echo "    $ python3 -m pip install --quiet openai-agents"
+  pip_install --quiet openai-agents
+fi
 
 if [ "$peer" -eq 1 ]; then
   step "2b/4 llama-cpp-python (reference peer; compiles llama.cpp, ~15 min)"

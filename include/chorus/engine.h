@@ -134,6 +134,22 @@ constexpr const char* ToString(StopReason r) {
   return "";
 }
 
+// What a request may generate, enforced at every token by grammar-constrained sampling: tokens the
+// grammar does not allow next are never sampled, and the end of generation only where it may end.
+// A constraint that cannot be enforced in full (an unsupported JSON Schema feature) is refused
+// with the feature named, never run unconstrained.
+struct OutputConstraint {
+  enum class Kind {
+    kNone,
+    kJsonObject,     // any JSON object (text ignored)
+    kJsonSchema,     // text: a JSON Schema, strict (no properties beyond those listed)
+    kEbnf,           // text: an EBNF grammar (xgrammar's dialect), start rule `root`
+    kStructuralTag,  // text: an xgrammar structural tag (free text with schema-constrained tags)
+  };
+  Kind kind = Kind::kNone;
+  std::string text;
+};
+
 struct AgentOptions {
   float temperature = 0.0f;  // 0 = greedy
   int top_k = 40;
@@ -148,6 +164,7 @@ struct AgentOptions {
   // Evaluations: AgentState::logits keeps the model's raw logit row of every token it emits
   // (n_vocab floats each: KLD against another configuration). Off: nothing is kept.
   bool capture_logits = false;
+  OutputConstraint constraint = {};  // kNone: unconstrained (ignored with forced_tokens)
 };
 
 
@@ -347,6 +364,10 @@ class Engine {
   size_t running() const;   // admitted and not finished
   size_t waiting() const;   // submitted, not yet admitted
   const AgentState* agent(AgentId id) const;
+
+  // Compiles a constraint (cached: Submit with the same text reuses it) or says why it cannot be
+  // enforced. Thread-safe, unlike the rest: a server checks requests on its HTTP threads.
+  Status CheckConstraint(const OutputConstraint& constraint) const;
 
   // The model's tokenizer and chat template, for callers that build prompts (the server).
   std::vector<int32_t> Tokenize(std::string_view text, bool add_special, bool parse_special) const;

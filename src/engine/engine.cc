@@ -152,6 +152,7 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options) {
   auto model = Model::Load(options.model_path);
   if (!model.ok()) return model.status();
   impl->model = std::move(model).value();
+  impl->constraints = std::make_unique<OutputConstraints>(*impl->model);
   const ModelConfig& c = impl->model->config();
   const KvPolicy::Uniform* uniform = std::get_if<KvPolicy::Uniform>(&options.policy.rule);
   const KvPolicy::Uniform formats = uniform ? *uniform : KvPolicy::Uniform{};  // non-uniform: tails and sinks
@@ -496,6 +497,11 @@ void Engine::Release(ContextId context) { impl_->Release(context); }
 Result<AgentId> Engine::Spawn(ContextId context, std::string_view prompt, const AgentOptions& options) {
   return impl_->scheduler().Spawn(context, prompt, options);
 }
+Status Engine::CheckConstraint(const OutputConstraint& constraint) const {
+  if (constraint.kind == OutputConstraint::Kind::kNone) return Status::Ok();
+  return impl_->core().constraints->Compile(constraint).status();
+}
+
 Result<AgentId> Engine::Submit(std::vector<int32_t> prompt, const AgentOptions& options) {
   return impl_->scheduler().Submit(std::move(prompt), options);
 }

@@ -12,14 +12,15 @@
 #include <vector>
 
 #include "chorus/engine.h"
-#include "encoder/text_encoder.h"   // TextEncoder
-#include "engine/kv_config.h"       // KvConfig
-#include "engine/prefix_cache.h"    // PrefixCache
-#include "engine/routing_policy.h"  // RoutingPolicy
-#include "kv/kv_store.h"            // KvStore, KvSequence
-#include "model/forward.h"          // ForwardPass
-#include "model/model.h"            // Model
-#include "policy/comix_policy.h"    // ComixPolicy
+#include "encoder/text_encoder.h"       // TextEncoder
+#include "engine/kv_config.h"           // KvConfig
+#include "engine/output_constraints.h"  // OutputConstraints
+#include "engine/prefix_cache.h"        // PrefixCache
+#include "engine/routing_policy.h"      // RoutingPolicy
+#include "kv/kv_store.h"                // KvStore, KvSequence
+#include "model/forward.h"              // ForwardPass
+#include "model/model.h"                // Model
+#include "policy/comix_policy.h"        // ComixPolicy
 #include "util/thread_pool.h"
 
 namespace chorus {
@@ -39,6 +40,7 @@ struct EngineCore {
   uint64_t salt = 0;                     // prefix keys: model fingerprint + every KV setting
   uint64_t model_fp = 0;                 // the model file's fingerprint (remote blocks' header)
   std::unique_ptr<TextEncoder> encoder;  // Cocktail's, opened on first use
+  std::unique_ptr<OutputConstraints> constraints;  // AgentOptions::constraint's grammars (thread-safe)
   EngineStats counters;                  // the monotonic counters of Stats()
 
   size_t fp16_bytes(size_t tokens) const;

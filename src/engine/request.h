@@ -15,6 +15,7 @@
 #include "chorus/engine.h"
 #include "engine/routing_policy.h"  // RoutingPolicy
 #include "engine/segments.h"        // SegmentPlan
+#include "grammar/grammar_matcher.h"  // GrammarMatcher
 #include "kv/kv_store.h"            // KvSequence
 #include "model/sampler.h"          // Sampler
 #include "policy/comix_policy.h"    // ComixPolicy
@@ -88,6 +89,11 @@ struct Request {
   ContextId context = 0;        // Spawn(context): borrow its tables
   AgentOptions options;
   std::unique_ptr<Sampler> sampler;
+  // AgentOptions::constraint: where the answer stands in its grammar, and the step's scratch (the
+  // allowed-token mask, the logits row with disallowed tokens at -inf). Null: unconstrained.
+  std::unique_ptr<GrammarMatcher> grammar;
+  std::vector<uint32_t> mask;
+  std::vector<float> masked;
   AgentState state;  // what the caller reads; state.phase is the request's phase
   bool cancel = false;
   Timer timer;  // from admission

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 
 #include "kv/kv_batch.h"          // KvBatch
 #include "kv/kv_footprint.h"      // KvFootprint
@@ -37,6 +38,10 @@ Result<AgentId> Scheduler::NewRequest(std::vector<int32_t> prompt, ContextId con
   a.cacheable = context == 0 || !contexts_.at(context).keys.empty();
   if (a.cacheable) a.keys = PrefixCache::Keys(prompt, core_.salt);
   a.sampler = std::make_unique<Sampler>(so);
+  if (options.constraint.kind != OutputConstraint::Kind::kNone && options.forced_tokens.empty()) {
+    CHORUS_ASSIGN_OR_RETURN(a.grammar, core_.constraints->Start(options.constraint));
+    a.mask.resize(MaskWords(static_cast<int32_t>(V)));
+  }
   a.options = options;
   a.state.prompt_tokens = prompt.size();
   a.prompt = std::move(prompt);
@@ -297,7 +302,15 @@ Scheduler::Pick Scheduler::PickFor(AgentId id, const float* row) {
   Request& a = requests_.at(id);
   const size_t V = core_.model->config().n_vocab;
   const bool forced = !a.options.forced_tokens.empty();
-  return {forced ? a.options.forced_tokens[a.state.tokens.size()] : a.sampler->Sample(row, V), LogSumExpFast(row, V)};
+  if (forced) return {a.options.forced_tokens[a.state.tokens.size()], LogSumExpFast(row, V)};
+  if (!a.grammar) return {a.sampler->Sample(row, V), LogSumExpFast(row, V)};
+  // Constrained: sample from the row with every token the grammar does not allow at -inf (the
+  // log-sum-exp stays the model's: nll is the answer's likelihood under the model).
+  if (Status s = a.grammar->FillMask(a.mask); !s.ok()) return {-1, 0.0f};  // Accept finishes it
+  a.masked.resize(V);
+  constexpr float kNeverInf = -std::numeric_limits<float>::infinity();
+  for (size_t t = 0; t < V; ++t) a.masked[t] = (a.mask[t / 32] >> (t % 32)) & 1u ? row[t] : kNeverInf;
+  return {a.sampler->Sample(a.masked.data(), V), LogSumExpFast(row, V)};
 }
 
 void Scheduler::Accept(AgentId id, const float* row, const Pick* pick) {
@@ -307,6 +320,10 @@ void Scheduler::Accept(AgentId id, const float* row, const Pick* pick) {
   const bool forced = !a.options.forced_tokens.empty();
   const int32_t t = p.token;
   if (a.state.tokens.empty()) a.state.first_token_seconds = a.timer.Seconds();
+  if (a.grammar && !forced && (t < 0 || !a.grammar->Accept(t))) {
+    Finish(id, StopReason::kError, "the output grammar allows no next token here (an internal error)");
+    return;
+  }
   if (!forced && tok.IsEndOfGeneration(t) && !a.options.ignore_eog) {
     Finish(id, StopReason::kEndOfGeneration);
     return;

@@ -18,6 +18,10 @@ enum class GrammarKind {
   kJsonObject,  // any JSON object (response_format json_object); the text is ignored
   kJsonSchema,  // a JSON Schema, enforced strictly: no properties beyond those listed
   kEbnf,        // xgrammar's EBNF (GBNF-like), the start rule named root
+  // xgrammar's structural tag ({"type": "structural_tag", "format": {...}} or the format alone):
+  // free text with triggered, schema-constrained regions — tool calls. Its json_schema parts are
+  // checked as kJsonSchema is.
+  kStructuralTag,
 };
 
 struct GrammarSpec {

@@ -9,6 +9,21 @@
 
 namespace chorus {
 
+namespace {
+// Every json_schema inside a structural tag, checked as a kJsonSchema spec is.
+Status CheckTagSchemas(const nlohmann::json& j) {
+  if (j.is_object()) {
+    if (j.value("type", "") == "json_schema" && j.contains("json_schema"))
+      CHORUS_RETURN_IF_ERROR(CheckSchemaSupport(j["json_schema"]));
+    for (const auto& [k, v] : j.items())
+      if (k != "json_schema") CHORUS_RETURN_IF_ERROR(CheckTagSchemas(v));  // a schema is not a tag
+  } else if (j.is_array()) {
+    for (const auto& v : j) CHORUS_RETURN_IF_ERROR(CheckTagSchemas(v));
+  }
+  return Status::Ok();
+}
+}  // namespace
+
 struct GrammarCompiler::Impl {
   xgrammar::GrammarCompiler compiler;
 };
@@ -46,10 +61,21 @@ Result<Grammar> GrammarCompiler::Compile(const GrammarSpec& spec) {
         break;
       }
       case GrammarKind::kEbnf: compiled = impl_->compiler.CompileGrammar(spec.text, "root"); break;
+      case GrammarKind::kStructuralTag: {
+        nlohmann::json tag = nlohmann::json::parse(spec.text, nullptr, /*allow_exceptions=*/false);
+        if (tag.is_discarded() || !tag.is_object())
+          return Status::Error("structural tag is not a JSON object: {:.80}", spec.text);
+        if (!tag.contains("format")) tag = nlohmann::json{{"type", "structural_tag"}, {"format", tag}};
+        CHORUS_RETURN_IF_ERROR(CheckTagSchemas(tag));
+        compiled = impl_->compiler.CompileStructuralTag(tag.dump());
+        break;
+      }
     }
     return Grammar(std::make_shared<const Grammar::Impl>(Grammar::Impl{std::move(compiled), vocab_}));
   } catch (const std::exception& e) {
-    const char* what = spec.kind == GrammarKind::kEbnf ? "EBNF grammar" : "JSON Schema";
+    const char* what = spec.kind == GrammarKind::kEbnf            ? "EBNF grammar"
+                       : spec.kind == GrammarKind::kStructuralTag ? "structural tag"
+                                                                  : "JSON Schema";
     return Status::Error("{} rejected by the grammar engine: {}", what, XgrammarMessage(e));
   }
 }

@@ -52,6 +52,7 @@ int32_t Sampler::Sample(const float* logits, size_t n_vocab) {
     if (r < p[i]) return cand_[i].second;
     r -= p[i];
   }
+  while (keep > 1 && p[keep - 1] == 0) --keep;  // rounding: never a token of probability 0 (masked)
   return cand_[keep - 1].second;
 }
 

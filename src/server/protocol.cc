@@ -1,6 +1,8 @@
 // OpenAI request parsing/validation and response rendering (see protocol.h).
 #include "protocol.h"
 
+#include "tools.h"  // ParseToolFields, ParseMessageTools
+
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -105,16 +107,18 @@ std::optional<ApiError> RejectUnsupported(const json& obj, Endpoint ep) {
     return Bad("logprobs", "logprobs are not supported", "unsupported_value");
   if (const json* l = Field(obj, "top_logprobs"); l && !(l->is_number_integer() && l->get<int64_t>() == 0))
     return Bad("top_logprobs", "top_logprobs are not supported", "unsupported_value");
-  for (const char* name : {"tools", "functions", "tool_choice", "function_call"})
+  for (const char* name : {"functions", "function_call"})  // OpenAI's deprecated form of tools
     if (const json* t = Field(obj, name); t && !(t->is_array() && t->empty()) && !(t->is_string() && t->get<std::string>() == "none"))
-      return Bad(name, std::string("'") + name + "' is not supported (no tool calling)", "unsupported_value");
+      return Bad(name, std::string("'") + name + "' is not supported: send 'tools' and 'tool_choice'",
+                 "unsupported_value");
+  if (ep == Endpoint::kCompletion)
+    for (const char* name : {"tools", "tool_choice"})
+      if (const json* t = Field(obj, name);
+          t && !(t->is_array() && t->empty()) && !(t->is_string() && t->get<std::string>() == "none"))
+        return Bad(name, std::string("'") + name + "' needs /v1/chat/completions (a completion has no tool calls)",
+                   "unsupported_value");
   if (const json* lb = Field(obj, "logit_bias"); lb && !(lb->is_object() && lb->empty()))
     return Bad("logit_bias", "logit_bias is not supported", "unsupported_value");
-  if (const json* rf = Field(obj, "response_format")) {
-    const json* type = rf->is_object() ? Field(*rf, "type") : nullptr;
-    if (!type || !type->is_string() || type->get<std::string>() != "text")
-      return Bad("response_format", "only response_format {\"type\": \"text\"} is supported", "unsupported_value");
-  }
   if (ep == Endpoint::kCompletion) {
     if (const json* e = Field(obj, "echo"); e && !(e->is_boolean() && !e->get<bool>()))
       return Bad("echo", "echo is not supported", "unsupported_value");
@@ -246,9 +250,10 @@ ParsedRequest ParseChatCompletion(std::string_view body, const ProtocolLimits& l
     if (!role->is_string()) return Bad(at + ".role", "'" + at + ".role' must be a string", "invalid_type");
     ChatTurn turn{.role = role->get<std::string>()};
     if (turn.role == "developer") turn.role = "system";
-    if (turn.role != "system" && turn.role != "user" && turn.role != "assistant")
-      return Bad(at + ".role", "'" + at + ".role' must be system, developer, user or assistant, got '" + turn.role + "'" +
-                                   (turn.role == "tool" || turn.role == "function" ? " (no tool calling)" : ""),
+    if (turn.role != "system" && turn.role != "user" && turn.role != "assistant" && turn.role != "tool")
+      return Bad(at + ".role",
+                 "'" + at + ".role' must be system, developer, user, assistant or tool, got '" + turn.role + "'" +
+                     (turn.role == "function" ? " (send role tool with a tool_call_id)" : ""),
                  "unsupported_value");
     const json* content = Field(m, "content");
     if (!content) {
@@ -256,9 +261,11 @@ ParsedRequest ParseChatCompletion(std::string_view body, const ProtocolLimits& l
     } else if (auto e = ContentText(*content, at + ".content", &turn)) {
       return *e;
     }
+    if (auto e = ParseMessageTools(m, at, &turn)) return *e;
     r.messages.push_back(std::move(turn));
   }
   if (auto e = ParseCommon(obj, limits, &r)) return *e;
+  if (auto e = ParseToolFields(obj, &r)) return *e;
   return r;
 }
 
@@ -289,6 +296,7 @@ ParsedRequest ParseCompletion(std::string_view body, const ProtocolLimits& limit
                "invalid_type");
   }
   if (auto e = ParseCommon(obj, limits, &r)) return *e;
+  if (auto e = ParseToolFields(obj, &r)) return *e;  // response_format only: tools were refused above
   return r;
 }
 
@@ -325,6 +333,34 @@ json ChatResponse(const ResponseIds& ids, const std::string& text, const std::st
                                {"logprobs", nullptr},
                                {"finish_reason", FinishReason(finish_reason)}}});
   j["usage"] = UsageJson(usage);
+  return j;
+}
+
+json ChatResponse(const ResponseIds& ids, const std::string& text, const std::vector<ToolCall>& calls,
+                  const std::string& finish_reason, const Usage& usage) {
+  json j = ChatResponse(ids, text, finish_reason, usage);
+  if (calls.empty()) return j;
+  json tc = json::array();
+  for (const ToolCall& c : calls)
+    tc.push_back({{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+  json& msg = j["choices"][0]["message"];
+  if (text.empty()) msg["content"] = nullptr;
+  msg["tool_calls"] = std::move(tc);
+  return j;
+}
+
+json ToolCallChunk(const ResponseIds& ids, size_t index, const std::string& id, const std::string& name,
+                   const std::string& arguments) {
+  json call = {{"index", index}};
+  if (!id.empty()) call["id"] = id, call["type"] = "function";
+  json fn = {{"arguments", arguments}};
+  if (!name.empty()) fn["name"] = name;
+  call["function"] = std::move(fn);
+  json j = Envelope(ids, "chat.completion.chunk");
+  j["choices"] = json::array({{{"index", 0},
+                               {"delta", {{"tool_calls", json::array({call})}}},
+                               {"logprobs", nullptr},
+                               {"finish_reason", nullptr}}});
   return j;
 }
 

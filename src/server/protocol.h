@@ -23,9 +23,16 @@ struct ApiError {
   std::string code;   // machine-readable, "" when none
 };
 
+// A function call an assistant made: arguments is the JSON text of the arguments object.
+struct ToolCall {
+  std::string id, name, arguments;
+};
+
 struct ChatTurn {
-  std::string role;     // system, developer (→ system), user, assistant
+  std::string role;     // system, developer (→ system), user, assistant, tool
   std::string content;  // text parts joined
+  std::vector<ToolCall> tool_calls;  // assistant: the calls it made
+  std::string tool_call_id;          // tool: the call this is the result of
   // chorus_context parts: a pinned context's text goes at byte `at` of content (in order).
   struct ContextRef {
     size_t at = 0;
@@ -35,6 +42,22 @@ struct ChatTurn {
 };
 
 enum class Endpoint { kChat, kCompletion };
+
+// tools[i] of type function: name, description and the JSON Schema of its arguments.
+struct ToolSpec {
+  std::string name, description;
+  nlohmann::json parameters;  // {"type": "object", "properties": {}} when not given
+};
+// tool_choice: none (tools not offered), auto (the model decides: text or calls), required (one
+// call or more), a named function (exactly that one).
+enum class ToolChoice { kNone, kAuto, kRequired, kNamed };
+
+// response_format: text, any JSON object, or a JSON Schema.
+struct ResponseFormat {
+  enum class Kind { kText, kJsonObject, kJsonSchema } kind = Kind::kText;
+  std::string name;       // json_schema.name
+  nlohmann::json schema;  // json_schema.schema
+};
 
 // Limits the parser enforces (the server fills them from its flags and the model).
 struct ProtocolLimits {
@@ -63,6 +86,12 @@ struct GenerationRequest {
   // Extension "chorus": {"reuse": "exact" | "segments"}: whether spans of the prompt cached after
   // other text may be reused at their new offset (repaired), or only exact prefixes; "" = the server's.
   std::string reuse;
+  // Chat only (tools.h).
+  std::vector<ToolSpec> tools;
+  ToolChoice tool_choice = ToolChoice::kAuto;  // kNone when there are no tools
+  std::string tool_name;                       // kNamed: the function
+  bool parallel_tool_calls = true;             // false: at most one call per answer
+  ResponseFormat response_format;
 };
 
 using ParsedRequest = std::variant<GenerationRequest, ApiError>;
@@ -93,12 +122,19 @@ nlohmann::json UsageJson(const Usage& u);
 // Non-streaming responses. finish_reason: "stop" or "length".
 nlohmann::json ChatResponse(const ResponseIds& ids, const std::string& text, const std::string& finish_reason,
                             const Usage& usage);
+// With tool calls: content null when empty, finish_reason "tool_calls" set by the caller.
+nlohmann::json ChatResponse(const ResponseIds& ids, const std::string& text, const std::vector<ToolCall>& calls,
+                            const std::string& finish_reason, const Usage& usage);
 nlohmann::json CompletionResponse(const ResponseIds& ids, const std::string& text, const std::string& finish_reason,
                                   const Usage& usage);
 // Streaming chunks: the first chat chunk carries the role; the last one the finish_reason (empty
 // text then). A usage chunk has no choices.
 nlohmann::json ChatChunk(const ResponseIds& ids, const std::string& delta, bool first,
                          const std::string& finish_reason);
+// A streamed tool call: the first chunk of call `index` carries its id, type and name (arguments
+// ""), later ones pieces of its arguments (id and name empty).
+nlohmann::json ToolCallChunk(const ResponseIds& ids, size_t index, const std::string& id, const std::string& name,
+                             const std::string& arguments);
 nlohmann::json CompletionChunk(const ResponseIds& ids, const std::string& text, const std::string& finish_reason);
 nlohmann::json UsageChunk(const ResponseIds& ids, Endpoint endpoint, const Usage& usage);
 

@@ -13,6 +13,7 @@
 #include "dashboard.h"    // StateJson
 #include "sse_writer.h"   // SseWriter
 #include "text_stream.h"  // TextStream
+#include "tools.h"        // RenderTurns, ConstraintFor, ToolCallParser
 
 namespace chorus::server {
 namespace {
@@ -176,7 +177,7 @@ std::variant<HttpServer::Admission, ApiError> HttpServer::Admit(const Generation
   Admission a{.ch = std::make_shared<Channel>()};
   Channel& ch = *a.ch;
   if (ep == Endpoint::kChat) {
-    std::vector<Engine::ChatTurn> turns;
+    std::vector<std::string> contents;
     for (size_t i = 0; i < g.messages.size(); ++i) {
       const ChatTurn& t = g.messages[i];
       std::string content = t.content;
@@ -191,8 +192,10 @@ std::variant<HttpServer::Admission, ApiError> HttpServer::Admit(const Generation
                           .code = "context_not_found"};
         content.insert(c.at, it->second);
       }
-      turns.push_back({t.role, std::move(content)});
+      contents.push_back(std::move(content));
     }
+    std::vector<Engine::ChatTurn> turns;
+    for (auto& [role, content] : RenderTurns(g, contents)) turns.push_back({role, std::move(content)});
     auto text = engine_.RenderChat(turns);
     if (!text.ok()) return ApiError{.message = text.status().message(), .param = "messages"};
     ch.prompt = engine_.Tokenize(*text, /*add_special=*/true, /*parse_special=*/true);
@@ -228,6 +231,10 @@ std::variant<HttpServer::Admission, ApiError> HttpServer::Admit(const Generation
                                            a.need, n_prompt, max_tokens, a.gauge.kv_budget),
                     .param = "max_tokens",
                     .code = "kv_budget_exceeded"};
+  const OutputConstraint constraint = ConstraintFor(g);
+  if (Status s = engine_.CheckConstraint(constraint); !s.ok())
+    return ApiError{
+        .message = s.message(), .param = ToolsActive(g) ? "tools" : "response_format", .code = "unsupported_schema"};
   std::random_device rd;
   ch.options = AgentOptions{.temperature = g.temperature,
                             .top_k = g.top_k,
@@ -237,7 +244,8 @@ std::variant<HttpServer::Admission, ApiError> HttpServer::Admit(const Generation
                             .ignore_eog = g.ignore_eos,
                             .reuse = g.reuse == "exact"      ? Reuse::kExact
                                      : g.reuse == "segments" ? Reuse::kSegments
-                                                             : Reuse::kDefault};
+                                                             : Reuse::kDefault,
+                            .constraint = constraint};
   const uint64_t serial = next_id_++;
   ch.request_id = fmt::format("{}-{}", ep == Endpoint::kChat ? "chatcmpl" : "cmpl", serial);
   if (ep == Endpoint::kChat)
@@ -276,8 +284,15 @@ void HttpServer::ReplyWhole(const Request& req, Response& res, const GenerationR
                     .cached_tokens = u.cached_tokens,
                     .reused_tokens = u.reused_tokens};
   const bool chat = g.endpoint == Endpoint::kChat;
-  ReplyJson(res, chat ? ChatResponse(a.ids, ts.emitted(), finish, usage)
-                      : CompletionResponse(a.ids, ts.emitted(), finish, usage));
+  if (chat && ToolsActive(g)) {
+    ToolCallParser calls;
+    calls.Feed(ts.emitted(), /*done=*/true);
+    const bool called = !calls.calls().empty() && std::string_view(finish) == "stop";
+    ReplyJson(res, ChatResponse(a.ids, calls.content(), calls.calls(), called ? "tool_calls" : finish, usage));
+  } else {
+    ReplyJson(res, chat ? ChatResponse(a.ids, ts.emitted(), finish, usage)
+                        : CompletionResponse(a.ids, ts.emitted(), finish, usage));
+  }
   metrics_.CountRequest(req.path, 200);
 }
 
@@ -293,13 +308,16 @@ void HttpServer::ReplyStream(Response& res, const GenerationRequest& g, const Ad
     bool include_usage;
     size_t n_prompt;
     bool started = false;
+    bool tools = false;  // the answer is parsed for tool calls
+    ToolCallParser calls;
   };
   auto st = std::make_shared<Stream>(Stream{.ch = a.ch,
                                             .ts = TextStream(g.stop),
                                             .ids = a.ids,
                                             .chat = g.endpoint == Endpoint::kChat,
                                             .include_usage = g.include_usage,
-                                            .n_prompt = a.n_prompt});
+                                            .n_prompt = a.n_prompt,
+                                            .tools = g.endpoint == Endpoint::kChat && ToolsActive(g)});
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider("text/event-stream", [st](size_t, httplib::DataSink& sink) {
     Channel& c = *st->ch;
@@ -316,9 +334,18 @@ void HttpServer::ReplyStream(Response& res, const GenerationRequest& g, const Ad
     if (!c.TakeFor(&u, std::chrono::seconds(5))) return sse.KeepAlive();
     st->text += u.delta;
     const TextStream::Delta d = st->ts.Feed(st->text, u.done);
-    if (!d.text.empty() &&
-        !sse.Data(st->chat ? ChatChunk(st->ids, d.text, false, "") : CompletionChunk(st->ids, d.text, "")))
+    if (st->tools) {
+      for (const ToolCallParser::Event& e : st->calls.Feed(st->ts.emitted(), u.done || d.stopped)) {
+        using K = ToolCallParser::Event::Kind;
+        const bool ok = e.kind == K::kText        ? sse.Data(ChatChunk(st->ids, e.text, false, ""))
+                        : e.kind == K::kCallStart ? sse.Data(ToolCallChunk(st->ids, e.index, e.id, e.name, ""))
+                                                  : sse.Data(ToolCallChunk(st->ids, e.index, "", "", e.text));
+        if (!ok) return false;
+      }
+    } else if (!d.text.empty() &&
+               !sse.Data(st->chat ? ChatChunk(st->ids, d.text, false, "") : CompletionChunk(st->ids, d.text, ""))) {
       return false;
+    }
     if (!u.done && !d.stopped) return true;
     if (d.stopped) c.cancel = true;
     const char* finish = OpenAiFinishReason(u.stop, d.stopped);
@@ -327,6 +354,7 @@ void HttpServer::ReplyStream(Response& res, const GenerationRequest& g, const Ad
       sink.done();
       return true;
     }
+    if (st->tools && !st->calls.calls().empty() && std::string_view(finish) == "stop") finish = "tool_calls";
     if (!sse.Data(st->chat ? ChatChunk(st->ids, "", false, finish) : CompletionChunk(st->ids, "", finish)))
       return false;
     const Usage usage{.prompt_tokens = st->n_prompt,

@@ -60,7 +60,11 @@ TEST(Protocol, ChatErrorsNameTheField) {
       {"{\"messages\": []}", "messages"},
       {"{\"messages\": [1]}", "messages[0]"},
       {"{\"messages\": [{\"content\":\"x\"}]}", "messages[0].role"},
-      {"{\"messages\": [{\"role\":\"tool\",\"content\":\"x\"}]}", "messages[0].role"},
+      {"{\"messages\": [{\"role\":\"tool\",\"content\":\"x\"}]}", "messages[0].tool_call_id"},
+      {"{\"messages\": [{\"role\":\"function\",\"content\":\"x\"}]}", "messages[0].role"},
+      {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\",\"tool_calls\":[]}]}", "messages[0].tool_calls"},
+      {"{\"messages\": [{\"role\":\"assistant\",\"tool_calls\":[{\"function\":{\"name\":\"f\"}}]}]}",
+       "messages[0].tool_calls[0]"},
       {"{\"messages\": [{\"role\":\"user\"}]}", "messages[0].content"},
       {"{\"messages\": [{\"role\":\"user\",\"content\":5}]}", "messages[0].content"},
       {"{\"messages\": [{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}", "messages[0].content[0].type"},
@@ -79,13 +83,33 @@ TEST(Protocol, ChatErrorsNameTheField) {
       {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"stop\": [\"\"]}", "stop"},
       {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"stop\": 3}", "stop"},
       {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"stream\": \"yes\"}", "stream"},
-      {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"stream_options\": {\"include_usage\":true}}", "stream_options"},
-      {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"stream\": true, \"stream_options\": {\"include_usage\":1}}", "stream_options.include_usage"},
+      {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"stream_options\": {\"include_usage\":true}}",
+       "stream_options"},
+      {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"stream\": true, \"stream_options\": "
+       "{\"include_usage\":1}}",
+       "stream_options.include_usage"},
       {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"model\": 3}", "model"},
       {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"logprobs\": true}", "logprobs"},
-      {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"tools\": [{\"type\":\"function\"}]}", "tools"},
+      {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"tools\": [{\"type\":\"function\"}]}",
+       "tools[0].function"},
+      {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"tools\": {}}", "tools"},
+      {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"tools\": "
+       "[{\"type\":\"function\",\"function\":{\"name\":\"a b\"}}]}",
+       "tools[0].function.name"},
+      {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"tool_choice\": \"required\"}", "tool_choice"},
+      {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"tools\": "
+       "[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}], \"tool_choice\": "
+       "{\"type\":\"function\",\"function\":{\"name\":\"g\"}}}",
+       "tool_choice"},
+      {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"functions\": [{\"name\":\"f\"}]}", "functions"},
       {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"presence_penalty\": 0.5}", "presence_penalty"},
-      {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"response_format\": {\"type\":\"json_object\"}}", "response_format"},
+      {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"response_format\": {\"type\":\"xml\"}}",
+       "response_format.type"},
+      {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"response_format\": {\"type\":\"json_schema\"}}",
+       "response_format.json_schema"},
+      {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"response_format\": "
+       "{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"a\",\"schema\":3}}}",
+       "response_format.json_schema.schema"},
   };
   for (const BadCase& c : cases) {
     ApiError e = ErrorOf(ParseChatCompletion(c.body));

@@ -1,0 +1,188 @@
+"""Tools and structured output on `chorus serve` (issue 41), driven by real clients from PyPI on
+127.0.0.1: the `openai` client (parallel tool calls whole and streamed, with each call's index, id
+and name in its first delta; a named tool_choice; response_format json_schema; an unsupported
+schema feature is a 400 naming it) and the OpenAI Agents SDK (`openai-agents`), unchanged, running
+a multi-agent workflow: a hand-off, an agent calling two tools in one turn, and an agent returning a
+pydantic-typed structured output. Greedy decoding (temperature 0), so a run is repeatable.
+
+Run: CHORUS_BIN=build/bin/chorus python3 tests/server/serve_tools_test.py  (ctest runs it: serve_tools)
+"""
+import asyncio
+import json
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from serve_harness import ROOT, DEFAULT_MODEL, ChorusServer  # noqa: E402
+
+import openai  # noqa: E402
+
+BIN = os.environ.get("CHORUS_BIN", os.path.join(ROOT, "build", "bin", "chorus"))
+MODEL = os.environ.get("CHORUS_MODEL", DEFAULT_MODEL)
+THREADS = os.environ.get("CHORUS_THREADS", "2")
+
+CITY = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 24}}, "required": ["city"]}
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "The weather in a city",
+                                           "parameters": CITY}},
+         {"type": "function", "function": {"name": "get_time", "description": "The local time in a city",
+                                           "parameters": CITY}}]
+ASK = [{"role": "user", "content": "What is the weather in Paris and the time in Tokyo?"}]
+
+
+class ServeTools(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.srv = ChorusServer(BIN, MODEL, "-t", THREADS)
+        cls.c = openai.OpenAI(base_url=cls.srv.url, api_key="-", max_retries=0, timeout=600)
+        cls.model = cls.c.models.list().data[0].id
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.srv.stop()
+
+    def chat(self, **kw):
+        return self.c.chat.completions.create(model=self.model, messages=kw.pop("messages", ASK), temperature=0,
+                                              max_tokens=kw.pop("max_tokens", 120), **kw)
+
+    def check_call(self, name, arguments):
+        self.assertIn(name, {"get_weather", "get_time"})
+        args = json.loads(arguments)  # valid JSON for the schema: the grammar made it so
+        self.assertEqual(set(args), {"city"})
+        self.assertIsInstance(args["city"], str)
+        self.assertLessEqual(len(args["city"]), 24)
+
+    def test_parallel_calls_whole_and_streamed_agree(self):
+        r = self.chat(tools=TOOLS, tool_choice="required")
+        ch = r.choices[0]
+        self.assertEqual(ch.finish_reason, "tool_calls")
+        self.assertIsNone(ch.message.content)
+        calls = ch.message.tool_calls
+        self.assertGreaterEqual(len(calls), 2)  # parallel calls, every one parsed
+        self.assertEqual(len({c.id for c in calls}), len(calls))
+        for c in calls:
+            self.check_call(c.function.name, c.function.arguments)
+        names = {c.function.name for c in calls}
+        self.assertEqual(names, {"get_weather", "get_time"}, calls)
+        # Streamed: the same calls; each call's first delta has its index, id and name, then arguments in pieces.
+        seen, finish = {}, None
+        for chunk in self.chat(tools=TOOLS, tool_choice="required", stream=True):
+            d = chunk.choices[0].delta if chunk.choices else None
+            finish = chunk.choices[0].finish_reason if chunk.choices else finish
+            if d is None or not d.tool_calls:
+                if d is not None and d.content:
+                    self.fail(f"content leaked beside tool calls: {d.content!r}")
+                continue
+            for tc in d.tool_calls:
+                if tc.index not in seen:
+                    self.assertTrue(tc.id and tc.function.name, tc)
+                    seen[tc.index] = {"name": tc.function.name, "arguments": ""}
+                else:
+                    self.assertIsNone(tc.id)
+                seen[tc.index]["arguments"] += tc.function.arguments or ""
+        self.assertEqual(finish, "tool_calls")
+        self.assertEqual(sorted(seen), list(range(len(calls))))
+        self.assertEqual([seen[i]["name"] for i in range(len(calls))], [c.function.name for c in calls])
+        self.assertEqual([seen[i]["arguments"] for i in range(len(calls))], [c.function.arguments for c in calls])
+
+    def test_named_choice_and_tool_results_go_back_in(self):
+        r = self.chat(tools=TOOLS, tool_choice={"type": "function", "function": {"name": "get_time"}})
+        calls = r.choices[0].message.tool_calls
+        self.assertEqual([c.function.name for c in calls], ["get_time"])
+        self.check_call("get_time", calls[0].function.arguments)
+        follow = ASK + [{"role": "assistant", "content": None,
+                         "tool_calls": [{"id": calls[0].id, "type": "function",
+                                         "function": {"name": "get_time", "arguments": calls[0].function.arguments}}]},
+                        {"role": "tool", "tool_call_id": calls[0].id, "content": "10:30 in Tokyo"}]
+        r2 = self.chat(messages=follow, tools=TOOLS, tool_choice="none", max_tokens=40)
+        self.assertIsNone(r2.choices[0].message.tool_calls)
+        self.assertTrue(r2.choices[0].message.content)
+        alone = self.chat(tools=TOOLS, tool_choice="none", max_tokens=1)  # the question without the call
+        self.assertGreater(r2.usage.prompt_tokens, alone.usage.prompt_tokens + 20)  # the call and its result
+
+    def test_response_format_json_schema(self):
+        schema = {"type": "object", "additionalProperties": False, "required": ["name", "country", "year"],
+                  "properties": {"name": {"type": "string", "maxLength": 30},
+                                 "country": {"type": "string", "maxLength": 30},
+                                 "year": {"type": "integer", "minimum": 0, "maximum": 3000}}}
+        r = self.chat(messages=[{"role": "user", "content": "Describe the city of Paris as JSON."}],
+                      response_format={"type": "json_schema",
+                                       "json_schema": {"name": "city", "strict": True, "schema": schema}})
+        self.assertEqual(r.choices[0].finish_reason, "stop", r.choices[0].message.content)
+        got = json.loads(r.choices[0].message.content)
+        self.assertEqual(set(got), {"name", "country", "year"})
+        self.assertIsInstance(got["year"], int)
+        r = self.chat(messages=[{"role": "user", "content": "Reply with the JSON object {\"ok\": true}."}],
+                      response_format={"type": "json_object"})
+        self.assertIsInstance(json.loads(r.choices[0].message.content), dict)
+
+    def test_unsupported_schema_is_a_400_naming_it(self):
+        for rf, word in [({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "array",
+                                                                                         "uniqueItems": True}}},
+                          "uniqueItems"),
+                         ({"type": "xml"}, "xml")]:
+            with self.assertRaises(openai.BadRequestError) as e:
+                self.chat(response_format=rf)
+            self.assertIn(word, str(e.exception))
+        bad_tool = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
+                                                                                 "not": {"required": ["a"]}}}}]
+        with self.assertRaises(openai.BadRequestError) as e:
+            self.chat(tools=bad_tool, tool_choice="required")
+        self.assertIn("'not'", str(e.exception))
+
+    def test_agents_sdk_workflow(self):
+        from pydantic import BaseModel
+        from agents import (Agent, ModelSettings, OpenAIChatCompletionsModel, Runner, function_tool,
+                            set_tracing_disabled)
+        from agents.items import HandoffCallItem, ToolCallItem
+        set_tracing_disabled(True)
+        calls = []
+
+        @function_tool
+        def get_weather(city: str) -> str:
+            """The current weather in a city."""
+            calls.append(("get_weather", city))
+            return f"sunny, 21 C in {city}"
+
+        @function_tool
+        def get_time(city: str) -> str:
+            """The local time in a city."""
+            calls.append(("get_time", city))
+            return f"10:30 in {city}"
+
+        class Report(BaseModel):
+            city: str
+            summary: str
+
+        model = OpenAIChatCompletionsModel(model=self.model, openai_client=openai.AsyncOpenAI(
+            base_url=self.srv.url, api_key="-", max_retries=0, timeout=600))
+        settings = dict(temperature=0.0, max_tokens=120)
+        researcher = Agent(name="researcher", instructions="Use both tools: get_weather and get_time for the city.",
+                           tools=[get_weather, get_time], model=model,
+                           model_settings=ModelSettings(tool_choice="required", parallel_tool_calls=True, **settings))
+        triage = Agent(name="triage", instructions="Hand the question to the researcher.", handoffs=[researcher],
+                       model=model, model_settings=ModelSettings(tool_choice="required", **settings))
+        writer = Agent(name="writer", instructions="Write a short report.", output_type=Report, model=model,
+                       model_settings=ModelSettings(**settings))
+
+        async def run():
+            r = await Runner.run(triage, "What is the weather and the time in Paris?", max_turns=6)
+            w = await Runner.run(writer, r.to_input_list() + [{"role": "user", "content": "Report on Paris."}],
+                                 max_turns=2)
+            return r, w
+
+        r, w = asyncio.run(run())
+        self.assertTrue(any(isinstance(i, HandoffCallItem) for i in r.new_items))
+        self.assertEqual(r.last_agent.name, "researcher")
+        # One model response of the researcher holds both tool calls (parallel).
+        per_response = [[o.name for o in resp.output if getattr(o, "type", "") == "function_call"]
+                        for resp in r.raw_responses]
+        self.assertTrue(any({"get_weather", "get_time"} <= set(names) for names in per_response), per_response)
+        self.assertEqual({n for n, _ in calls}, {"get_weather", "get_time"})
+        self.assertTrue(any(isinstance(i, ToolCallItem) for i in r.new_items))
+        self.assertIsInstance(w.final_output, Report)
+        print(f"  handoff -> {r.last_agent.name}; tool calls {calls}; report {w.final_output!r}")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
