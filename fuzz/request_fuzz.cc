@@ -7,6 +7,7 @@
 
 #include "server/protocol.h"
 #include "server/text_stream.h"
+#include "server/tools.h"
 
 using namespace chorus::server;
 
@@ -38,6 +39,22 @@ static void Exercise(const ParsedRequest& p) {
   (void)SseData(ChatChunk(ids, ts.emitted(), true, ""));
   (void)ChatResponse(ids, text, "stop", {}).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   (void)CompletionResponse(ids, text, "length", {}).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  // Tools: the fallback prompt, the constraint, and the user's text parsed as if it were an answer.
+  Check(r.n >= 1 && r.n <= 16 && r.top_logprobs <= 20 && r.logit_bias.size() <= 300);
+  Check(r.tool_choice != ToolChoice::kNamed || !r.tool_name.empty());
+  std::vector<std::string> contents;
+  for (const auto& m : r.messages) contents.push_back(m.content);
+  (void)RenderTurns(r, contents);
+  const chorus::OutputConstraint c = ConstraintFor(r);
+  Check(c.kind == chorus::OutputConstraint::Kind::kNone || c.kind == chorus::OutputConstraint::Kind::kJsonObject ||
+        !c.text.empty());
+  ToolCallParser whole, parts;
+  whole.Feed(text, true);
+  for (size_t i = 1; i <= text.size() && i < 4096; i += 5) (void)parts.Feed(std::string_view(text).substr(0, i), false);
+  (void)parts.Feed(text, true);
+  Check(whole.calls().size() == parts.calls().size());
+  (void)ChatResponse(ids, whole.content(), whole.calls(), "tool_calls", {})
+      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -90,7 +90,7 @@ pip_install() {
 
 # ---- 2. Python packages ----------------------------------------------------------------------
 step "2/4 python3 numpy (reference oracles), openai (the server tests drive chorus serve with it), selenium (the dashboard's browser test), matplotlib (scripts/plot_results.py)"
-for pkg in numpy openai selenium matplotlib; do
+for pkg in numpy openai selenium matplotlib jsonschema; do
   if python3 -c "import $pkg" 2>/dev/null; then
     echo "    $pkg $(python3 -c "import $pkg; print($pkg.__version__)") already installed"
   else

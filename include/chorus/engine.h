@@ -24,6 +24,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "chorus/kv_policy.h"  // KvPolicy
@@ -165,8 +166,23 @@ struct AgentOptions {
   // (n_vocab floats each: KLD against another configuration). Off: nothing is kept.
   bool capture_logits = false;
   OutputConstraint constraint = {};  // kNone: unconstrained (ignored with forced_tokens)
+  // OpenAI's adjustments of the logits before sampling, in this order: logit_bias (token id →
+  // added value), then −presence_penalty once and −frequency_penalty × count for every token the
+  // answer already holds, then the constraint's mask. Temperature, top-k and top-p follow.
+  std::vector<std::pair<int32_t, float>> logit_bias = {};
+  float presence_penalty = 0.0f;   // [-2, 2]
+  float frequency_penalty = 0.0f;  // [-2, 2]
+  // AgentState::logprobs: the log-probability of every token emitted and of the `top_logprobs`
+  // most likely ones (0-20), under the adjusted logits at temperature 1. -1: none kept.
+  int top_logprobs = -1;
 };
 
+// One generated token's log-probability and its most likely alternatives (AgentOptions::top_logprobs).
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;  // (token, logprob), most likely first
+};
 
 // How a shared context will be read (Engine::Share). The readers a caller knows of are planned
 // for before the context is sealed: with policy "comix" each planned reader is a unit of
@@ -200,6 +216,7 @@ struct AgentState {
   size_t projected_private_bytes = 0;
   double nll = 0;               // Σ −log p(token) of the tokens emitted (sampled or forced) under the model
   std::vector<float> logits;    // (tokens, n_vocab) with AgentOptions::capture_logits
+  std::vector<TokenLogprob> logprobs;  // one per token, with AgentOptions::top_logprobs >= 0
   double seconds = 0;           // wall time from spawn to done
   double first_token_seconds = 0;  // wall time from admission to its first token (prefill included)
 };
@@ -371,6 +388,7 @@ class Engine {
 
   // The model's tokenizer and chat template, for callers that build prompts (the server).
   std::vector<int32_t> Tokenize(std::string_view text, bool add_special, bool parse_special) const;
+  std::string TokenPiece(int32_t token) const;  // the token's text (bytes; a piece of a character possible)
   struct ChatTurn {
     std::string role, content;
   };

@@ -497,6 +497,8 @@ void Engine::Release(ContextId context) { impl_->Release(context); }
 Result<AgentId> Engine::Spawn(ContextId context, std::string_view prompt, const AgentOptions& options) {
   return impl_->scheduler().Spawn(context, prompt, options);
 }
+std::string Engine::TokenPiece(int32_t token) const { return impl_->core().model->tokenizer().TokenToPiece(token); }
+
 Status Engine::CheckConstraint(const OutputConstraint& constraint) const {
   if (constraint.kind == OutputConstraint::Kind::kNone) return Status::Ok();
   return impl_->core().constraints->Compile(constraint).status();

@@ -10,6 +10,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "chorus/engine.h"
@@ -94,6 +95,7 @@ struct Request {
   std::unique_ptr<GrammarMatcher> grammar;
   std::vector<uint32_t> mask;
   std::vector<float> masked;
+  std::unordered_map<int32_t, int> counts;  // tokens of the answer (presence / frequency penalties)
   AgentState state;  // what the caller reads; state.phase is the request's phase
   bool cancel = false;
   Timer timer;  // from admission

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "kv/kv_batch.h"          // KvBatch
@@ -38,6 +39,13 @@ Result<AgentId> Scheduler::NewRequest(std::vector<int32_t> prompt, ContextId con
   a.cacheable = context == 0 || !contexts_.at(context).keys.empty();
   if (a.cacheable) a.keys = PrefixCache::Keys(prompt, core_.salt);
   a.sampler = std::make_unique<Sampler>(so);
+  for (const auto& [t, b] : options.logit_bias)
+    if (t < 0 || static_cast<size_t>(t) >= V || !std::isfinite(b) || b < -100 || b > 100)
+      return Status::Error("logit_bias: token {} must be in [0, {}) and its bias in [-100, 100], got {}", t, V, b);
+  if (!(std::fabs(options.presence_penalty) <= 2) || !(std::fabs(options.frequency_penalty) <= 2))
+    return Status::Error("presence and frequency penalties must be in [-2, 2], got {} and {}", options.presence_penalty,
+                         options.frequency_penalty);
+  if (options.top_logprobs > 20) return Status::Error("top_logprobs must be at most 20, got {}", options.top_logprobs);
   if (options.constraint.kind != OutputConstraint::Kind::kNone && options.forced_tokens.empty()) {
     CHORUS_ASSIGN_OR_RETURN(a.grammar, core_.constraints->Start(options.constraint));
     a.mask.resize(MaskWords(static_cast<int32_t>(V)));
@@ -298,19 +306,58 @@ void Scheduler::InsertPromptBlocks(AgentId id, Request& a) {
 
 // ---- generation ----------------------------------------------------------------------------
 
+namespace {
+// The log-probability of `token` and the `top` most likely tokens under the logits r (temperature 1).
+TokenLogprob LogprobsOf(const float* r, size_t V, int32_t token, size_t top) {
+  const double lse = LogSumExpFast(r, V);
+  TokenLogprob lp{.token = token, .logprob = static_cast<float>(r[token] - lse)};
+  if (top == 0) return lp;
+  std::vector<std::pair<float, int32_t>> best;  // a min-heap of the top so far
+  best.reserve(top + 1);
+  auto greater = [](const auto& x, const auto& y) {
+    return x.first > y.first || (x.first == y.first && x.second < y.second);
+  };
+  for (size_t t = 0; t < V; ++t) {
+    if (r[t] == -std::numeric_limits<float>::infinity() || (best.size() == top && r[t] <= best.front().first)) continue;
+    best.emplace_back(r[t], static_cast<int32_t>(t));
+    std::push_heap(best.begin(), best.end(), greater);
+    if (best.size() > top) {
+      std::pop_heap(best.begin(), best.end(), greater);
+      best.pop_back();
+    }
+  }
+  std::sort(best.begin(), best.end(), greater);
+  for (const auto& [x, t] : best) lp.top.emplace_back(t, static_cast<float>(x - lse));
+  return lp;
+}
+}  // namespace
+
 Scheduler::Pick Scheduler::PickFor(AgentId id, const float* row) {
   Request& a = requests_.at(id);
   const size_t V = core_.model->config().n_vocab;
   const bool forced = !a.options.forced_tokens.empty();
   if (forced) return {a.options.forced_tokens[a.state.tokens.size()], LogSumExpFast(row, V)};
-  if (!a.grammar) return {a.sampler->Sample(row, V), LogSumExpFast(row, V)};
-  // Constrained: sample from the row with every token the grammar does not allow at -inf (the
-  // log-sum-exp stays the model's: nll is the answer's likelihood under the model).
-  if (Status s = a.grammar->FillMask(a.mask); !s.ok()) return {-1, 0.0f};  // Accept finishes it
-  a.masked.resize(V);
-  constexpr float kNeverInf = -std::numeric_limits<float>::infinity();
-  for (size_t t = 0; t < V; ++t) a.masked[t] = (a.mask[t / 32] >> (t % 32)) & 1u ? row[t] : kNeverInf;
-  return {a.sampler->Sample(a.masked.data(), V), LogSumExpFast(row, V)};
+  const AgentOptions& o = a.options;
+  const bool adjusted = a.grammar || !o.logit_bias.empty() || o.presence_penalty != 0 || o.frequency_penalty != 0;
+  if (!adjusted && o.top_logprobs < 0) return {a.sampler->Sample(row, V), LogSumExpFast(row, V)};
+  // Sample from an adjusted copy of the row (AgentOptions: bias, penalties, then the grammar's
+  // mask at -inf); the log-sum-exp stays the model's, so nll is the answer's likelihood under it.
+  const float* r = row;
+  if (adjusted) {
+    a.masked.assign(row, row + V);
+    for (const auto& [t, b] : o.logit_bias) a.masked[t] += b;
+    for (const auto& [t, n] : a.counts) a.masked[t] -= o.presence_penalty + o.frequency_penalty * float(n);
+    if (a.grammar) {
+      if (Status s = a.grammar->FillMask(a.mask); !s.ok()) return {-1, 0.0};  // Accept finishes it
+      constexpr float kNever = -std::numeric_limits<float>::infinity();
+      for (size_t t = 0; t < V; ++t)
+        if (!((a.mask[t / 32] >> (t % 32)) & 1u)) a.masked[t] = kNever;
+    }
+    r = a.masked.data();
+  }
+  Pick p{a.sampler->Sample(r, V), LogSumExpFast(row, V)};
+  if (o.top_logprobs >= 0) p.logprob = LogprobsOf(r, V, p.token, static_cast<size_t>(o.top_logprobs));
+  return p;
 }
 
 void Scheduler::Accept(AgentId id, const float* row, const Pick* pick) {
@@ -332,6 +379,8 @@ void Scheduler::Accept(AgentId id, const float* row, const Pick* pick) {
   if (a.options.capture_logits) a.state.logits.insert(a.state.logits.end(), row, row + core_.model->config().n_vocab);
   a.state.tokens.push_back(t);
   a.state.text += tok.TokenToPiece(t);
+  a.counts[t]++;
+  if (a.options.top_logprobs >= 0 && !forced) a.state.logprobs.push_back(std::move(p.logprob));
   core_.counters.generated_tokens++;
   a.state.peak_private_bytes = std::max(a.state.peak_private_bytes, core_.SequenceOwnBytes(*a.seq));
   if (a.state.tokens.size() >= static_cast<size_t>(a.options.max_tokens))

@@ -75,6 +75,7 @@ class Scheduler {
   struct Pick {
     int32_t token;
     double lse;
+    TokenLogprob logprob = {};  // with AgentOptions::top_logprobs >= 0
   };
   Pick PickFor(AgentId id, const float* row);
   void Accept(AgentId id, const float* row, const Pick* pick = nullptr);

@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,6 +34,7 @@ struct ChannelUpdate {
   StopReason stop = StopReason::kNone;  // with done
   std::string error;                    // with stop == kError
   int error_status = 500;               // HTTP status for errors before the first token
+  std::vector<TokenLogprob> logprobs;   // the new tokens' (AgentOptions::top_logprobs >= 0), like delta
 };
 
 class Channel {
@@ -49,7 +51,8 @@ class Channel {
   // Appends `delta`, sets the totals; with `stop` != kNone also finishes the channel in the same
   // critical section (the reader sees the last text and the end together). Ignored once finished.
   void Publish(std::string_view delta, size_t completion_tokens, size_t cached_tokens, size_t reused_tokens,
-               StopReason stop = StopReason::kNone, std::string_view error = {});
+               StopReason stop = StopReason::kNone, std::string_view error = {},
+               std::span<const TokenLogprob> logprobs = {});
   // Finishes without new text (refused, cancelled while queued, shutdown). First call wins.
   void Finish(StopReason stop, std::string_view error, int error_status);
 

@@ -168,8 +168,10 @@ void EngineLoop::Run() {
       // Only the text since the last publish crosses; a finish the server never asks for (forced
       // tokens) reads as an error, as the reader maps it (OpenAiFinishReason).
       l.ch->Publish(std::string_view(st->text).substr(l.sent_bytes), st->tokens.size(), st->cached_tokens,
-                    st->reused_tokens, st->done ? st->stop : StopReason::kNone, st->error);
+                    st->reused_tokens, st->done ? st->stop : StopReason::kNone, st->error,
+                    std::span(st->logprobs).subspan(std::min(l.sent_logprobs, st->logprobs.size())));
       l.sent_bytes = st->text.size();
+      l.sent_logprobs = st->logprobs.size();
       if (st->done) {
         if (st->stop == StopReason::kCancelled) metrics_.CountCancelled();
         engine_.Forget(it->first);

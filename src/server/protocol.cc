@@ -3,7 +3,10 @@
 
 #include "tools.h"  // ParseToolFields, ParseMessageTools
 
+#include <cctype>
+#include <climits>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <stdexcept>
 
@@ -96,17 +99,8 @@ std::optional<ApiError> GetInt(const json& obj, const char* name, int64_t lo, in
 
 // Fields whose non-default values chorus does not implement: refused rather than ignored.
 std::optional<ApiError> RejectUnsupported(const json& obj, Endpoint ep) {
-  if (const json* n = Field(obj, "n"); n && !(n->is_number_integer() && n->get<int64_t>() == 1))
-    return Bad("n", "only n = 1 is supported (one choice per request), got " + n->dump(), "unsupported_value");
   if (const json* b = Field(obj, "best_of"); b && !(b->is_number_integer() && b->get<int64_t>() == 1))
     return Bad("best_of", "only best_of = 1 is supported, got " + b->dump(), "unsupported_value");
-  for (const char* name : {"presence_penalty", "frequency_penalty"})
-    if (const json* p = Field(obj, name); p && !(p->is_number() && p->get<double>() == 0.0))
-      return Bad(name, std::string("'") + name + "' is not supported (only 0), got " + p->dump(), "unsupported_value");
-  if (const json* l = Field(obj, "logprobs"); l && !(l->is_boolean() && !l->get<bool>()) && !(l->is_number_integer() && l->get<int64_t>() == 0))
-    return Bad("logprobs", "logprobs are not supported", "unsupported_value");
-  if (const json* l = Field(obj, "top_logprobs"); l && !(l->is_number_integer() && l->get<int64_t>() == 0))
-    return Bad("top_logprobs", "top_logprobs are not supported", "unsupported_value");
   for (const char* name : {"functions", "function_call"})  // OpenAI's deprecated form of tools
     if (const json* t = Field(obj, name); t && !(t->is_array() && t->empty()) && !(t->is_string() && t->get<std::string>() == "none"))
       return Bad(name, std::string("'") + name + "' is not supported: send 'tools' and 'tool_choice'",
@@ -117,13 +111,52 @@ std::optional<ApiError> RejectUnsupported(const json& obj, Endpoint ep) {
           t && !(t->is_array() && t->empty()) && !(t->is_string() && t->get<std::string>() == "none"))
         return Bad(name, std::string("'") + name + "' needs /v1/chat/completions (a completion has no tool calls)",
                    "unsupported_value");
-  if (const json* lb = Field(obj, "logit_bias"); lb && !(lb->is_object() && lb->empty()))
-    return Bad("logit_bias", "logit_bias is not supported", "unsupported_value");
   if (ep == Endpoint::kCompletion) {
-    if (const json* e = Field(obj, "echo"); e && !(e->is_boolean() && !e->get<bool>()))
-      return Bad("echo", "echo is not supported", "unsupported_value");
     if (const json* s = Field(obj, "suffix"); s && !(s->is_string() && s->get<std::string>().empty()))
       return Bad("suffix", "suffix (insertion) is not supported", "unsupported_value");
+  }
+  return std::nullopt;
+}
+
+// n, penalties, logit_bias, logprobs and echo.
+std::optional<ApiError> ParseSampling(const json& obj, const ProtocolLimits& limits, GenerationRequest* r) {
+  std::optional<int64_t> v;
+  if (auto e = GetInt(obj, "n", 1, static_cast<int64_t>(limits.max_n), &v)) return e;
+  if (v) r->n = static_cast<int>(*v);
+  if (auto e = GetNumber(obj, "presence_penalty", -2.0, 2.0, false, &r->presence_penalty)) return e;
+  if (auto e = GetNumber(obj, "frequency_penalty", -2.0, 2.0, false, &r->frequency_penalty)) return e;
+  if (const json* lb = Field(obj, "logit_bias")) {
+    if (!lb->is_object())
+      return Bad("logit_bias", "'logit_bias' must be an object of token id -> bias", "invalid_type");
+    if (lb->size() > 300)
+      return Bad("logit_bias", "'logit_bias' holds at most 300 tokens, got " + std::to_string(lb->size()));
+    for (const auto& [key, b] : lb->items()) {
+      char* end = nullptr;
+      const unsigned long long id = std::strtoull(key.c_str(), &end, 10);
+      if (key.empty() || *end != '\0' || !std::isdigit(static_cast<unsigned char>(key[0])) ||
+          (limits.n_vocab && id >= limits.n_vocab) || id > static_cast<unsigned long long>(INT32_MAX))
+        return Bad("logit_bias", "'logit_bias' key '" + key + "' is not a token id of this model" +
+                                     (limits.n_vocab ? " [0, " + std::to_string(limits.n_vocab) + ")" : std::string()));
+      if (!b.is_number() || !std::isfinite(b.get<double>()) || std::fabs(b.get<double>()) > 100)
+        return Bad("logit_bias", "'logit_bias' values must be numbers in [-100, 100], got " + b.dump() + " for " + key);
+      r->logit_bias.emplace_back(static_cast<int32_t>(id), b.get<float>());
+    }
+  }
+  if (r->endpoint == Endpoint::kChat) {
+    bool logprobs = false;
+    if (auto e = GetBool(obj, "logprobs", &logprobs)) return e;
+    v.reset();
+    if (auto e = GetInt(obj, "top_logprobs", 0, 20, &v)) return e;
+    if (v && !logprobs) return Bad("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+    if (logprobs) r->top_logprobs = v ? static_cast<int>(*v) : 0;
+  } else {
+    v.reset();
+    if (auto e = GetInt(obj, "logprobs", 0, 5, &v)) return e;
+    if (v) r->top_logprobs = static_cast<int>(*v);
+    if (auto e = GetBool(obj, "echo", &r->echo)) return e;
+    if (r->echo && v)
+      return Bad("echo", "'echo' with 'logprobs' (the prompt's log-probabilities) is not supported yet",
+                 "unsupported_value");
   }
   return std::nullopt;
 }
@@ -147,6 +180,7 @@ std::optional<ApiError> ParseCommon(const json& obj, const ProtocolLimits& limit
   v.reset();
   if (auto e = GetInt(obj, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), &v)) return e;
   if (v) r->seed = static_cast<uint64_t>(*v);
+  if (auto e = ParseSampling(obj, limits, r)) return e;
   if (const json* s = Field(obj, "stop")) {
     std::vector<std::string> stops;
     if (s->is_string()) {
@@ -393,6 +427,40 @@ json UsageChunk(const ResponseIds& ids, Endpoint endpoint, const Usage& usage) {
   j["choices"] = json::array();
   j["usage"] = UsageJson(usage);
   return j;
+}
+
+json LogprobsJson(Endpoint ep, const std::vector<TokenLogprob>& lps, const std::function<std::string(int32_t)>& piece,
+                  size_t text_offset) {
+  auto bytes = [](const std::string& s) {
+    json b = json::array();
+    for (unsigned char c : s) b.push_back(c);
+    return b;
+  };
+  if (ep == Endpoint::kChat) {
+    json content = json::array();
+    for (const TokenLogprob& lp : lps) {
+      const std::string p = piece(lp.token);
+      json top = json::array();
+      for (const auto& [t, x] : lp.top) {
+        const std::string tp = piece(t);
+        top.push_back({{"token", tp}, {"logprob", x}, {"bytes", bytes(tp)}});
+      }
+      content.push_back({{"token", p}, {"logprob", lp.logprob}, {"bytes", bytes(p)}, {"top_logprobs", top}});
+    }
+    return {{"content", content}};
+  }
+  json tokens = json::array(), token_lps = json::array(), tops = json::array(), offsets = json::array();
+  for (const TokenLogprob& lp : lps) {
+    const std::string p = piece(lp.token);
+    tokens.push_back(p);
+    token_lps.push_back(lp.logprob);
+    json top = json::object();
+    for (const auto& [t, x] : lp.top) top[piece(t)] = x;
+    tops.push_back(top);
+    offsets.push_back(text_offset);
+    text_offset += p.size();
+  }
+  return {{"tokens", tokens}, {"token_logprobs", token_lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
 }
 
 json ErrorJson(const ApiError& e) {

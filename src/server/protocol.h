@@ -5,7 +5,10 @@
 #pragma once
 #include <nlohmann/json.hpp>
 
+#include "chorus/engine.h"  // TokenLogprob
+
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -65,6 +68,8 @@ struct ProtocolLimits {
   size_t max_stop = 4;          // stop strings (OpenAI: up to 4)
   size_t max_stop_bytes = 256;  // bytes per stop string
   size_t max_messages = 4096;
+  size_t max_n = 16;   // choices per request
+  size_t n_vocab = 0;  // logit_bias ids must be below it (0: unchecked)
 };
 
 // One generation request, validated. Defaults are OpenAI's (temperature 1, top_p 1).
@@ -83,6 +88,12 @@ struct GenerationRequest {
   bool stream = false;
   bool include_usage = false;         // stream_options.include_usage
   bool ignore_eos = false;            // extension: generate past end-of-generation tokens
+  int n = 1;                          // choices, each its own sample of the same prompt
+  float presence_penalty = 0.0f;      // [-2, 2]
+  float frequency_penalty = 0.0f;     // [-2, 2]
+  std::vector<std::pair<int32_t, float>> logit_bias;  // token id → [-100, 100]
+  int top_logprobs = -1;                              // -1: no logprobs; else logprobs with this many alternatives
+  bool echo = false;                                  // completions: the prompt's text before the answer
   // Extension "chorus": {"reuse": "exact" | "segments"}: whether spans of the prompt cached after
   // other text may be reused at their new offset (repaired), or only exact prefixes; "" = the server's.
   std::string reuse;
@@ -137,6 +148,11 @@ nlohmann::json ToolCallChunk(const ResponseIds& ids, size_t index, const std::st
                              const std::string& arguments);
 nlohmann::json CompletionChunk(const ResponseIds& ids, const std::string& text, const std::string& finish_reason);
 nlohmann::json UsageChunk(const ResponseIds& ids, Endpoint endpoint, const Usage& usage);
+
+// The logprobs object of one choice: chat {"content": [{token, logprob, bytes, top_logprobs}]},
+// completions {tokens, token_logprobs, top_logprobs, text_offset}; `piece` gives a token's text.
+nlohmann::json LogprobsJson(Endpoint ep, const std::vector<TokenLogprob>& lps,
+                            const std::function<std::string(int32_t)>& piece, size_t text_offset = 0);
 
 nlohmann::json ErrorJson(const ApiError& e);
 // Server-sent events: "data: <json>\n\n" and the terminator "data: [DONE]\n\n".

@@ -137,6 +137,7 @@ void HttpServer::HandleDeleteContext(const Request& req, Response& res) {
 
 struct HttpServer::Admission {
   std::shared_ptr<Channel> ch;  // prompt, options, ids set; not yet enqueued
+  std::vector<std::shared_ptr<Channel>> more;  // choices 1..n-1: the same prompt, seed + i
   size_t n_prompt = 0;
   size_t need = 0;     // the KV bytes EstimateBytes projects
   EngineGauges gauge;  // when it was admitted (the 503 message quotes it)
@@ -146,7 +147,7 @@ struct HttpServer::Admission {
 void HttpServer::HandleGenerate(const Request& req, Response& res, Endpoint ep) {
   if (!Authorized(req, res)) return;
   auto count = [&](int status) { metrics_.CountRequest(req.path, status); };
-  const ProtocolLimits limits{.max_tokens = engine_.context_size()};
+  const ProtocolLimits limits{.max_tokens = engine_.context_size(), .n_vocab = engine_.vocab_size()};
   ParsedRequest parsed =
       ep == Endpoint::kChat ? ParseChatCompletion(req.body, limits) : ParseCompletion(req.body, limits);
   if (auto* e = std::get_if<ApiError>(&parsed)) return Reply(res, *e), count(e->status);
@@ -154,7 +155,11 @@ void HttpServer::HandleGenerate(const Request& req, Response& res, Endpoint ep) 
   auto admitted = Admit(g, ep);
   if (auto* e = std::get_if<ApiError>(&admitted)) return Reply(res, *e), count(e->status);
   const Admission& a = std::get<Admission>(admitted);
-  if (!loop_.Enqueue(a.ch)) {
+  bool queued = loop_.Enqueue(a.ch);
+  for (size_t i = 0; queued && i < a.more.size(); ++i) queued = loop_.Enqueue(a.more[i]);
+  if (!queued) {
+    a.ch->cancel = true;  // the choices already queued end at their next step
+    for (const auto& c : a.more) c->cancel = true;
     res.set_header("Retry-After", fmt::format("{}", std::max(1, int(options_.retry_after_s + 0.5))));
     Reply(res,
           {.status = 503,
@@ -231,6 +236,10 @@ std::variant<HttpServer::Admission, ApiError> HttpServer::Admit(const Generation
                                            a.need, n_prompt, max_tokens, a.gauge.kv_budget),
                     .param = "max_tokens",
                     .code = "kv_budget_exceeded"};
+  if (g.n > 1 && g.stream)
+    return ApiError{.message = "'n' > 1 with 'stream' is not supported yet: stream one choice per request",
+                    .param = "n",
+                    .code = "unsupported_value"};
   const OutputConstraint constraint = ConstraintFor(g);
   if (Status s = engine_.CheckConstraint(constraint); !s.ok())
     return ApiError{
@@ -245,7 +254,18 @@ std::variant<HttpServer::Admission, ApiError> HttpServer::Admit(const Generation
                             .reuse = g.reuse == "exact"      ? Reuse::kExact
                                      : g.reuse == "segments" ? Reuse::kSegments
                                                              : Reuse::kDefault,
-                            .constraint = constraint};
+                            .constraint = constraint,
+                            .logit_bias = g.logit_bias,
+                            .presence_penalty = g.presence_penalty,
+                            .frequency_penalty = g.frequency_penalty,
+                            .top_logprobs = g.top_logprobs};
+  for (int i = 1; i < g.n; ++i) {  // the prefix cache shares the prompt's blocks between them
+    auto c = std::make_shared<Channel>();
+    c->prompt = ch.prompt;
+    c->options = ch.options;
+    c->options.seed = ch.options.seed + static_cast<uint64_t>(i);
+    a.more.push_back(std::move(c));
+  }
   const uint64_t serial = next_id_++;
   ch.request_id = fmt::format("{}-{}", ep == Endpoint::kChat ? "chatcmpl" : "cmpl", serial);
   if (ep == Endpoint::kChat)
@@ -259,39 +279,71 @@ std::variant<HttpServer::Admission, ApiError> HttpServer::Admit(const Generation
   return a;
 }
 
-// Waits for the end, or for a stop string (then the engine is told to stop); one JSON answer.
+// Waits for the end of every choice, or for a stop string (then the engine is told to stop); one
+// JSON answer with a choice per channel.
 void HttpServer::ReplyWhole(const Request& req, Response& res, const GenerationRequest& g, const Admission& a) {
-  Channel& ch = *a.ch;
-  TextStream ts(g.stop);
-  std::string text;  // the deltas appended: the whole answer so far
-  ChannelUpdate u;
-  for (;;) {
-    ch.Take(&u);
-    text += u.delta;
-    ts.Feed(text, u.done);
-    if (ts.stopped() || u.done) break;
-  }
-  const char* finish = OpenAiFinishReason(u.stop, ts.stopped());
-  if (!finish) {
-    Reply(res, {.status = u.error_status,
-                .message = u.error,
-                .type = u.error_status >= 500 ? "server_error" : "invalid_request_error"});
-    return metrics_.CountRequest(req.path, u.error_status);
-  }
-  if (ts.stopped()) ch.cancel = true;
-  const Usage usage{.prompt_tokens = a.n_prompt,
-                    .completion_tokens = u.completion_tokens,
-                    .cached_tokens = u.cached_tokens,
-                    .reused_tokens = u.reused_tokens};
   const bool chat = g.endpoint == Endpoint::kChat;
-  if (chat && ToolsActive(g)) {
-    ToolCallParser calls;
-    calls.Feed(ts.emitted(), /*done=*/true);
-    const bool called = !calls.calls().empty() && std::string_view(finish) == "stop";
-    ReplyJson(res, ChatResponse(a.ids, calls.content(), calls.calls(), called ? "tool_calls" : finish, usage));
-  } else {
-    ReplyJson(res, chat ? ChatResponse(a.ids, ts.emitted(), finish, usage)
-                        : CompletionResponse(a.ids, ts.emitted(), finish, usage));
+  std::vector<Channel*> chs{a.ch.get()};
+  for (const auto& c : a.more) chs.push_back(c.get());
+  json choices = json::array();
+  Usage usage{.prompt_tokens = a.n_prompt};
+  const auto piece = [this](int32_t t) { return engine_.TokenPiece(t); };
+  std::string echo;  // completions with echo: the prompt's text first
+  if (g.echo) {
+    if (g.prompt_tokens.empty())
+      echo = g.prompt;
+    else
+      for (int32_t t : g.prompt_tokens) echo += piece(t);
+  }
+  for (size_t i = 0; i < chs.size(); ++i) {
+    Channel& ch = *chs[i];
+    TextStream ts(g.stop);
+    std::string text;  // the deltas appended: the whole answer so far
+    std::vector<TokenLogprob> lps;
+    ChannelUpdate u;
+    for (;;) {
+      ch.Take(&u);
+      text += u.delta;
+      lps.insert(lps.end(), std::make_move_iterator(u.logprobs.begin()), std::make_move_iterator(u.logprobs.end()));
+      ts.Feed(text, u.done);
+      if (ts.stopped() || u.done) break;
+    }
+    const char* finish = OpenAiFinishReason(u.stop, ts.stopped());
+    if (!finish) {
+      for (Channel* c : chs) c->cancel = true;
+      Reply(res, {.status = u.error_status,
+                  .message = u.error,
+                  .type = u.error_status >= 500 ? "server_error" : "invalid_request_error"});
+      return metrics_.CountRequest(req.path, u.error_status);
+    }
+    if (ts.stopped()) ch.cancel = true;
+    usage.completion_tokens += u.completion_tokens;
+    if (i == 0) usage.cached_tokens = u.cached_tokens, usage.reused_tokens = u.reused_tokens;
+    // Logprobs of the tokens whose text starts inside what the client sees (a stop string cuts).
+    for (size_t k = 0, at = 0; k < lps.size(); at += piece(lps[k].token).size(), ++k)
+      if (at >= ts.emitted().size() && ts.stopped()) {
+        lps.resize(k);
+        break;
+      }
+    json one;
+    if (chat && ToolsActive(g)) {
+      ToolCallParser calls;
+      calls.Feed(ts.emitted(), /*done=*/true);
+      const bool called = !calls.calls().empty() && std::string_view(finish) == "stop";
+      one = ChatResponse(a.ids, calls.content(), calls.calls(), called ? "tool_calls" : finish, usage);
+    } else {
+      one = chat ? ChatResponse(a.ids, ts.emitted(), finish, usage)
+                 : CompletionResponse(a.ids, echo + ts.emitted(), finish, usage);
+    }
+    json& c = one["choices"][0];
+    c["index"] = i;
+    if (g.top_logprobs >= 0) c["logprobs"] = LogprobsJson(g.endpoint, lps, piece, echo.size());
+    choices.push_back(std::move(c));
+    if (i + 1 == chs.size()) {
+      one["choices"] = std::move(choices);
+      one["usage"] = UsageJson(usage);
+      ReplyJson(res, one);
+    }
   }
   metrics_.CountRequest(req.path, 200);
 }
@@ -310,6 +362,8 @@ void HttpServer::ReplyStream(Response& res, const GenerationRequest& g, const Ad
     bool started = false;
     bool tools = false;  // the answer is parsed for tool calls
     ToolCallParser calls;
+    int top_logprobs = -1;
+    std::vector<TokenLogprob> lps;  // received, not yet sent (they ride on the next text chunk)
   };
   auto st = std::make_shared<Stream>(Stream{.ch = a.ch,
                                             .ts = TextStream(g.stop),
@@ -317,9 +371,11 @@ void HttpServer::ReplyStream(Response& res, const GenerationRequest& g, const Ad
                                             .chat = g.endpoint == Endpoint::kChat,
                                             .include_usage = g.include_usage,
                                             .n_prompt = a.n_prompt,
-                                            .tools = g.endpoint == Endpoint::kChat && ToolsActive(g)});
+                                            .tools = g.endpoint == Endpoint::kChat && ToolsActive(g),
+                                            .top_logprobs = g.top_logprobs});
   res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider("text/event-stream", [st](size_t, httplib::DataSink& sink) {
+  const Engine* engine = &engine_;
+  res.set_chunked_content_provider("text/event-stream", [st, engine](size_t, httplib::DataSink& sink) {
     Channel& c = *st->ch;
     SseWriter sse([&](std::string_view bytes) {
       if (sink.write(bytes.data(), bytes.size())) return true;
@@ -333,17 +389,28 @@ void HttpServer::ReplyStream(Response& res, const GenerationRequest& g, const Ad
     ChannelUpdate u;
     if (!c.TakeFor(&u, std::chrono::seconds(5))) return sse.KeepAlive();
     st->text += u.delta;
+    st->lps.insert(st->lps.end(), std::make_move_iterator(u.logprobs.begin()),
+                   std::make_move_iterator(u.logprobs.end()));
     const TextStream::Delta d = st->ts.Feed(st->text, u.done);
+    // A text chunk carries the logprobs received so far (the tokens behind it, or about to be).
+    auto text_chunk = [&](const std::string& text) {
+      json j = st->chat ? ChatChunk(st->ids, text, false, "") : CompletionChunk(st->ids, text, "");
+      if (st->top_logprobs >= 0 && !st->lps.empty()) {
+        j["choices"][0]["logprobs"] = LogprobsJson(st->chat ? Endpoint::kChat : Endpoint::kCompletion, st->lps,
+                                                   [engine](int32_t t) { return engine->TokenPiece(t); });
+        st->lps.clear();
+      }
+      return j;
+    };
     if (st->tools) {
       for (const ToolCallParser::Event& e : st->calls.Feed(st->ts.emitted(), u.done || d.stopped)) {
         using K = ToolCallParser::Event::Kind;
-        const bool ok = e.kind == K::kText        ? sse.Data(ChatChunk(st->ids, e.text, false, ""))
+        const bool ok = e.kind == K::kText        ? sse.Data(text_chunk(e.text))
                         : e.kind == K::kCallStart ? sse.Data(ToolCallChunk(st->ids, e.index, e.id, e.name, ""))
                                                   : sse.Data(ToolCallChunk(st->ids, e.index, "", "", e.text));
         if (!ok) return false;
       }
-    } else if (!d.text.empty() &&
-               !sse.Data(st->chat ? ChatChunk(st->ids, d.text, false, "") : CompletionChunk(st->ids, d.text, ""))) {
+    } else if (!d.text.empty() && !sse.Data(text_chunk(d.text))) {
       return false;
     }
     if (!u.done && !d.stopped) return true;
@@ -355,6 +422,7 @@ void HttpServer::ReplyStream(Response& res, const GenerationRequest& g, const Ad
       return true;
     }
     if (st->tools && !st->calls.calls().empty() && std::string_view(finish) == "stop") finish = "tool_calls";
+    if (st->top_logprobs >= 0 && !st->lps.empty() && !d.stopped && !sse.Data(text_chunk(""))) return false;
     if (!sse.Data(st->chat ? ChatChunk(st->ids, "", false, finish) : CompletionChunk(st->ids, "", finish)))
       return false;
     const Usage usage{.prompt_tokens = st->n_prompt,

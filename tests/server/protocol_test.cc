@@ -77,7 +77,7 @@ TEST(Protocol, ChatErrorsNameTheField) {
       {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"temperature\": -0.1}", "temperature"},
       {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"top_p\": 0}", "top_p"},
       {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"top_p\": 1.5}", "top_p"},
-      {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"n\": 2}", "n"},
+      {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"n\": 17}", "n"},
       {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"seed\": 1.5}", "seed"},
       {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"stop\": [\"a\",\"b\",\"c\",\"d\",\"e\"]}", "stop"},
       {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"stop\": [\"\"]}", "stop"},
@@ -89,7 +89,7 @@ TEST(Protocol, ChatErrorsNameTheField) {
        "{\"include_usage\":1}}",
        "stream_options.include_usage"},
       {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"model\": 3}", "model"},
-      {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"logprobs\": true}", "logprobs"},
+      {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"top_logprobs\": 3}", "top_logprobs"},
       {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"tools\": [{\"type\":\"function\"}]}",
        "tools[0].function"},
       {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"tools\": {}}", "tools"},
@@ -102,7 +102,9 @@ TEST(Protocol, ChatErrorsNameTheField) {
        "{\"type\":\"function\",\"function\":{\"name\":\"g\"}}}",
        "tool_choice"},
       {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"functions\": [{\"name\":\"f\"}]}", "functions"},
-      {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"presence_penalty\": 0.5}", "presence_penalty"},
+      {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"presence_penalty\": 2.5}", "presence_penalty"},
+      {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"logit_bias\": {\"a\": 1}}", "logit_bias"},
+      {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"logit_bias\": {\"5\": 101}}", "logit_bias"},
       {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"response_format\": {\"type\":\"xml\"}}",
        "response_format.type"},
       {"{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}], \"response_format\": {\"type\":\"json_schema\"}}",
@@ -186,7 +188,7 @@ TEST(Protocol, CompletionPrompts) {
   EXPECT_EQ(ErrorOf(ParseCompletion(R"({"prompt":[1,-2]})")).param, "prompt");
   EXPECT_EQ(ErrorOf(ParseCompletion(R"({"prompt":{}})")).param, "prompt");
   EXPECT_EQ(ErrorOf(ParseCompletion(R"({"max_tokens":3})")).param, "prompt");
-  EXPECT_EQ(ErrorOf(ParseCompletion(R"({"prompt":"x","echo":true})")).param, "echo");
+  EXPECT_EQ(ErrorOf(ParseCompletion(R"({"prompt":"x","echo":true,"logprobs":2})")).param, "echo");
 }
 
 TEST(Protocol, ContextRequests) {

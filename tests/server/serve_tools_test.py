@@ -1,7 +1,8 @@
-"""Tools and structured output on `chorus serve` (issue 41), driven by real clients from PyPI on
-127.0.0.1: the `openai` client (parallel tool calls whole and streamed, with each call's index, id
-and name in its first delta; a named tool_choice; response_format json_schema; an unsupported
-schema feature is a 400 naming it) and the OpenAI Agents SDK (`openai-agents`), unchanged, running
+"""Tools, structured output and sampling fields on `chorus serve` (issue 41), driven by real clients
+from PyPI on 127.0.0.1: the `openai` client (parallel tool calls whole and streamed, with each call's
+index, id and name in its first delta; a named tool_choice; response_format json_schema, 208 answers
+sampled at temperature 1 validated with `jsonschema`; an unsupported schema feature is a 400 naming
+it; logprobs and top_logprobs whole and streamed, logit_bias, frequency_penalty, n, echo) and the OpenAI Agents SDK (`openai-agents`), unchanged, running
 a multi-agent workflow: a hand-off, an agent calling two tools in one turn, and an agent returning a
 pydantic-typed structured output. Greedy decoding (temperature 0), so a run is repeatable.
 
@@ -129,6 +130,71 @@ class ServeTools(unittest.TestCase):
         with self.assertRaises(openai.BadRequestError) as e:
             self.chat(tools=bad_tool, tool_choice="required")
         self.assertIn("'not'", str(e.exception))
+
+    def test_json_schema_answers_validate_when_sampled(self):
+        import jsonschema
+        schema = {"type": "object", "additionalProperties": False, "required": ["name", "mood", "age", "tags"],
+                  "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 12},
+                                 "mood": {"enum": ["happy", "sad", "calm"]},
+                                 "age": {"type": "integer", "minimum": 0, "maximum": 120},
+                                 "tags": {"type": "array", "maxItems": 3,
+                                          "items": {"type": "string", "maxLength": 8}}}}
+        answers = []
+        for seed in range(13):  # 13 requests x n = 16: 208 answers sampled at temperature 1
+            r = self.c.chat.completions.create(
+                model=self.model, messages=[{"role": "user", "content": "Invent a person as JSON."}], n=16,
+                temperature=1.0, seed=seed, max_tokens=100,
+                response_format={"type": "json_schema", "json_schema": {"name": "p", "strict": True, "schema": schema}})
+            self.assertEqual(len(r.choices), 16)
+            self.assertEqual(sorted(c.index for c in r.choices), list(range(16)))
+            answers += [c.message.content for c in r.choices if c.finish_reason == "stop"]
+        self.assertGreaterEqual(len(answers), 200)
+        for a in answers:
+            jsonschema.validate(json.loads(a), schema)
+        print(f"  {len(answers)} sampled json_schema answers, all valid; {len(set(answers))} distinct")
+
+    def test_logprobs_penalties_bias_and_echo(self):
+        q = [{"role": "user", "content": "Name three colours."}]
+        r = self.c.chat.completions.create(model=self.model, messages=q, temperature=0, max_tokens=8, logprobs=True,
+                                           top_logprobs=3)
+        lp = r.choices[0].logprobs.content
+        self.assertEqual(len(lp), r.usage.completion_tokens)
+        self.assertEqual("".join(t.token for t in lp), r.choices[0].message.content)
+        for t in lp:  # greedy: the token taken is the most likely one
+            self.assertEqual(len(t.top_logprobs), 3)
+            self.assertAlmostEqual(t.logprob, t.top_logprobs[0].logprob, places=5)
+            self.assertLessEqual(t.logprob, 0.0)
+        streamed = []
+        for chunk in self.c.chat.completions.create(model=self.model, messages=q, temperature=0, max_tokens=8,
+                                                    logprobs=True, top_logprobs=3, stream=True):
+            if chunk.choices and chunk.choices[0].logprobs:
+                streamed += chunk.choices[0].logprobs.content
+        self.assertEqual([(t.token, round(t.logprob, 4)) for t in streamed],
+                         [(t.token, round(t.logprob, 4)) for t in lp])
+        # logit_bias +100 on one token: every token is that one.
+        word = self.c.completions.create(model=self.model, prompt="Hello", max_tokens=6, temperature=0, logprobs=1,
+                                         logit_bias={"28": 100})
+        self.assertEqual(len(set(word.choices[0].logprobs.tokens)), 1, word.choices[0].logprobs.tokens)
+        # frequency_penalty breaks the loop the greedy answer falls into: its most repeated token repeats less.
+        from collections import Counter
+        rep = [{"role": "user", "content": "Write the word cat ten times."}]
+        def most_repeated(**kw):
+            r = self.chat(messages=rep, max_tokens=40, logprobs=True, **kw)
+            return max(Counter(t.token for t in r.choices[0].logprobs.content).values())
+        self.assertGreater(most_repeated(), most_repeated(frequency_penalty=2.0))
+        # n greedy choices are the same answer; echo puts the prompt first.
+        many = self.chat(messages=q, max_tokens=8, n=3)
+        self.assertEqual(len({c.message.content for c in many.choices}), 1)
+        self.assertEqual(many.usage.completion_tokens, 3 * r.usage.completion_tokens)
+        e = self.c.completions.create(model=self.model, prompt="The capital of France is", max_tokens=3, echo=True,
+                                      temperature=0)
+        self.assertTrue(e.choices[0].text.startswith("The capital of France is"))
+        with self.assertRaises(openai.BadRequestError) as err:
+            self.chat(messages=q, n=17)
+        self.assertIn("'n'", str(err.exception))
+        with self.assertRaises(openai.BadRequestError) as err:
+            self.chat(messages=q, logit_bias={"999999999": 5})
+        self.assertIn("logit_bias", str(err.exception))
 
     def test_agents_sdk_workflow(self):
         from pydantic import BaseModel
