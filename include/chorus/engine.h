@@ -175,6 +175,10 @@ struct AgentOptions {
   // AgentState::logprobs: the log-probability of every token emitted and of the `top_logprobs`
   // most likely ones (0-20), under the adjusted logits at temperature 1. -1: none kept.
   int top_logprobs = -1;
+  // When it finishes, the answer's full blocks join its prompt's in the prefix cache, keyed by the
+  // prompt + answer tokens, so a request whose prompt continues them (a stored conversation's next
+  // turn) borrows them instead of prefilling. Models with sliding-window layers keep prompts only.
+  bool cache_answer = false;
 };
 
 // One generated token's log-probability and its most likely alternatives (AgentOptions::top_logprobs).

@@ -250,6 +250,28 @@ void Scheduler::AttachDueSegments(Request& a) {
   }
 }
 
+// AgentOptions::cache_answer: the sealed blocks after the prompt's, under keys chained over the prompt
+// and the answer (only when every prompt block went in, no segment was attached, and no layer is
+// windowed: a windowed layer has freed its old blocks).
+void Scheduler::InsertAnswerBlocks(Request& a) {
+  const ModelConfig& c = core_.model->config();
+  const size_t prompt_blocks = a.prompt.size() / kBlockTokens;
+  if (!a.options.cache_answer || !a.cacheable || a.inserted < prompt_blocks || a.segments.first_at() < a.prompt.size())
+    return;
+  for (size_t l = 0; l < c.n_layer; ++l)
+    if (c.is_local(l)) return;
+  std::vector<int32_t> run = a.prompt;  // the tokens whose KV the sequence holds
+  run.insert(run.end(), a.state.tokens.begin(), a.state.tokens.end());
+  run.resize(std::min(run.size(), a.seq->size()));
+  const std::vector<uint64_t> keys = PrefixCache::Keys(run, core_.salt);
+  const size_t upto = std::min(a.seq->sealed_blocks(0), keys.size());
+  std::vector<BlockId> ids(c.n_layer);
+  for (size_t j = a.inserted; j < upto; ++j) {
+    for (size_t l = 0; l < c.n_layer; ++l) ids[l] = a.seq->block(l, j);
+    if (!core_.cache->Insert(keys[j], j ? keys[j - 1] : 0, ids) && !core_.cache->Blocks(keys[j])) break;
+  }
+}
+
 void Scheduler::InsertPromptBlocks(AgentId id, Request& a) {
   if (!a.cacheable || !a.seq) return;
   const size_t L = core_.model->config().n_layer;
@@ -400,6 +422,7 @@ void Scheduler::Finish(AgentId id, StopReason why, std::string error) {
   if (a.seq) {
     a.state.peak_private_bytes = std::max(a.state.peak_private_bytes, core_.SequenceOwnBytes(*a.seq));
     InsertPromptBlocks(id, a);  // what it sealed of its prompt stays useful to others
+    if (why != StopReason::kError && why != StopReason::kCancelled) InsertAnswerBlocks(a);
     a.segments.Clear();         // runs not attached yet: their blocks go back to the cache
     a.EndSequence();            // its policies' entries, then its private blocks back to the pool
   }

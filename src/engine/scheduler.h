@@ -65,6 +65,7 @@ class Scheduler {
   Status PrefillNow(AgentId id, Request& a);
   // Offers the request's newly sealed prompt blocks to the prefix cache (the exact ones: those
   // before its first attached segment), each also under its content key.
+  void InsertAnswerBlocks(Request& a);
   void InsertPromptBlocks(AgentId id, Request& a);
   // Whether a request reuses segments (its option, the engine's, and a policy that allows it).
   bool UsesSegments(const Request& a) const;

@@ -4,11 +4,13 @@
 namespace chorus::server {
 
 void Channel::Publish(std::string_view delta, size_t completion_tokens, size_t cached_tokens, size_t reused_tokens,
-                      StopReason stop, std::string_view error, std::span<const TokenLogprob> logprobs) {
+                      StopReason stop, std::string_view error, std::span<const TokenLogprob> logprobs,
+                      std::span<const int32_t> tokens) {
   std::lock_guard lock(mu_);
   if (pending_.done) return;
   pending_.delta.append(delta);
   pending_.logprobs.insert(pending_.logprobs.end(), logprobs.begin(), logprobs.end());
+  pending_.tokens.insert(pending_.tokens.end(), tokens.begin(), tokens.end());
   bytes_published_ += delta.size();
   pending_.completion_tokens = completion_tokens;
   pending_.cached_tokens = cached_tokens;
@@ -40,6 +42,8 @@ void Channel::MoveOut(ChannelUpdate* u) {
   pending_.delta.clear();  // moved-from: make it empty for the next appends
   u->logprobs = std::move(pending_.logprobs);
   pending_.logprobs.clear();
+  u->tokens = std::move(pending_.tokens);
+  pending_.tokens.clear();
   u->completion_tokens = pending_.completion_tokens;
   u->cached_tokens = pending_.cached_tokens;
   u->reused_tokens = pending_.reused_tokens;

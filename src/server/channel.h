@@ -35,6 +35,7 @@ struct ChannelUpdate {
   std::string error;                    // with stop == kError
   int error_status = 500;               // HTTP status for errors before the first token
   std::vector<TokenLogprob> logprobs;   // the new tokens' (AgentOptions::top_logprobs >= 0), like delta
+  std::vector<int32_t> tokens;          // the new tokens' ids, like delta
 };
 
 class Channel {
@@ -52,7 +53,7 @@ class Channel {
   // critical section (the reader sees the last text and the end together). Ignored once finished.
   void Publish(std::string_view delta, size_t completion_tokens, size_t cached_tokens, size_t reused_tokens,
                StopReason stop = StopReason::kNone, std::string_view error = {},
-               std::span<const TokenLogprob> logprobs = {});
+               std::span<const TokenLogprob> logprobs = {}, std::span<const int32_t> tokens = {});
   // Finishes without new text (refused, cancelled while queued, shutdown). First call wins.
   void Finish(StopReason stop, std::string_view error, int error_status);
 

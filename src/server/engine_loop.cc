@@ -169,7 +169,9 @@ void EngineLoop::Run() {
       // tokens) reads as an error, as the reader maps it (OpenAiFinishReason).
       l.ch->Publish(std::string_view(st->text).substr(l.sent_bytes), st->tokens.size(), st->cached_tokens,
                     st->reused_tokens, st->done ? st->stop : StopReason::kNone, st->error,
-                    std::span(st->logprobs).subspan(std::min(l.sent_logprobs, st->logprobs.size())));
+                    std::span(st->logprobs).subspan(std::min(l.sent_logprobs, st->logprobs.size())),
+                    std::span(st->tokens).subspan(std::min(l.sent_tokens, st->tokens.size())));
+      l.sent_tokens = st->tokens.size();
       l.sent_bytes = st->text.size();
       l.sent_logprobs = st->logprobs.size();
       if (st->done) {

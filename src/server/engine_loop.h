@@ -84,6 +84,7 @@ class EngineLoop {
     std::shared_ptr<Channel> ch;
     size_t seen_tokens = 0;
     size_t sent_bytes = 0;  // of the engine's text, published to ch already
+    size_t sent_tokens = 0;    // of the engine's token ids, published already
     size_t sent_logprobs = 0;  // of the engine's logprobs, published already
     Clock::time_point last_token;
     Clock::time_point first_token;  // when seen_tokens became > 0

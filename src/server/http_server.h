@@ -1,7 +1,8 @@
 // HttpServer: the OpenAI-compatible HTTP endpoints of `chorus serve` over cpp-httplib. Each request
 // is parsed and validated on its HTTP thread (protocol.h), tokenized, handed to the EngineLoop, and
 // answered from its Channel — as one JSON object or as server-sent events. Uses include/chorus only.
-// Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, POST|GET /v1/contexts,
+// Endpoints: POST /v1/chat/completions, POST /v1/completions, POST /v1/responses, GET|DELETE
+// /v1/responses/{id}, GET /v1/models, POST|GET /v1/contexts,
 // DELETE /v1/contexts/{id}, GET /health, GET /metrics (Prometheus text), GET /v1/state (the
 // dashboard's JSON, under the API key), GET /dashboard (+ /dashboard/app.js, /dashboard/style.css:
 // the page, embedded in the binary). One handler per route (routes.cc); the generation handlers
@@ -25,6 +26,7 @@
 #include "engine_loop.h"  // EngineLoop
 #include "metrics.h"      // ServerMetrics
 #include "protocol.h"     // ApiError, Endpoint, GenerationRequest
+#include "responses.h"    // ResponseStore, StoredResponse
 
 namespace httplib {
 class Server;
@@ -81,7 +83,14 @@ class HttpServer {
   void HandleGenerate(const Request& req, Response& res, Endpoint ep);
   // The steps of HandleGenerate: the prompt's tokens and the checks against the context and the
   // KV budget (an ApiError when they fail); then one answer or a stream of events.
-  std::variant<Admission, ApiError> Admit(const GenerationRequest& g, Endpoint ep);
+  // prev: the stored response a Responses request continues (its tokens are reused when the new
+  // prompt's text extends its text).
+  std::variant<Admission, ApiError> Admit(const GenerationRequest& g, Endpoint ep,
+                                          const StoredResponse* prev = nullptr);
+  // The Responses API (routes_responses.cc).
+  void HandleCreateResponse(const Request& req, Response& res);
+  void HandleGetResponse(const Request& req, Response& res);
+  void HandleDeleteResponse(const Request& req, Response& res);
   void ReplyWhole(const Request& req, Response& res, const GenerationRequest& g, const Admission& a);
   void ReplyStream(Response& res, const GenerationRequest& g, const Admission& a);
   Engine& engine_;
@@ -95,6 +104,7 @@ class HttpServer {
   // Pinned contexts' texts by id, for chorus_context content parts; under contexts_mu_.
   std::mutex contexts_mu_;
   std::map<ContextId, std::string> context_text_;
+  ResponseStore responses_{4096};  // stored responses (previous_response_id), thread-safe
   // GET /v1/state: one snapshot a second at most, whoever asks (the answer is cached).
   std::mutex state_mu_;
   std::string state_body_;

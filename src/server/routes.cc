@@ -10,6 +10,7 @@
 #include <ctime>
 #include <random>
 
+#include "admission.h"    // HttpServer::Admission
 #include "dashboard.h"    // StateJson
 #include "sse_writer.h"   // SseWriter
 #include "text_stream.h"  // TextStream
@@ -135,15 +136,6 @@ void HttpServer::HandleDeleteContext(const Request& req, Response& res) {
 
 // ---- generation ----
 
-struct HttpServer::Admission {
-  std::shared_ptr<Channel> ch;  // prompt, options, ids set; not yet enqueued
-  std::vector<std::shared_ptr<Channel>> more;  // choices 1..n-1: the same prompt, seed + i
-  size_t n_prompt = 0;
-  size_t need = 0;     // the KV bytes EstimateBytes projects
-  EngineGauges gauge;  // when it was admitted (the 503 message quotes it)
-  ResponseIds ids;
-};
-
 void HttpServer::HandleGenerate(const Request& req, Response& res, Endpoint ep) {
   if (!Authorized(req, res)) return;
   auto count = [&](int status) { metrics_.CountRequest(req.path, status); };
@@ -176,7 +168,8 @@ void HttpServer::HandleGenerate(const Request& req, Response& res, Endpoint ep) 
   ReplyStream(res, g, a);
 }
 
-std::variant<HttpServer::Admission, ApiError> HttpServer::Admit(const GenerationRequest& g, Endpoint ep) {
+std::variant<HttpServer::Admission, ApiError> HttpServer::Admit(const GenerationRequest& g, Endpoint ep,
+                                                                const StoredResponse* prev) {
   const size_t n_ctx = engine_.context_size();
   const char* prompt_param = ep == Endpoint::kChat ? "messages" : "prompt";
   Admission a{.ch = std::make_shared<Channel>()};
@@ -203,7 +196,14 @@ std::variant<HttpServer::Admission, ApiError> HttpServer::Admit(const Generation
     for (auto& [role, content] : RenderTurns(g, contents)) turns.push_back({role, std::move(content)});
     auto text = engine_.RenderChat(turns);
     if (!text.ok()) return ApiError{.message = text.status().message(), .param = "messages"};
-    ch.prompt = engine_.Tokenize(*text, /*add_special=*/true, /*parse_special=*/true);
+    a.prompt_text = *text;
+    if (prev && !prev->tokens.empty() && text->starts_with(prev->text)) {  // the stored KV's tokens, then the rest
+      ch.prompt = prev->tokens;
+      const auto rest = engine_.Tokenize(std::string_view(*text).substr(prev->text.size()), false, true);
+      ch.prompt.insert(ch.prompt.end(), rest.begin(), rest.end());
+    } else {
+      ch.prompt = engine_.Tokenize(*text, /*add_special=*/true, /*parse_special=*/true);
+    }
   } else if (!g.prompt_tokens.empty()) {
     for (int32_t t : g.prompt_tokens)
       if (static_cast<size_t>(t) >= engine_.vocab_size())

@@ -178,3 +178,38 @@ INSTANTIATE_TEST_SUITE_P(Policies, ManyRequests, ::testing::Values("chorus", "co
 
 }  // namespace
 }  // namespace chorus
+
+namespace chorus {
+namespace {
+
+// cache_answer: the next turn's prompt (prompt + answer + new text) borrows the answer's full
+// blocks too (held in the private formats: a cold run of that prompt would hold the shared ones).
+TEST(Scheduler, CachedAnswerBlocksServeTheNextTurn) {
+  auto e = testing_doc::OpenEngine({});
+  const auto p1 = Prompt(*e, 1, "Who ruled?");
+  auto a = e->Submit(p1, {.max_tokens = 80, .ignore_eog = true, .cache_answer = true});
+  ASSERT_TRUE(a.ok());
+  RunAll(*e);
+  std::vector<int32_t> p2 = p1;
+  const auto& answer = e->agent(*a)->tokens;
+  p2.insert(p2.end(), answer.begin(), answer.end());
+  const auto more = e->Tokenize("\nQuestion: and then?\nAnswer:", false, false);
+  p2.insert(p2.end(), more.begin(), more.end());
+  auto b = e->Submit(p2, {.max_tokens = 8});
+  RunAll(*e);
+  const size_t held = p1.size() + answer.size() - 1;  // the last answer token has no KV
+  EXPECT_EQ(e->agent(*b)->cached_tokens, held / 32 * 32);
+  EXPECT_GT(held / 32, p1.size() / 32);  // more than the prompt's blocks
+  EXPECT_EQ(e->agent(*b)->stop, StopReason::kMaxTokens);
+  // Without cache_answer only the prompt's blocks are there.
+  auto e2 = testing_doc::OpenEngine({});
+  auto a2 = e2->Submit(p1, {.max_tokens = 80, .ignore_eog = true});
+  RunAll(*e2);
+  auto b2 = e2->Submit(p2, {.max_tokens = 8});
+  RunAll(*e2);
+  ASSERT_TRUE(a2.ok());
+  EXPECT_EQ(e2->agent(*b2)->cached_tokens, p1.size() / 32 * 32);
+}
+
+}  // namespace
+}  // namespace chorus

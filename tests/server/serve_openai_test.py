@@ -101,7 +101,7 @@ class ServeOpenAI(unittest.TestCase):
             (b"{not json", 400, None),
             (b"", 400, None),
             ({"model": "m"}, 400, "messages"),
-            ({"messages": [{"role": "user", "content": "x"}], "n": 2}, 400, "n"),
+            ({"messages": [{"role": "user", "content": "x"}], "n": 17}, 400, "n"),
             ({"messages": [{"role": "user", "content": "x"}], "max_tokens": -1}, 400, "max_tokens"),
             ({"messages": [{"role": "user", "content": "x"}], "max_tokens": 10 ** 9}, 400, "max_tokens"),
             ({"messages": [{"role": "user", "content": "x"}], "temperature": 3}, 400, "temperature"),

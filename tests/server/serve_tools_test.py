@@ -196,6 +196,61 @@ class ServeTools(unittest.TestCase):
             self.chat(messages=q, logit_bias={"999999999": 5})
         self.assertIn("logit_bias", str(err.exception))
 
+    def test_responses_resume_prefills_only_the_new_input(self):
+        import concurrent.futures as cf
+        doc = open(os.path.join(ROOT, "examples", "du_fu.txt")).read()[:3000]
+        r1 = self.c.responses.create(model=self.model, input=doc + "\n\nWhen was Du Fu born?",
+                                     instructions="Answer briefly.", max_output_tokens=40, temperature=0)
+        self.assertTrue(r1.id.startswith("resp_"))
+        held = r1.usage.input_tokens + r1.usage.output_tokens
+
+        def resume(q):
+            return self.c.responses.create(model=self.model, input=q, previous_response_id=r1.id,
+                                           max_output_tokens=16, temperature=0)
+
+        with cf.ThreadPoolExecutor(2) as ex:  # two branches of one conversation at once
+            a, b = ex.map(resume, ["And where?", "Who were his friends, and what did he write about?"])
+        for r in (a, b):
+            new = r.usage.input_tokens - held  # the new turn's tokens (the template's end of turn included)
+            prefilled = r.usage.input_tokens - r.usage.input_tokens_details.cached_tokens
+            self.assertGreater(new, 0)
+            self.assertLessEqual(prefilled, new + 31)  # the new input, from the last partial block of the answer on
+            self.assertEqual(r.previous_response_id, r1.id)
+            print(f"  resume: {r.usage.input_tokens} input tokens, {new} new, {prefilled} prefilled")
+        self.assertNotEqual(a.usage.input_tokens, b.usage.input_tokens)
+        self.assertEqual(self.c.responses.retrieve(a.id).id, a.id)
+        # Unknown, deleted and unstored ids are 404s that say so, never a fresh start.
+        nostore = self.c.responses.create(model=self.model, input="Hi", store=False, max_output_tokens=4)
+        self.c.responses.delete(b.id)
+        for gone in ("resp_unknown", b.id, nostore.id):
+            with self.assertRaises(openai.NotFoundError) as e:
+                resume_gone = self.c.responses.create(model=self.model, input="x", previous_response_id=gone)
+                del resume_gone
+            self.assertIn(gone, str(e.exception))
+        with self.assertRaises(openai.NotFoundError):
+            self.c.responses.retrieve(b.id)
+
+    def test_agents_sdk_workflow_on_the_responses_api(self):
+        from agents import Agent, ModelSettings, OpenAIResponsesModel, Runner, function_tool, set_tracing_disabled
+        set_tracing_disabled(True)
+        calls = []
+
+        @function_tool
+        def get_weather(city: str) -> str:
+            """The current weather in a city."""
+            calls.append(city)
+            return f"sunny in {city}"
+
+        model = OpenAIResponsesModel(model=self.model, openai_client=openai.AsyncOpenAI(
+            base_url=self.srv.url, api_key="-", max_retries=0, timeout=600))
+        agent = Agent(name="weather", instructions="Use get_weather.", tools=[get_weather], model=model,
+                      tool_use_behavior="stop_on_first_tool",
+                      model_settings=ModelSettings(tool_choice="required", parallel_tool_calls=False,
+                                                   temperature=0.0, max_tokens=60))
+        r = asyncio.run(Runner.run(agent, "Weather in Paris?", max_turns=3))
+        self.assertEqual(len(calls), 1, calls)
+        self.assertEqual(r.final_output, f"sunny in {calls[0]}")
+
     def test_agents_sdk_workflow(self):
         from pydantic import BaseModel
         from agents import (Agent, ModelSettings, OpenAIChatCompletionsModel, Runner, function_tool,

@@ -1,0 +1,105 @@
+// The Responses API's handlers (http_server.h): create (one answer, stored for
+// previous_response_id unless store is false), get and delete. A stored response keeps the
+// conversation's turns and the tokens its KV held; the answer's blocks stay in the prefix cache
+// (AgentOptions::cache_answer), so the next turn prefills only what is new.
+#include <fmt/format.h>
+#include <httplib.h>
+
+#include <algorithm>
+#include <ctime>
+
+#include "admission.h"  // HttpServer::Admission
+#include "http_server.h"
+#include "text_stream.h"  // IncompleteUtf8Tail
+#include "tools.h"        // ToolsActive, ToolCallParser
+
+namespace chorus::server {
+
+using json = nlohmann::json;
+
+void HttpServer::HandleCreateResponse(const Request& req, Response& res) {
+  if (!Authorized(req, res)) return;
+  auto count = [&](int status) { metrics_.CountRequest(req.path, status); };
+  const ProtocolLimits limits{.max_tokens = engine_.context_size(), .n_vocab = engine_.vocab_size()};
+  auto parsed = ParseResponsesRequest(req.body, limits);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return Reply(res, *e), count(e->status);
+  ResponsesRequest& r = std::get<ResponsesRequest>(parsed);
+  std::optional<StoredResponse> prev;
+  if (!r.previous_response_id.empty()) {
+    prev = responses_.Get(r.previous_response_id);
+    if (!prev) {
+      const bool evicted = responses_.WasEvicted(r.previous_response_id);
+      Reply(res, {.status = 404,
+                  .message = fmt::format("no stored response '{}'{}", r.previous_response_id,
+                                         evicted ? ": it was evicted (the server keeps the newest 4096)"
+                                                 : " (unknown, deleted, or created with store false)"),
+                  .param = "previous_response_id",
+                  .code = "response_not_found"});
+      return count(404);
+    }
+    std::vector<ChatTurn> turns = prev->turns;  // the conversation so far, then this request's turns
+    turns.insert(turns.end(), r.chat.messages.begin(), r.chat.messages.end());
+    r.chat.messages = std::move(turns);
+  }
+  auto admitted = Admit(r.chat, Endpoint::kChat, prev ? &*prev : nullptr);
+  if (auto* e = std::get_if<ApiError>(&admitted)) return Reply(res, *e), count(e->status);
+  Admission& a = std::get<Admission>(admitted);
+  a.ch->options.cache_answer = r.store;
+  a.ids.id = fmt::format("resp_{:016x}{}", static_cast<uint64_t>(std::time(nullptr)), next_id_++);
+  if (!loop_.Enqueue(a.ch)) {
+    res.set_header("Retry-After", fmt::format("{}", std::max(1, int(options_.retry_after_s + 0.5))));
+    Reply(res, {.status = 503,
+                .message = shutting_down_ ? "the server is shutting down" : "the queue is full: try again later",
+                .type = "server_error",
+                .code = "queue_full"});
+    return count(503);
+  }
+  std::string text;
+  std::vector<int32_t> tokens;
+  ChannelUpdate u;
+  do {
+    a.ch->Take(&u);
+    text += u.delta;
+    tokens.insert(tokens.end(), u.tokens.begin(), u.tokens.end());
+  } while (!u.done);
+  const char* finish = OpenAiFinishReason(u.stop, false);
+  if (!finish) {
+    Reply(res, {.status = u.error_status,
+                .message = u.error,
+                .type = u.error_status >= 500 ? "server_error" : "invalid_request_error"});
+    return count(u.error_status);
+  }
+  ToolCallParser calls;
+  if (ToolsActive(r.chat)) calls.Feed(text, /*done=*/true);
+  const std::string content = ToolsActive(r.chat) ? calls.content() : text;
+  const Usage usage{
+      .prompt_tokens = a.n_prompt, .completion_tokens = u.completion_tokens, .cached_tokens = u.cached_tokens};
+  const json object =
+      ResponseObject(a.ids.id, a.ids.created, options_.model_id, r, content, calls.calls(), finish, usage);
+  if (r.store) {
+    StoredResponse s{.object = object, .turns = r.chat.messages, .text = a.prompt_text + text, .tokens = a.ch->prompt};
+    s.turns.push_back({.role = "assistant", .content = content, .tool_calls = calls.calls()});
+    s.tokens.insert(s.tokens.end(), tokens.begin(), tokens.end());
+    responses_.Put(a.ids.id, std::move(s));
+  }
+  ReplyJson(res, object);
+  count(200);
+}
+
+void HttpServer::HandleGetResponse(const Request& req, Response& res) {
+  if (!Authorized(req, res)) return;
+  const std::string id = req.matches[1];
+  if (auto s = responses_.Get(id)) return ReplyJson(res, s->object);
+  Reply(res,
+        {.status = 404, .message = fmt::format("no stored response '{}'", id), .param = "id", .code = "not_found"});
+}
+
+void HttpServer::HandleDeleteResponse(const Request& req, Response& res) {
+  if (!Authorized(req, res)) return;
+  const std::string id = req.matches[1];
+  if (responses_.Delete(id)) return ReplyJson(res, {{"id", id}, {"object", "response"}, {"deleted", true}});
+  Reply(res,
+        {.status = 404, .message = fmt::format("no stored response '{}'", id), .param = "id", .code = "not_found"});
+}
+
+}  // namespace chorus::server
