@@ -2,9 +2,11 @@
 #include <fmt/format.h>
 #include <pthread.h>
 #include <signal.h>
+#include <filesystem>
 
 #include <thread>
 
+#include "chorus/embedder.h"     // Embedder
 #include "server/http_server.h"  // HttpServer
 #include "tools/common.h"
 #include "tools/policy_flags.h"  // PolicyFlags
@@ -21,6 +23,7 @@ struct ServeArgs {
   std::string kv_store, kv_store_queue = "64M";
   int kv_store_timeout_ms = 200;
   std::string reuse;  // "" = the engine's default
+  std::string embedding_model;  // "" = all-MiniLM-L6-v2 next to the model, if installed
   double repair = SegmentOptions{}.repair;
   size_t max_queue = 64, max_running = 64, prefill_chunk = 256, max_tokens = 1024, max_body = 8 << 20;
 };
@@ -82,6 +85,22 @@ int RunServe(const ServeArgs& a) {
   server::HttpServer http(engine, {.host = a.host, .port = a.port, .api_key = a.api_key, .max_queue = a.max_queue,
                                    .max_body_bytes = a.max_body, .default_max_tokens = a.max_tokens, .model_id = id,
                                    .max_running = a.max_running});
+  // POST /v1/embeddings: the flag's encoder, else the one scripts/fetch_encoder.sh put next to the model.
+  std::string emb_dir = a.embedding_model;
+  if (emb_dir.empty()) {
+    const std::string beside = std::filesystem::path(a.model).parent_path() / "all-MiniLM-L6-v2";
+    if (std::filesystem::exists(std::filesystem::path(beside) / "config.json")) emb_dir = beside;
+  }
+  if (!emb_dir.empty()) {
+    auto emb = Embedder::Open(emb_dir, 1);
+    if (!emb.ok()) return Fail(emb.status().Context("--embedding-model"));
+    std::fprintf(stderr, "chorus serve: /v1/embeddings with %s (%zu dims)\n", (*emb)->name().c_str(), (*emb)->dim());
+    http.SetEmbedder(std::move(emb).value());
+  } else {
+    std::fprintf(stderr,
+                 "chorus serve: no embedding model (scripts/fetch_encoder.sh, or --embedding-model DIR): "
+                 "/v1/embeddings answers 404\n");
+  }
   if (Status s = http.Bind(); !s.ok()) return Fail(s);
   std::printf("chorus serve: http://%s:%d/v1  (model %s, context %zu, KV budget %s, policy %s, %d threads%s%s%s)\n",
               a.host.c_str(), http.port(), id.c_str(), engine.context_size(), a.pol.budget.c_str(),
@@ -108,11 +127,13 @@ RunFn AddServe(CLI::App& app) {
   auto a = std::make_shared<ServeArgs>();
   CLI::App* cmd = app.add_subcommand(
       "serve",
-      "OpenAI-compatible HTTP server (POST /v1/chat/completions, /v1/completions, GET /v1/models, /health, /metrics; "
+      "OpenAI-compatible HTTP server (POST /v1/chat/completions, /v1/completions, /v1/responses, /v1/embeddings, GET "
+      "/v1/models, /health, /metrics; "
       "chorus extension: /v1/contexts). A live dashboard of the KV cache is at GET /dashboard (KV budget, requests, "
       "shared blocks, precision maps, throughput and TTFT; served from the binary, polls once a second; with "
       "--api-key open /dashboard#key=KEY); its data is GET /v1/state (JSON, under the API key, sampled at most once "
-      "a second: docs/ARCHITECTURE.md, 'Serving: the dashboard'). Every prompt is cut into 32-token blocks keyed by content: a request whose "
+      "a second: docs/ARCHITECTURE.md, 'Serving: the dashboard'). Every prompt is cut into 32-token blocks keyed by "
+      "content: a request whose "
       "leading blocks another request (running or finished) or a pinned context already holds reuses them, compressed, "
       "and prefills only the rest. Example: chorus serve -m model.gguf --port 8080, then "
       "OpenAI(base_url=\"http://127.0.0.1:8080/v1\", api_key=\"-\").");
@@ -121,6 +142,9 @@ RunFn AddServe(CLI::App& app) {
   cmd->add_option("--port", a->port, "TCP port (0 = any free port, printed at start)")
       ->check(CLI::Range(0, 65535))->capture_default_str();
   cmd->add_option("--api-key", a->api_key, "require \"Authorization: Bearer KEY\" on /v1/*");
+  cmd->add_option("--embedding-model", a->embedding_model,
+                  "sentence-transformers directory for POST /v1/embeddings (default: all-MiniLM-L6-v2 next to the "
+                  "model, from scripts/fetch_encoder.sh)");
   AddPolicyFlags(cmd, a->pol,
                  {.default_spec = "chorus",
                   .budget_any_policy = true,

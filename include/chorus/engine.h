@@ -409,6 +409,9 @@ class Engine {
   const std::string& model_name() const;
   // Hex digest of the model and every KV setting that changes stored bytes (prefix keys use it).
   std::string fingerprint() const;
+  // The KV settings in force, for /v1/models: {"policy", "private_k", "private_v", "window",
+  // "budget_bytes", "sink_blocks"} as a JSON object's text.
+  std::string KvSettings() const;
   EngineStats Stats() const;
 
   // Teacher-forced scoring of `text` as the continuation of a context (perplexity protocol):

@@ -580,4 +580,12 @@ size_t Engine::vocab_size() const { return impl_->core().model->config().n_vocab
 const std::string& Engine::model_name() const { return impl_->core().model->config().name; }
 std::string Engine::fingerprint() const { return fmt::format("{:016x}", impl_->core().salt); }
 
+std::string Engine::KvSettings() const {
+  const EngineCore& c = impl_->core();
+  return fmt::format(R"({{"policy": "{}", "private_k": "{}", "private_v": "{}", "window": "{}", "budget_bytes": {}, )"
+                     R"("sink_blocks": {}}})",
+                     FormatSpec(c.options.policy), c.options.private_k, c.options.private_v,
+                     WindowFormatName(c.store->options().window), c.options.kv_budget_bytes, c.shared_cfg.sink_blocks);
+}
+
 }  // namespace chorus

@@ -128,6 +128,7 @@ void HttpServer::Routes() {
          [this](const Request& req, Response& res) { HandleGenerate(req, res, Endpoint::kChat); });
   s.Post("/v1/completions",
          [this](const Request& req, Response& res) { HandleGenerate(req, res, Endpoint::kCompletion); });
+  s.Post("/v1/embeddings", [this](const Request& req, Response& res) { HandleEmbeddings(req, res); });
   s.Post("/v1/responses", [this](const Request& req, Response& res) { HandleCreateResponse(req, res); });
   s.Get(R"(/v1/responses/([^/]+))", [this](const Request& req, Response& res) { HandleGetResponse(req, res); });
   s.Delete(R"(/v1/responses/([^/]+))", [this](const Request& req, Response& res) { HandleDeleteResponse(req, res); });

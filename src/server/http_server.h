@@ -22,6 +22,7 @@
 #include <string>
 #include <variant>
 
+#include "chorus/embedder.h"
 #include "chorus/engine.h"
 #include "engine_loop.h"  // EngineLoop
 #include "metrics.h"      // ServerMetrics
@@ -61,6 +62,8 @@ class HttpServer {
   // Every stream in flight gets a final error event, then the listener stops. Thread-safe.
   void Shutdown(const std::string& reason = "the server is shutting down");
   ServerMetrics& metrics() { return metrics_; }
+  // POST /v1/embeddings answers with it (before Serve; without one that route is a 404).
+  void SetEmbedder(std::unique_ptr<Embedder> e) { embedder_ = std::move(e); }
 
  private:
   using Request = httplib::Request;
@@ -91,6 +94,7 @@ class HttpServer {
   void HandleCreateResponse(const Request& req, Response& res);
   void HandleGetResponse(const Request& req, Response& res);
   void HandleDeleteResponse(const Request& req, Response& res);
+  void HandleEmbeddings(const Request& req, Response& res);
   void ReplyWhole(const Request& req, Response& res, const GenerationRequest& g, const Admission& a);
   void ReplyStream(Response& res, const GenerationRequest& g, const Admission& a);
   Engine& engine_;
@@ -104,6 +108,8 @@ class HttpServer {
   // Pinned contexts' texts by id, for chorus_context content parts; under contexts_mu_.
   std::mutex contexts_mu_;
   std::map<ContextId, std::string> context_text_;
+  std::mutex embedder_mu_;  // one embedding call at a time
+  std::unique_ptr<Embedder> embedder_;
   ResponseStore responses_{4096};  // stored responses (previous_response_id), thread-safe
   // GET /v1/state: one snapshot a second at most, whoever asks (the answer is cached).
   std::mutex state_mu_;

@@ -31,6 +31,12 @@ std::string Preview(const std::string& text, size_t max = 160) {
   return text.substr(0, n) + "\u2026";
 }
 
+// The embedding model's id: its name without the directory ("all-MiniLM-L6-v2").
+std::string EmbedderId(const Embedder& e) {
+  const std::string n = e.name();
+  return n.substr(0, n.find(" ("));
+}
+
 json ContextJson(ContextId id, size_t tokens, size_t bytes, const std::string& fingerprint) {
   return json{{"id", fmt::format("ctx-{}", id)},
               {"object", "context"},
@@ -68,12 +74,93 @@ void HttpServer::HandleState(const Request& req, Response& res) {
 
 void HttpServer::HandleModels(const Request& req, Response& res) {
   if (!Authorized(req, res)) return;
+  json data = json::array({{{"id", options_.model_id},
+                            {"object", "model"},
+                            {"created", UnixNow()},
+                            {"owned_by", "chorus"},
+                            {"context_length", engine_.context_size()},
+                            {"kv", json::parse(engine_.KvSettings())}}});
+  if (embedder_)
+    data.push_back({{"id", EmbedderId(*embedder_)},
+                    {"object", "model"},
+                    {"created", UnixNow()},
+                    {"owned_by", "chorus"},
+                    {"dimensions", embedder_->dim()},
+                    {"context_length", embedder_->max_tokens()}});
+  ReplyJson(res, {{"object", "list"}, {"data", data}});
+}
+
+// POST /v1/embeddings: {"input": text or [texts], "encoding_format": "float" | "base64"}.
+void HttpServer::HandleEmbeddings(const Request& req, Response& res) {
+  if (!Authorized(req, res)) return;
+  auto bad = [&](int status, const std::string& param, const std::string& msg,
+                 const std::string& code = "invalid_value") {
+    Reply(res, {.status = status, .message = msg, .param = param, .code = code});
+    metrics_.CountRequest(req.path, status);
+  };
+  if (!embedder_)
+    return bad(404, "",
+               "no embedding model is loaded: start chorus serve with --embedding-model DIR "
+               "(scripts/fetch_encoder.sh installs all-MiniLM-L6-v2)",
+               "model_not_found");
+  const json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded() || !body.is_object())
+    return bad(400, "", "the request body must be a JSON object", "invalid_json");
+  std::vector<std::string> texts;
+  const auto in = body.find("input");
+  if (in == body.end() || in->is_null()) return bad(400, "input", "'input' is required", "missing_field");
+  if (in->is_string())
+    texts.push_back(in->get<std::string>());
+  else if (in->is_array() && !in->empty() &&
+           std::all_of(in->begin(), in->end(), [](const json& x) { return x.is_string(); }))
+    for (const json& x : *in) texts.push_back(x.get<std::string>());
+  else
+    return bad(400, "input",
+               "'input' must be a string or a non-empty array of strings (token ids are not accepted: "
+               "the embedding model has its own tokenizer)",
+               "invalid_type");
+  if (texts.size() > 2048) return bad(400, "input", fmt::format("at most 2048 inputs, got {}", texts.size()));
+  for (size_t i = 0; i < texts.size(); ++i)
+    if (texts[i].empty() || !IsValidUtf8(texts[i]))
+      return bad(400, fmt::format("input[{}]", i), "every input must be a non-empty UTF-8 string");
+  const std::string format = body.value("encoding_format", "float");
+  if (format != "float" && format != "base64")
+    return bad(400, "encoding_format", "'encoding_format' must be float or base64, got '" + format + "'");
+  if (const auto d = body.find("dimensions"); d != body.end() && !d->is_null() && *d != embedder_->dim())
+    return bad(400, "dimensions", fmt::format("this model gives {} dimensions only", embedder_->dim()));
+  Result<Embedder::Batch> batch = Status::Error("not run");
+  {
+    std::lock_guard lock(embedder_mu_);
+    batch = embedder_->Embed(texts);
+  }
+  if (!batch.ok()) return bad(500, "", batch.status().message(), "embedding_failed");
+  json data = json::array();
+  for (size_t i = 0; i < batch->vectors.size(); ++i) {
+    const std::vector<float>& v = batch->vectors[i];
+    json e = {{"object", "embedding"}, {"index", i}};
+    if (format == "float") {
+      e["embedding"] = v;
+    } else {  // little-endian float32 bytes, base64 (as OpenAI sends them)
+      static constexpr char k64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+      const auto* b = reinterpret_cast<const unsigned char*>(v.data());
+      const size_t n = v.size() * sizeof(float);
+      std::string out;
+      for (size_t k = 0; k < n; k += 3) {
+        const uint32_t x = b[k] << 16 | (k + 1 < n ? b[k + 1] << 8 : 0) | (k + 2 < n ? b[k + 2] : 0);
+        out += k64[x >> 18 & 63];
+        out += k64[x >> 12 & 63];
+        out += k + 1 < n ? k64[x >> 6 & 63] : '=';
+        out += k + 2 < n ? k64[x & 63] : '=';
+      }
+      e["embedding"] = out;
+    }
+    data.push_back(std::move(e));
+  }
   ReplyJson(res, {{"object", "list"},
-                  {"data", json::array({{{"id", options_.model_id},
-                                         {"object", "model"},
-                                         {"created", UnixNow()},
-                                         {"owned_by", "chorus"},
-                                         {"context_length", engine_.context_size()}}})}});
+                  {"data", data},
+                  {"model", EmbedderId(*embedder_)},
+                  {"usage", {{"prompt_tokens", batch->tokens}, {"total_tokens", batch->tokens}}}});
+  metrics_.CountRequest(req.path, 200);
 }
 
 // ---- contexts (chorus extension): pinned documents ----

@@ -251,6 +251,28 @@ class ServeTools(unittest.TestCase):
         self.assertEqual(len(calls), 1, calls)
         self.assertEqual(r.final_output, f"sunny in {calls[0]}")
 
+    def test_embeddings_and_models(self):
+        import math
+        models = {m.id: m for m in self.c.models.list().data}
+        self.assertEqual(models[self.model].model_extra["kv"]["policy"], "tq4/tq3")
+        self.assertGreater(models[self.model].model_extra["context_length"], 0)
+        self.assertIn("all-MiniLM-L6-v2", models)  # scripts/fetch_encoder.sh installs it next to the model
+        texts = ["Du Fu was a Tang dynasty poet.", "Li Bai wrote Chinese poems.", "The stock market fell today."]
+        e = self.c.embeddings.create(model="all-MiniLM-L6-v2", input=texts, encoding_format="float")
+        self.assertEqual([d.index for d in e.data], [0, 1, 2])
+        v = [d.embedding for d in e.data]
+        self.assertEqual({len(x) for x in v}, {384})
+        for x in v:
+            self.assertAlmostEqual(math.sqrt(sum(a * a for a in x)), 1.0, places=4)
+        cos = lambda a, b: sum(x * y for x, y in zip(a, b))
+        self.assertGreater(cos(v[0], v[1]), cos(v[0], v[2]) + 0.2)  # two poets are closer than a poet and stocks
+        self.assertGreater(e.usage.prompt_tokens, 10)
+        b64 = self.c.embeddings.create(model="all-MiniLM-L6-v2", input=texts[0])  # the client asks for base64
+        self.assertTrue(all(abs(a - b) < 1e-6 for a, b in zip(b64.data[0].embedding, v[0])))
+        for bad in ([1, 2, 3], "", []):
+            with self.assertRaises(openai.BadRequestError):
+                self.c.embeddings.create(model="all-MiniLM-L6-v2", input=bad, encoding_format="float")
+
     def test_agents_sdk_workflow(self):
         from pydantic import BaseModel
         from agents import (Agent, ModelSettings, OpenAIChatCompletionsModel, Runner, function_tool,
