@@ -31,6 +31,10 @@
 
 namespace chorus {
 
+// The sharing scope of requests and contexts that everyone may reuse (AgentOptions::scope,
+// ShareOptions::scope). Any other string names a scope of its own (a server: a tenant, a group).
+inline constexpr const char* kPublicScope = "";
+
 // EngineOptions::encoder_path value that selects Cocktail's fallback encoder explicitly.
 inline constexpr const char* kHiddenStateEncoder = "hidden-states";
 
@@ -148,6 +152,10 @@ struct AgentOptions {
   // Evaluations: AgentState::logits keeps the model's raw logit row of every token it emits
   // (n_vocab floats each: KLD against another configuration). Off: nothing is kept.
   bool capture_logits = false;
+  // The sharing scope (kPublicScope: everyone's). Every key of the KV a request computes or reads
+  // (prefix-cache blocks, segments, remote-store blocks) is salted with it: requests of one scope
+  // share, of two scopes never do. A scoped request also reads public contexts' blocks as segments.
+  std::string scope = kPublicScope;
 };
 
 
@@ -161,6 +169,8 @@ struct ShareOptions {
   size_t readers = 0;        // agents that will read the context (0: unknown)
   size_t reader_tokens = 0;  // own tokens of each (prompt + max_tokens); 0 with readers > 0 is an error
   std::function<void(size_t done, size_t total)> progress = {};
+  // Who may reuse its blocks (AgentOptions::scope). The same text in two scopes is two contexts.
+  std::string scope = kPublicScope;
 };
 
 using ContextId = uint64_t;

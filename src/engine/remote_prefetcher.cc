@@ -53,11 +53,11 @@ Status RemotePrefetcher::Open() {
   return Status::Ok();
 }
 
-std::string RemotePrefetcher::RemoteKey(uint64_t key) const {
-  return fmt::format("chorus:kv1:{:016x}:{:016x}", core_.salt, key);
+std::string RemotePrefetcher::RemoteKey(uint64_t key, const Scope& scope) const {
+  return fmt::format("chorus:kv2:{:016x}:{:016x}:{:016x}", core_.salt, scope.id, key);
 }
 
-void RemotePrefetcher::PublishBlock(uint64_t key, size_t index, std::span<const BlockId> ids) {
+void RemotePrefetcher::PublishBlock(uint64_t key, size_t index, std::span<const BlockId> ids, const Scope& scope) {
   if (!remote_) return;
   for (BlockId id : ids)
     if (id == kNoBlock) return;  // a sliding-window layer freed it: not a whole block
@@ -65,11 +65,13 @@ void RemotePrefetcher::PublishBlock(uint64_t key, size_t index, std::span<const 
   const KvGeometry g = core_.store->geometry();
   const BlockIdentity bid{.model = core_.model_fp,
                           .salt = core_.salt,
+                          .scope = scope.id,
                           .key = key,
                           .index = static_cast<uint32_t>(index),
                           .geometry = g,
                           .n_layer = c.n_layer};
-  remote_->Publish(RemoteKey(key), SerializeBlock(bid, core_.store->pool(), ids));  // a full queue counts the drop
+  remote_->Publish(RemoteKey(key, scope),
+                   SerializeBlock(bid, core_.store->pool(), ids));  // a full queue counts the drop
 }
 
 bool RemotePrefetcher::MaybeFetch(AgentId id, Request& a, size_t k) {
@@ -82,9 +84,10 @@ bool RemotePrefetcher::MaybeFetch(AgentId id, Request& a, size_t k) {
   f.keys.assign(a.keys.begin() + k, a.keys.begin() + want);
   f.first_block = k;
   f.parent = k ? a.keys[k - 1] : 0;
+  f.scope = a.scope;
   std::vector<std::string> names;
   names.reserve(f.keys.size());
-  for (uint64_t key : f.keys) names.push_back(RemoteKey(key));
+  for (uint64_t key : f.keys) names.push_back(RemoteKey(key, f.scope));
   a.fetch.ticket = remote_->StartFetch(std::move(names));
   core_.cache->MarkPending(id, f.keys);  // requests with the same prefix wait for these, not compute them
   fetches_.emplace(a.fetch.ticket, std::move(f));
@@ -126,6 +129,7 @@ void RemotePrefetcher::CollectFetches(const FindRequest& find, const MakeRoom& m
       const KvFormat vf = j < core_.shared_cfg.sink_blocks ? KvFormat::kF16 : core_.shared_cfg.v;
       const BlockIdentity bid{.model = core_.model_fp,
                               .salt = core_.salt,
+                              .scope = f.scope.id,
                               .key = key,
                               .index = static_cast<uint32_t>(j),
                               .geometry = g,
@@ -133,8 +137,8 @@ void RemotePrefetcher::CollectFetches(const FindRequest& find, const MakeRoom& m
       const BlockParse p = ParseBlock(*r.values[i], bid, kf, vf);
       if (!p.ok()) {
         rc.errors[std::string(BlockRejectName(p.reject))]++;
-        RemoteLog(
-            fmt::format("warning: kv-store block {} ({}) rejected: {}; computing it here", j, RemoteKey(key), p.why));
+        RemoteLog(fmt::format("warning: kv-store block {} ({}) rejected: {}; computing it here", j,
+                              RemoteKey(key, f.scope), p.why));
         break;
       }
       size_t cost = 0;

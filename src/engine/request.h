@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "chorus/engine.h"
+#include "engine/engine_core.h"     // Scope
 #include "engine/routing_policy.h"  // RoutingPolicy
 #include "engine/segments.h"        // SegmentPlan
 #include "kv/kv_store.h"            // KvSequence
@@ -93,6 +94,7 @@ struct Request {
   Timer timer;  // from admission
 
   // The prefix cache.
+  Scope scope;                 // options.scope: salts every key below, the remote store's too
   std::vector<uint64_t> keys;  // prefix keys of the prompt's full blocks
   bool cacheable = true;       // its prompt blocks may enter the prefix cache
   size_t inserted = 0;         // prompt blocks already in the cache

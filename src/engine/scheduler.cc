@@ -35,7 +35,8 @@ Result<AgentId> Scheduler::NewRequest(std::vector<int32_t> prompt, ContextId con
   Request a;
   a.context = context;
   a.cacheable = context == 0 || !contexts_.at(context).keys.empty();
-  if (a.cacheable) a.keys = PrefixCache::Keys(prompt, core_.salt);
+  a.scope = core_.ScopeOf(options.scope);
+  if (a.cacheable) a.keys = PrefixCache::Keys(prompt, a.scope.salt);
   a.sampler = std::make_unique<Sampler>(so);
   a.options = options;
   a.state.prompt_tokens = prompt.size();
@@ -111,7 +112,7 @@ Result<Scheduler::Admit> Scheduler::TryAdmit(AgentId id, Request& a) {
   SegmentPlan plan;
   if (UsesSegments(a))
     plan = PlanSegments(a.prompt, k * kBlockTokens, k ? a.keys[k - 1] : 0, *core_.cache, core_.store->pool(),
-                        core_.salt, core_.model->config().n_layer,
+                        a.scope.salt, core_.salt, core_.model->config().n_layer,
                         SegmentRepair{.fraction = core_.options.segments.repair,
                                       .min_tokens = core_.options.segments.repair_min_tokens});
   // Its own KV is the projection less the planned runs' blocks (prompt blocks: the shared formats).
@@ -191,7 +192,7 @@ Result<Scheduler::Admit> Scheduler::TryAdmit(AgentId id, Request& a) {
     const size_t exact = std::max(k, std::min(a.keys.size(), plan.first_at() / kBlockTokens));
     core_.cache->MarkPending(id, std::span<const uint64_t>(a.keys).subspan(k, exact - k));
     std::vector<uint64_t> contents;
-    for (size_t j = k; j < exact; ++j) contents.push_back(PrefixCache::BlockContentKey(a.prompt, j, core_.salt));
+    for (size_t j = k; j < exact; ++j) contents.push_back(PrefixCache::BlockContentKey(a.prompt, j, a.scope.salt));
     core_.cache->MarkContentPending(id, contents);
   }
   if (!plan.empty()) {
@@ -249,8 +250,8 @@ void Scheduler::InsertPromptBlocks(AgentId id, Request& a) {
     for (size_t l = 0; l < L; ++l) ids[l] = a.seq->block(l, j);
     // Present already (another request computed it too): that copy stays; ours is private.
     if (core_.cache->Insert(a.keys[j], j ? a.keys[j - 1] : 0, ids)) {
-      core_.cache->IndexContent(a.keys[j], PrefixCache::BlockContentKey(a.prompt, j, core_.salt), j * kBlockTokens);
-      remote_.PublishBlock(a.keys[j], j, ids);  // computed here: other replicas may use it
+      core_.cache->IndexContent(a.keys[j], PrefixCache::BlockContentKey(a.prompt, j, a.scope.salt), j * kBlockTokens);
+      remote_.PublishBlock(a.keys[j], j, ids, a.scope);  // computed here: other replicas may use it
     } else if (!core_.cache->Blocks(a.keys[j])) {
       stuck = true;  // its parent was evicted: nothing after it can be reached in the cache
       break;
@@ -268,7 +269,7 @@ void Scheduler::InsertPromptBlocks(AgentId id, Request& a) {
     const size_t skip = attached ? at->second.skip : 0, n = kBlockTokens - skip;
     if (a.cont.pos + n > a.prompt.size()) break;  // it holds generated tokens: not a prompt block
     const uint64_t key = PrefixCache::ContinuationKey(
-        a.cont.key, std::span<const int32_t>(a.prompt).subspan(a.cont.pos, n), skip, core_.salt);
+        a.cont.key, std::span<const int32_t>(a.prompt).subspan(a.cont.pos, n), skip, a.scope.salt);
     bool ok = core_.cache->FindContinuation(key).has_value();
     if (!ok && attached) {
       ok = at->second.source &&
@@ -419,7 +420,7 @@ void Scheduler::AdmitWaiting() {
       }
       const size_t k = std::min(core_.cache->Match(a.keys), (a.prompt.size() - 1) / kBlockTokens);
       if ((k < a.keys.size() && core_.cache->IsPending(a.keys[k])) || remote_.MaybeFetch(*it, a, k) ||
-          (UsesSegments(a) && AnyContentPending(a.prompt, k * kBlockTokens, *core_.cache, core_.salt))) {
+          (UsesSegments(a) && AnyContentPending(a.prompt, k * kBlockTokens, *core_.cache, a.scope.salt))) {
         ++it;
         continue;
       }

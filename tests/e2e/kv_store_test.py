@@ -34,7 +34,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 from serve_harness import DEFAULT_MODEL, ChorusServer  # noqa: E402
 
 BIN = os.environ.get("CHORUS_BIN", "build/bin/chorus")
-HEADER = struct.Struct("<IHHQQQIHHII")  # src/kv/block_codec.h, layout v1 (48 bytes)
+HEADER = struct.Struct("<IHHQQQQIHHII")  # src/kv/block_codec.h, layout v2 (56 bytes)
 
 
 def free_port():
@@ -214,14 +214,14 @@ def err(m, kind):
 def blocks_by_index(r, salt=None, skip=()):
     """{salt: {index: (key, value)}} of the chorus blocks in Redis (header parsed), but keys in skip."""
     out = {}
-    for key in r.cmd("KEYS", "chorus:kv1:*"):
+    for key in r.cmd("KEYS", "chorus:kv2:*"):
         if key in skip:
             continue
         v = r.cmd("GET", key)
         if v is None or len(v) < HEADER.size:
             continue
         h = HEADER.unpack_from(v)
-        out.setdefault(h[4], {})[h[10]] = (key, v)
+        out.setdefault(h[4], {})[h[11]] = (key, v)
     return out if salt is None else out.get(salt, {})
 
 
@@ -302,7 +302,7 @@ def case_redis_restart(st):
     n3 = doc_blocks(a, document(6, 500) + q)
     wait_for(lambda: published(a) >= before + n3, "publishing to resume after the restart", timeout=30)
     r = redis2.client()
-    keys = len(r.cmd("KEYS", "chorus:kv1:*"))
+    keys = len(r.cmd("KEYS", "chorus:kv2:*"))
     m = a.metrics()
     print(f"published before kill {n1}, after restart {published(a) - before:.0f} blocks; restarted Redis holds "
           f"{keys} keys; errors io={err(m, 'io')} connect={err(m, 'connect')} dropped="
@@ -369,7 +369,7 @@ def case_forged(st):
         """Both configurations publish doc; returns (p's blocks, o's blocks) by index, new keys only."""
         for srv in (p, o):
             n = doc_blocks(srv, doc + q)
-        wait_for(lambda: len(r.cmd("KEYS", "chorus:kv1:*")) >= len(seen) + 2 * n, "publication")
+        wait_for(lambda: len(r.cmd("KEYS", "chorus:kv2:*")) >= len(seen) + 2 * n, "publication")
         by = blocks_by_index(r, skip=seen)
         for blocks in by.values():
             seen.update(k for k, _ in blocks.values())
@@ -390,8 +390,10 @@ def case_forged(st):
     attempt(document(8, 400), lambda pv, ov: ov, "settings")
     # This configuration's block claiming another model.
     attempt(document(9, 400), lambda pv, ov: pv[:8] + bytes(8) + pv[16:], "model")
-    # Other formats behind a header forged to match (model, settings, key): the layer table refuses.
-    attempt(document(10, 400), lambda pv, ov: ov[:8] + pv[8:32] + ov[32:], "format")
+    # Other formats behind a header forged to match (model, settings, scope, key): the layer table refuses.
+    attempt(document(10, 400), lambda pv, ov: ov[:8] + pv[8:40] + ov[40:], "format")
+    # This configuration's block sealed for another sharing scope (another tenant's) under this key.
+    attempt(document(11, 400), lambda pv, ov: pv[:24] + (0x5c09e).to_bytes(8, "little") + pv[32:], "scope")
 
 
 def case_slow(st):
