@@ -13,7 +13,7 @@ namespace chorus::cli {
 namespace {
 
 struct ServeArgs {
-  std::string model, host = "127.0.0.1", api_key;
+  std::string model, host = "127.0.0.1", api_key, api_keys;
   PolicyFlags pol;  // --policy, --kv-budget, --comix-sensitivity
   int port = 8080, threads = DefaultThreads(), ctx = 0;
   std::string private_k = "q8", private_v = "q8", window;
@@ -79,13 +79,28 @@ int RunServe(const ServeArgs& a) {
                       a.pol.budget, a.max_tokens, need));
   std::string id = a.model.substr(a.model.find_last_of('/') + 1);  // the file name is what users call it
   if (id.size() > 5 && id.ends_with(".gguf")) id.resize(id.size() - 5);
-  server::HttpServer http(engine, {.host = a.host, .port = a.port, .api_key = a.api_key, .max_queue = a.max_queue,
-                                   .max_body_bytes = a.max_body, .default_max_tokens = a.max_tokens, .model_id = id,
+  std::optional<server::Tenants> tenants;
+  if (!a.api_keys.empty()) {
+    auto t = server::Tenants::Load(a.api_keys);
+    if (!t.ok()) return Fail(t.status());
+    tenants = std::move(*t);
+  }
+  server::HttpServer http(engine, {.host = a.host,
+                                   .port = a.port,
+                                   .api_key = a.api_key,
+                                   .tenants = tenants,
+                                   .max_queue = a.max_queue,
+                                   .max_body_bytes = a.max_body,
+                                   .default_max_tokens = a.max_tokens,
+                                   .model_id = id,
                                    .max_running = a.max_running});
   if (Status s = http.Bind(); !s.ok()) return Fail(s);
   std::printf("chorus serve: http://%s:%d/v1  (model %s, context %zu, KV budget %s, policy %s, %d threads%s%s%s)\n",
               a.host.c_str(), http.port(), id.c_str(), engine.context_size(), a.pol.budget.c_str(),
-              FormatSpec(a.pol.policy).c_str(), a.threads, a.api_key.empty() ? "" : ", API key required",
+              FormatSpec(a.pol.policy).c_str(), a.threads,
+              tenants             ? fmt::format(", {} tenants", tenants->size()).c_str()
+              : a.api_key.empty() ? ""
+                                  : ", API key required",
               a.kv_store.empty() ? "" : ", kv-store ", a.kv_store.empty() ? "" : (store_up ? "up" : "DOWN"));
   std::fflush(stdout);
   std::thread waiter([&] {
@@ -120,7 +135,18 @@ RunFn AddServe(CLI::App& app) {
   cmd->add_option("--host", a->host, "address to listen on (loopback by default)")->capture_default_str();
   cmd->add_option("--port", a->port, "TCP port (0 = any free port, printed at start)")
       ->check(CLI::Range(0, 65535))->capture_default_str();
-  cmd->add_option("--api-key", a->api_key, "require \"Authorization: Bearer KEY\" on /v1/*");
+  cmd->add_option("--api-key", a->api_key,
+                  "require \"Authorization: Bearer KEY\" on /v1/* (one tenant, who sees "
+                  "everything and shares every cached block)");
+  cmd->add_option("--api-keys", a->api_keys,
+                  "tenants: a file of lines `key tenant [group] [kv_quota]` (# comments; - for no group; a key is 16+ "
+                  "printable characters). A request runs as its key's tenant: it sees, reads and deletes only its own "
+                  "requests and contexts (another's context id is a 404), and its prompts share cached KV only with "
+                  "its group (or itself when it has none); a request's cache_salt narrows that further; a context made "
+                  "with \"scope\": \"public\" is reused by all. The tenant named admin sees everything. kv_quota "
+                  "(bytes, K/M/G) is read but not enforced yet. docs/SECURITY.md")
+      ->excludes("--api-key")
+      ->check(CLI::ExistingFile);
   AddPolicyFlags(cmd, a->pol,
                  {.default_spec = "chorus",
                   .budget_any_policy = true,

@@ -43,6 +43,7 @@ class Channel {
   Clock::time_point arrival = Clock::now();
   std::string request_id;           // the response id (dashboard)
   std::string preview;              // the start of the client's text (dashboard; user text)
+  std::string tenant;               // who sent it (its API key's tenant): who may see it
   std::atomic<bool> cancel{false};  // the client went away or a stop string ended it
 
   // ---- the loop's side ----

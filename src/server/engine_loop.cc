@@ -55,7 +55,9 @@ bool EngineLoop::TakeState(EngineSnapshot* snap, std::map<AgentId, RequestInfo>*
     const auto now = Clock::now();
     infos->clear();
     for (const auto& [id, l] : live_) {
-      RequestInfo ri{.id = l.ch->request_id, .preview = l.ch->preview,
+      RequestInfo ri{.id = l.ch->request_id,
+                     .tenant = l.ch->tenant,
+                     .preview = l.ch->preview,
                      .age_s = std::chrono::duration<double>(now - l.ch->arrival).count()};
       if (l.seen_tokens >= 2) {
         const double dt = std::chrono::duration<double>(l.last_token - l.first_token).count();

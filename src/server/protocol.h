@@ -63,6 +63,8 @@ struct GenerationRequest {
   // Extension "chorus": {"reuse": "exact" | "segments"}: whether spans of the prompt cached after
   // other text may be reused at their new offset (repaired), or only exact prefixes; "" = the server's.
   std::string reuse;
+  // vLLM's cache_salt: prompts with different salts never share cached KV (folded into the scope).
+  std::string cache_salt;
 };
 
 using ParsedRequest = std::variant<GenerationRequest, ApiError>;
@@ -71,8 +73,13 @@ using ParsedRequest = std::variant<GenerationRequest, ApiError>;
 ParsedRequest ParseChatCompletion(std::string_view body, const ProtocolLimits& limits = {});
 ParsedRequest ParseCompletion(std::string_view body, const ProtocolLimits& limits = {});
 
-// POST /v1/contexts {"text": "..."} (chorus extension): the text, or an error.
-std::variant<std::string, ApiError> ParseContextRequest(std::string_view body);
+// POST /v1/contexts {"text": "...", "scope": "private" | "public"} (chorus extension). A public
+// context's blocks are reused by every tenant; a private one's (the default) by the creator's scope.
+struct ContextRequest {
+  std::string text;
+  bool is_public = false;
+};
+std::variant<ContextRequest, ApiError> ParseContextRequest(std::string_view body);
 
 struct Usage {
   size_t prompt_tokens = 0;
