@@ -148,14 +148,15 @@ def document(seed, n_words):
     return f"Record {seed}. " + " ".join(sents)
 
 
-def ask(srv, prompt, max_tokens=12):
-    """Greedy streamed completion: (text, ttft seconds, usage dict)."""
+def ask(srv, prompt, max_tokens=12, key=None):
+    """Greedy streamed completion: (text, ttft seconds, usage dict); `key`: an API key."""
     import json
     import urllib.request
     body = {"model": "m", "prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "stream": True,
             "stream_options": {"include_usage": True}}
     req = urllib.request.Request(srv.url + "/completions", data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json"})
+                                 headers={"Content-Type": "application/json",
+                                          **({"Authorization": "Bearer " + key} if key else {})})
     t0 = time.perf_counter()
     ttft, text, usage = None, "", None
     with urllib.request.urlopen(req, timeout=300) as r:
@@ -445,6 +446,42 @@ def case_auth(st):
     wait_for(lambda: published(good) >= n, "publication with the password")
     check(good.metrics()["chorus_kv_remote_up"] == 1, "not connected with the password")
     check("s3cret" not in "".join(good.stderr_lines), "the password was logged")
+
+
+def case_tenants(st):
+    """Tenants A and B in one group, C alone, through two replicas and Redis: B fetches what A's
+    replica published, C fetches nothing (its keys are in another scope) and computes it all."""
+    import tempfile
+    keys = {"A": "key-a-0123456789abcdef", "B": "key-b-0123456789abcdef", "C": "key-c-0123456789abcdef"}
+    f = tempfile.NamedTemporaryFile("w", suffix=".keys", delete=False)
+    f.write(f"{keys['A']} A g\n{keys['B']} B g\n{keys['C']} C\n")
+    f.close()
+    try:
+        redis = st.add(RedisServer())
+        x = serve(st, "--kv-store", redis.url, "--api-keys", f.name)
+        y = serve(st, "--kv-store", redis.url, "--api-keys", f.name)
+        prompt = document(14, 400) + "\n\nQuestion: first word? Answer:"
+        text_a, _, ua = ask(x, prompt, key=keys["A"])
+        settled(x)
+        m0 = y.metrics()
+        text_c, _, uc = ask(y, prompt, key=keys["C"])
+        m1 = y.metrics()
+        text_b, _, ub = ask(y, prompt, key=keys["B"])
+        m2 = y.metrics()
+        hits_c = m1["chorus_kv_remote_hits_total"] - m0["chorus_kv_remote_hits_total"]
+        hits_b = m2["chorus_kv_remote_hits_total"] - m1["chorus_kv_remote_hits_total"]
+        print(f"A on replica x: {ua['prompt_tokens']} tokens; on replica y: C cached {cached(uc)} "
+              f"({hits_c:.0f} remote hits), B cached {cached(ub)} ({hits_b:.0f} remote hits); "
+              f"answers {text_a!r} / {text_b!r} / {text_c!r}")
+        check(cached(uc) == 0 and hits_c == 0, "C was served blocks of A's scope")
+        check(cached(ub) >= ua["prompt_tokens"] - 32 and hits_b * 32 == cached(ub), "B did not fetch A's blocks")
+        check(text_a == text_b == text_c, "the answers differ")
+        settled(y)
+        r = redis.client()
+        scopes = {HEADER.unpack_from(r.cmd("GET", k))[5] for k in r.cmd("KEYS", "chorus:kv2:*")}
+        check(len(scopes) == 2 and 0 not in scopes, f"scopes in Redis: {scopes} (expected group g's and C's)")
+    finally:
+        os.unlink(f.name)
 
 
 CASES = {k[5:]: v for k, v in globals().items() if k.startswith("case_")}
