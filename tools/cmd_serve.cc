@@ -144,7 +144,8 @@ RunFn AddServe(CLI::App& app) {
                   "requests and contexts (another's context id is a 404), and its prompts share cached KV only with "
                   "its group (or itself when it has none); a request's cache_salt narrows that further; a context made "
                   "with \"scope\": \"public\" is reused by all. The tenant named admin sees everything. kv_quota "
-                  "(bytes, K/M/G) is read but not enforced yet. docs/SECURITY.md")
+                  "(bytes, K/M/G) bounds what its scope holds (cached blocks + running requests): over it, its own "
+                  "idle cached blocks are evicted, then it gets HTTP 429 with the bytes. docs/SECURITY.md")
       ->excludes("--api-key")
       ->check(CLI::ExistingFile);
   AddPolicyFlags(cmd, a->pol,

@@ -156,6 +156,10 @@ struct AgentOptions {
   // (prefix-cache blocks, segments, remote-store blocks) is salted with it: requests of one scope
   // share, of two scopes never do. A scoped request also reads public contexts' blocks as segments.
   std::string scope = kPublicScope;
+  // The most KV bytes its scope may hold when it is admitted (0: no quota): the scope's cached blocks
+  // and running requests' projections. Over it, the scope's idle cached blocks are evicted, then
+  // the request fails (AgentState::quota_exceeded); other scopes are never touched.
+  size_t kv_quota_bytes = 0;
 };
 
 
@@ -187,6 +191,7 @@ struct AgentState {
   bool done = false;
   StopReason stop = StopReason::kNone;  // set when done (ToString prints it)
   std::string error;
+  bool quota_exceeded = false;    // the error is AgentOptions::kv_quota_bytes (a server answers 429)
   size_t peak_private_bytes = 0;  // measured bytes of its own KV (blocks + window + table)
   // What admission projected its own KV may hold at most (KvFootprint); 0 under comix (CoMix's
   // allocation bounds it instead).

@@ -68,7 +68,7 @@ ContextId ContextRegistry::Add(std::vector<int32_t> tokens, const KvSequence& se
     std::vector<BlockId> ids(L);
     for (size_t j = 0; j < full; ++j) {
       for (size_t l = 0; l < L; ++l) ids[l] = seq.block(l, j);
-      if (core_.cache->Insert(c.keys[j], j ? c.keys[j - 1] : 0, ids)) {  // present already when borrowed
+      if (core_.cache->Insert(c.keys[j], j ? c.keys[j - 1] : 0, ids, scope.id)) {  // present already when borrowed
         // Found by content too: a prompt holding the context's text after other text reuses it (segments).
         core_.cache->IndexContent(c.keys[j], PrefixCache::BlockContentKey(tokens, j, scope.salt), j * kBlockTokens);
         remote_.PublishBlock(c.keys[j], j, ids, scope);

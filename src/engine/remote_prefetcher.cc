@@ -155,7 +155,7 @@ void RemotePrefetcher::CollectFetches(const FindRequest& find, const MakeRoom& m
         if (!b.ok()) break;
         ids.push_back(*b);
       }
-      const bool whole = ids.size() == L && core_.cache->Insert(key, parent, ids);
+      const bool whole = ids.size() == L && core_.cache->Insert(key, parent, ids, f.scope.id);
       for (BlockId b : ids) core_.store->pool().Unref(b);  // the cache holds its own reference
       if (!whole) {
         rc.errors["budget"]++;

@@ -69,6 +69,13 @@ size_t Scheduler::Reserved() const {
   return r;
 }
 
+size_t Scheduler::ScopeBytes(uint64_t scope) const {
+  size_t r = core_.cache->ScopeBytes(scope);
+  for (const auto& [id, a] : requests_)
+    if (a.seq && a.scope.id == scope) r += a.reserved_bytes;
+  return r;
+}
+
 bool Scheduler::MakeRoom(size_t need, std::string* why) {
   const size_t budget = core_.store->budget();
   if (budget == 0) return true;
@@ -120,6 +127,19 @@ Result<Scheduler::Admit> Scheduler::TryAdmit(AgentId id, Request& a) {
     const size_t s0 = core_.shared_cfg.sink_blocks, runs = core_.BlockBytes(s0, s0 + p.blocks(), s0 + p.blocks());
     return need - std::min(need, runs);
   };
+  // The scope's quota (AgentOptions::kv_quota_bytes): its own idle cached blocks go first, then the
+  // request is refused (a server answers 429). Another scope's blocks and requests are not touched.
+  if (const size_t q = a.options.kv_quota_bytes; q != 0) {
+    const size_t own = need_with(plan);
+    if (const size_t u = ScopeBytes(a.scope.id); u + own > q) core_.cache->EvictScope(a.scope.id, u + own - q);
+    if (const size_t u = ScopeBytes(a.scope.id); u + own > q) {
+      a.state.quota_exceeded = true;
+      return Status::Error(
+          "KV quota exceeded: the request needs about {} bytes of KV and its scope holds {} bytes of its {}-byte "
+          "quota after its idle cached blocks were evicted",
+          own, u, q);
+    }
+  }
   // The borrowed blocks are referenced first, so making room cannot evict them.
   std::unique_ptr<KvSequence> seq = core_.store->NewSequence(total + plan.hole_allowance(), borrowed);
   std::string why;
@@ -249,7 +269,7 @@ void Scheduler::InsertPromptBlocks(AgentId id, Request& a) {
   for (size_t j = a.inserted; j < upto; ++j) {
     for (size_t l = 0; l < L; ++l) ids[l] = a.seq->block(l, j);
     // Present already (another request computed it too): that copy stays; ours is private.
-    if (core_.cache->Insert(a.keys[j], j ? a.keys[j - 1] : 0, ids)) {
+    if (core_.cache->Insert(a.keys[j], j ? a.keys[j - 1] : 0, ids, a.scope.id)) {
       core_.cache->IndexContent(a.keys[j], PrefixCache::BlockContentKey(a.prompt, j, a.scope.salt), j * kBlockTokens);
       remote_.PublishBlock(a.keys[j], j, ids, a.scope);  // computed here: other replicas may use it
     } else if (!core_.cache->Blocks(a.keys[j])) {
@@ -273,10 +293,10 @@ void Scheduler::InsertPromptBlocks(AgentId id, Request& a) {
     bool ok = core_.cache->FindContinuation(key).has_value();
     if (!ok && attached) {
       ok = at->second.source &&
-           core_.cache->InsertAlias(key, a.cont.key, at->second.source, at->second.shift, at->second.skip);
+           core_.cache->InsertAlias(key, a.cont.key, at->second.source, at->second.shift, at->second.skip, a.scope.id);
     } else if (!ok) {
       for (size_t l = 0; l < L; ++l) ids[l] = a.seq->block(l, j);
-      ok = core_.cache->InsertContinuation(key, a.cont.key, ids);
+      ok = core_.cache->InsertContinuation(key, a.cont.key, ids, a.scope.id);
     }
     if (!ok) {
       a.cont.open = false;

@@ -4,7 +4,7 @@
 namespace chorus::server {
 
 void Channel::Publish(std::string_view delta, size_t completion_tokens, size_t cached_tokens, size_t reused_tokens,
-                      StopReason stop, std::string_view error) {
+                      StopReason stop, std::string_view error, int error_status) {
   std::lock_guard lock(mu_);
   if (pending_.done) return;
   pending_.delta.append(delta);
@@ -16,7 +16,7 @@ void Channel::Publish(std::string_view delta, size_t completion_tokens, size_t c
     pending_.done = true;
     pending_.stop = stop;
     pending_.error = error;
-    pending_.error_status = 500;
+    pending_.error_status = error_status;
   }
   version_++;
   cv_.notify_all();

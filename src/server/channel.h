@@ -50,7 +50,7 @@ class Channel {
   // Appends `delta`, sets the totals; with `stop` != kNone also finishes the channel in the same
   // critical section (the reader sees the last text and the end together). Ignored once finished.
   void Publish(std::string_view delta, size_t completion_tokens, size_t cached_tokens, size_t reused_tokens,
-               StopReason stop = StopReason::kNone, std::string_view error = {});
+               StopReason stop = StopReason::kNone, std::string_view error = {}, int error_status = 500);
   // Finishes without new text (refused, cancelled while queued, shutdown). First call wins.
   void Finish(StopReason stop, std::string_view error, int error_status);
 

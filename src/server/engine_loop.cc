@@ -170,7 +170,8 @@ void EngineLoop::Run() {
       // Only the text since the last publish crosses; a finish the server never asks for (forced
       // tokens) reads as an error, as the reader maps it (OpenAiFinishReason).
       l.ch->Publish(std::string_view(st->text).substr(l.sent_bytes), st->tokens.size(), st->cached_tokens,
-                    st->reused_tokens, st->done ? st->stop : StopReason::kNone, st->error);
+                    st->reused_tokens, st->done ? st->stop : StopReason::kNone, st->error,
+                    st->quota_exceeded ? 429 : 500);
       l.sent_bytes = st->text.size();
       if (st->done) {
         if (st->stop == StopReason::kCancelled) metrics_.CountCancelled();

@@ -319,7 +319,8 @@ std::variant<HttpServer::Admission, ApiError> HttpServer::Admit(const Generation
                             .reuse = g.reuse == "exact"      ? Reuse::kExact
                                      : g.reuse == "segments" ? Reuse::kSegments
                                                              : Reuse::kDefault,
-                            .scope = RequestScope(tenant, g.cache_salt)};
+                            .scope = RequestScope(tenant, g.cache_salt),
+                            .kv_quota_bytes = tenant.kv_quota};
   const uint64_t serial = next_id_++;
   ch.request_id = fmt::format("{}-{}", ep == Endpoint::kChat ? "chatcmpl" : "cmpl", serial);
   ch.tenant = tenant.name;
@@ -348,9 +349,12 @@ void HttpServer::ReplyWhole(const Request& req, Response& res, const GenerationR
   }
   const char* finish = OpenAiFinishReason(u.stop, ts.stopped());
   if (!finish) {
+    if (u.error_status == 429)
+      res.set_header("Retry-After", fmt::format("{}", std::max(1, int(options_.retry_after_s + 0.5))));
     Reply(res, {.status = u.error_status,
                 .message = u.error,
-                .type = u.error_status >= 500 ? "server_error" : "invalid_request_error"});
+                .type = u.error_status >= 500 ? "server_error" : "invalid_request_error",
+                .code = u.error_status == 429 ? "kv_quota_exceeded" : ""});
     return metrics_.CountRequest(req.path, u.error_status);
   }
   if (ts.stopped()) ch.cancel = true;
@@ -406,7 +410,10 @@ void HttpServer::ReplyStream(Response& res, const GenerationRequest& g, const Ad
     if (d.stopped) c.cancel = true;
     const char* finish = OpenAiFinishReason(u.stop, d.stopped);
     if (!finish) {
-      sse.Error({.status = 500, .message = u.error, .type = "server_error"});
+      sse.Error({.status = u.error_status,
+                 .message = u.error,
+                 .type = u.error_status >= 500 ? "server_error" : "invalid_request_error",
+                 .code = u.error_status == 429 ? "kv_quota_exceeded" : ""});
       sink.done();
       return true;
     }

@@ -21,7 +21,7 @@ inline constexpr std::string_view kAdminTenant = "admin";
 struct Tenant {
   std::string name;
   std::string group;    // "" = none: the tenant shares cached KV with itself only
-  size_t kv_quota = 0;  // bytes (the file's 4th column); 0 = none
+  size_t kv_quota = 0;  // bytes its scope may hold (the file's 4th column: AgentOptions::kv_quota_bytes); 0 = none
   bool admin = false;   // sees (and may delete) every tenant's requests and contexts
   // The scope of its requests and private contexts: "group:G", "tenant:T", or "" (public) for
   // the single tenant of a server with one key or none (everyone shares, as before tenants).

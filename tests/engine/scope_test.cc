@@ -1,6 +1,8 @@
 // Sharing scopes on the real model (AgentOptions::scope, ShareOptions::scope): prompts, segments
 // and contexts are shared inside a scope and never across two; a public context is read by every
-// scope; the same text shared in two scopes is two contexts.
+// scope; the same text shared in two scopes is two contexts. Quotas (AgentOptions::kv_quota_bytes):
+// a scope over its quota loses its own idle cached blocks first, then its request fails, and
+// another scope's cached blocks and running request are untouched.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -73,6 +75,35 @@ TEST(Scope, ContextsAreScopedAndPublicOnesReadByAll) {
   ASSERT_TRUE(pub.ok());
   const auto q = RolePrompt(*e, "You are a careful historian.", doc);
   EXPECT_GT(Complete(*e, q, {.max_tokens = 2, .scope = "tenant:b"}).reused_tokens, 96u);
+}
+
+TEST(Scope, QuotaEvictsTheScopesOwnBlocksThenRefuses) {
+  auto e = Open(Reuse::kExact);
+  ASSERT_TRUE(e);
+  const std::string doc = testing_doc::Document();
+  const auto p1 = e->Tokenize(doc, true, false);
+  const auto p2 = e->Tokenize("Another tenant's text. " + doc, true, false);
+  const auto p3 = e->Tokenize("A third prompt, " + doc, true, false);
+  Complete(*e, p1, {.max_tokens = 2, .scope = "tenant:a"});
+  Complete(*e, p2, {.max_tokens = 2, .scope = "tenant:b"});
+  // Room for its own request only: a's cached blocks go, b's stay.
+  const size_t fits = e->EstimateBytes(p3.size(), 2) + 4096;
+  const AgentState& a3 = Complete(*e, p3, {.max_tokens = 2, .scope = "tenant:a", .kv_quota_bytes = fits});
+  EXPECT_EQ(a3.stop, StopReason::kMaxTokens) << a3.error;
+  EXPECT_GT(e->Stats().evicted_blocks, 0u);
+  EXPECT_GE(Complete(*e, p2, {.max_tokens = 2, .scope = "tenant:b"}).cached_tokens, 96u);
+  EXPECT_EQ(Complete(*e, p1, {.max_tokens = 2, .scope = "tenant:a"}).cached_tokens, 0u);
+  // Over quota while b decodes: a's request fails with the bytes, b's runs to its end.
+  auto b = e->Submit(p2, {.max_tokens = 24, .ignore_eog = true, .scope = "tenant:b"});
+  ASSERT_TRUE(b.ok());
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(e->Step().ok());
+  const AgentState& over = Complete(*e, p3, {.max_tokens = 2, .scope = "tenant:a", .kv_quota_bytes = 1000});
+  EXPECT_EQ(over.stop, StopReason::kError);
+  EXPECT_TRUE(over.quota_exceeded);
+  EXPECT_NE(over.error.find("KV quota exceeded"), std::string::npos) << over.error;
+  EXPECT_NE(over.error.find("1000-byte quota"), std::string::npos) << over.error;
+  EXPECT_EQ(e->agent(*b)->stop, StopReason::kMaxTokens);
+  EXPECT_EQ(e->agent(*b)->tokens.size(), 24u);
 }
 
 }  // namespace

@@ -96,6 +96,7 @@ class TenantServer : public ::testing::Test {
   static constexpr const char* kB = "Bearer key-bbbbbbbbbbbbbbbb";
   static constexpr const char* kC = "Bearer key-cccccccccccccccc";
   static constexpr const char* kAdmin = "Bearer key-admin-0000000000";
+  static constexpr const char* kQ = "Bearer key-qqqqqqqqqqqqqqqq";  // a 1-byte KV quota
 
   void SetUp() override {
     testing::SyntheticSpec s{.name = "tenants",
@@ -113,7 +114,8 @@ class TenantServer : public ::testing::Test {
     ASSERT_TRUE(e.ok()) << e.status().message();
     engine_ = std::move(e).value();
     auto t = Tenants::Parse(
-        "key-aaaaaaaaaaaaaaaa A g\nkey-bbbbbbbbbbbbbbbb B g\nkey-cccccccccccccccc C\nkey-admin-0000000000 admin\n");
+        "key-aaaaaaaaaaaaaaaa A g\nkey-bbbbbbbbbbbbbbbb B g\nkey-cccccccccccccccc C\nkey-admin-0000000000 admin\n"
+        "key-qqqqqqqqqqqqqqqq Q - 1\n");
     ASSERT_TRUE(t.ok()) << t.status().message();
     server_ = std::make_unique<HttpServer>(*engine_, HttpOptions{.port = 0, .tenants = *t, .model_id = "tiny"});
     ASSERT_TRUE(server_->Bind().ok());
@@ -240,6 +242,14 @@ TEST_F(TenantServer, PromptsAreSharedInsideAGroupOnly) {
   EXPECT_EQ(Cached(kA, {{"cache_salt", "s1"}}), 0u);  // a salt splits the group's scope
   EXPECT_GE(Cached(kB, {{"cache_salt", "s1"}}), 96u);
   EXPECT_EQ(Cached(kB, {{"cache_salt", "s2"}}), 0u);
+}
+
+TEST_F(TenantServer, OverQuotaIsA429WithTheBytes) {
+  const Reply r = Call("POST", "/v1/completions", kQ, {{"prompt", "a b c d"}, {"max_tokens", 2}});
+  EXPECT_EQ(r.status, 429) << r.body.dump();
+  EXPECT_EQ(r.body["error"]["code"], "kv_quota_exceeded");
+  EXPECT_NE(r.body["error"]["message"].get<std::string>().find("1-byte quota"), std::string::npos) << r.body.dump();
+  EXPECT_EQ(Cached(kA), 0u);  // everyone else is served
 }
 
 TEST_F(TenantServer, BadKeysAreRefusedAndPathsAreNoMetricLabels) {
