@@ -173,9 +173,11 @@ RunFn AddServe(CLI::App& app) {
   cmd->add_option("--kv-sink", a->sink, "leading 32-token blocks kept f16")->capture_default_str();
   cmd->add_option("--kv-window", a->window,
                   "rows of the newest <32 tokens: f16, q8 or auto (default " + EngineOptions{}.kv_window + ")");
-  cmd->add_option("--kv-store", a->kv_store, "share sealed prompt blocks with other replicas through Redis: "
-                                             "redis://[:PASSWORD@]HOST[:PORT][/DB] (docs/SCALE_OUT.md); unreachable = "
-                                             "serve locally and retry");
+  cmd->add_option(
+      "--kv-store", a->kv_store,
+      "share sealed prompt blocks with other replicas through Redis: "
+      "redis://[[USER]:PASSWORD@]HOST[:PORT][/DB] (USER: a Redis ACL user; docs/SCALE_OUT.md); unreachable = "
+      "serve locally and retry");
   cmd->add_option("--kv-store-timeout-ms", a->kv_store_timeout_ms, "deadline of one remote fetch; past it the "
                                                                    "prompt is prefilled here")
       ->check(CLI::Range(1, 60000))->capture_default_str();

@@ -446,6 +446,14 @@ def case_auth(st):
     wait_for(lambda: published(good) >= n, "publication with the password")
     check(good.metrics()["chorus_kv_remote_up"] == 1, "not connected with the password")
     check("s3cret" not in "".join(good.stderr_lines), "the password was logged")
+    # A Redis 6 ACL user limited to chorus's keys and commands (redis://USER:PASSWORD@...).
+    check(redis.client().cmd("ACL", "SETUSER", "replica", "on", ">pw-r3plica", "~chorus:*", "+get", "+mget",
+                             "+set", "+ping", "+select", "+auth") == "OK", "ACL SETUSER failed")
+    acl = serve(st, "--kv-store", f"redis://replica:pw-r3plica@127.0.0.1:{redis.port}/0")
+    n = doc_blocks(acl, document(15, 300) + "\n\nQuestion: first word? Answer:")
+    wait_for(lambda: published(acl) >= n, "publication as an ACL user")
+    check(acl.metrics()["chorus_kv_remote_up"] == 1, "not connected as the ACL user")
+    check("pw-r3plica" not in "".join(acl.stderr_lines), "the ACL password was logged")
 
 
 def case_tenants(st):
