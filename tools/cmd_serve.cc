@@ -3,6 +3,8 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <fstream>
+#include <iterator>
 #include <thread>
 
 #include "server/http_server.h"  // HttpServer
@@ -18,7 +20,7 @@ struct ServeArgs {
   int port = 8080, threads = DefaultThreads(), ctx = 0;
   std::string private_k = "q8", private_v = "q8", window;
   size_t sink = 1;
-  std::string kv_store, kv_store_queue = "64M";
+  std::string kv_store, kv_store_queue = "64M", kv_store_secret_file;
   int kv_store_timeout_ms = 200;
   std::string reuse;  // "" = the engine's default
   double repair = SegmentOptions{}.repair;
@@ -58,6 +60,16 @@ int RunServe(const ServeArgs& a) {
   eo.kv_store_url = a.kv_store;
   eo.kv_store_timeout_ms = a.kv_store_timeout_ms;
   eo.kv_store_queue_bytes = *queue;
+  if (!a.kv_store_secret_file.empty()) {
+    std::ifstream f(a.kv_store_secret_file, std::ios::binary);
+    std::string secret((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) secret.pop_back();
+    if (!f || secret.size() < 16)
+      return Fail(
+          Status::Error("--kv-store-secret-file {}: the file must hold a secret of at least 16 bytes, it has {}",
+                        a.kv_store_secret_file, secret.size()));
+    eo.kv_store_secret = std::move(secret);
+  }
   eo.kv_store_log = [](const std::string& msg) { std::fprintf(stderr, "chorus serve: %s\n", msg.c_str()); };
   if (!a.window.empty()) {
     if (Status s = CheckEngineWindowFlag(a.window); !s.ok()) return Fail(s);
@@ -181,6 +193,11 @@ RunFn AddServe(CLI::App& app) {
   cmd->add_option("--kv-store-timeout-ms", a->kv_store_timeout_ms, "deadline of one remote fetch; past it the "
                                                                    "prompt is prefilled here")
       ->check(CLI::Range(1, 60000))->capture_default_str();
+  cmd->add_option("--kv-store-secret-file", a->kv_store_secret_file,
+                  "a file holding a secret (16+ bytes) every replica shares: each value in Redis carries an "
+                  "HMAC-SHA256 under it and a value whose MAC fails is refused and computed here, so a writer "
+                  "without the secret cannot forge a block (docs/SECURITY.md)")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--kv-store-queue", a->kv_store_queue, "bytes of blocks waiting to be published (beyond: dropped "
                                                          "and counted)")->capture_default_str();
   cmd->add_option("--max-queue", a->max_queue, "requests waiting for KV space before new ones get 503 + Retry-After")

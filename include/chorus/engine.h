@@ -92,6 +92,11 @@ struct EngineOptions {
   std::string kv_store_url = "";
   int kv_store_timeout_ms = 200;
   size_t kv_store_queue_bytes = size_t{64} << 20;  // publications waiting to be written
+  // A secret every replica shares (empty: none): each published value carries a keyed MAC
+  // (HMAC-SHA256 over its Redis key and bytes), and a fetched value whose MAC fails is refused and
+  // counted (errors kind "mac"), so a writer without the secret cannot forge a block. Replicas must
+  // agree on it: a value of a replica without it is refused by one with it, and the other way round.
+  std::string kv_store_secret = "";
   std::function<void(const std::string&)> kv_store_log = {};  // warnings (connection, rejected blocks)
   // Tests of the all-or-nothing paths: the n-th KV block allocation fails as if the budget were
   // exhausted (KvStoreOptions::fail_block_allocation). 0 = never.

@@ -5,7 +5,8 @@
 
 #include <algorithm>
 
-#include "kv/block_codec.h"  // SerializeBlock, ParseBlock
+#include "kv/block_codec.h"    // SerializeBlock, ParseBlock
+#include "remote/value_mac.h"  // SealValue, OpenValue
 
 namespace chorus {
 namespace {
@@ -70,8 +71,10 @@ void RemotePrefetcher::PublishBlock(uint64_t key, size_t index, std::span<const 
                           .index = static_cast<uint32_t>(index),
                           .geometry = g,
                           .n_layer = c.n_layer};
-  remote_->Publish(RemoteKey(key, scope),
-                   SerializeBlock(bid, core_.store->pool(), ids));  // a full queue counts the drop
+  const std::string name = RemoteKey(key, scope);
+  std::string value = SerializeBlock(bid, core_.store->pool(), ids);
+  if (!core_.options.kv_store_secret.empty()) value = SealValue(core_.options.kv_store_secret, name, value);
+  remote_->Publish(name, std::move(value));  // a full queue counts the drop
 }
 
 bool RemotePrefetcher::MaybeFetch(AgentId id, Request& a, size_t k) {
@@ -134,7 +137,18 @@ void RemotePrefetcher::CollectFetches(const FindRequest& find, const MakeRoom& m
                               .index = static_cast<uint32_t>(j),
                               .geometry = g,
                               .n_layer = L};
-      const BlockParse p = ParseBlock(*r.values[i], bid, kf, vf);
+      std::optional<std::string_view> bytes = *r.values[i];
+      if (const std::string& secret = core_.options.kv_store_secret; !secret.empty())
+        bytes = OpenValue(secret, RemoteKey(key, f.scope), *r.values[i]);
+      if (!bytes) {
+        rc.errors["mac"]++;
+        RemoteLog(
+            fmt::format("warning: kv-store block {} ({}) rejected: its MAC does not match this replica's "
+                        "--kv-store-secret-file; computing it here",
+                        j, RemoteKey(key, f.scope)));
+        break;
+      }
+      const BlockParse p = ParseBlock(*bytes, bid, kf, vf);
       if (!p.ok()) {
         rc.errors[std::string(BlockRejectName(p.reject))]++;
         RemoteLog(fmt::format("warning: kv-store block {} ({}) rejected: {}; computing it here", j,

@@ -492,6 +492,46 @@ def case_tenants(st):
         os.unlink(f.name)
 
 
+def case_mac(st):
+    """--kv-store-secret-file: replicas sharing the secret share blocks; values written by a replica
+    with another secret (a writer without it) or none are refused as "mac" and computed locally."""
+    import tempfile
+    files = []
+    for secret in ("the-replicas-shared-secret\n", "an-attackers-other-secret\n"):
+        f = tempfile.NamedTemporaryFile("w", suffix=".secret", delete=False)
+        f.write(secret)
+        f.close()
+        files.append(f.name)
+    try:
+        redis = st.add(RedisServer())
+        x = serve(st, "--kv-store", redis.url, "--kv-store-secret-file", files[0])
+        y = serve(st, "--kv-store", redis.url, "--kv-store-secret-file", files[0])
+        z = serve(st, "--kv-store", redis.url, "--kv-store-secret-file", files[1])
+        w = serve(st, "--kv-store", redis.url)  # no secret: its values carry no MAC
+        prompt = document(16, 300) + "\n\nQuestion: first word? Answer:"
+        text_x, _, ux = ask(x, prompt)
+        settled(x)
+        text_y, _, uy = ask(y, prompt)
+        m = y.metrics()
+        check(cached(uy) >= ux["prompt_tokens"] - 32 and err(m, "mac") == 0, f"y did not fetch x's blocks: {uy}")
+        text_z, _, uz = ask(z, prompt)
+        mz = z.metrics()
+        check(cached(uz) == 0 and err(mz, "mac") == 1, f"z (another secret) used x's blocks: {uz}, mac {err(mz, 'mac')}")
+        other = document(17, 300) + "\n\nQuestion: first word? Answer:"
+        ask(w, other)
+        settled(w)
+        _, _, uy2 = ask(y, other)
+        check(cached(uy2) == 0 and err(y.metrics(), "mac") == 1, "y used a block with no MAC")
+        print(f"mac: y fetched {cached(uy)} tokens; z (other secret) 0, y on w's unMACed blocks 0; answers "
+              f"{text_x!r} / {text_y!r} / {text_z!r}")
+        check(text_x == text_y == text_z, "the answers differ")
+        logs = "".join(line for srv in (x, y, z) for line in srv.stderr_lines)
+        check("shared-secret" not in logs and "other-secret" not in logs, "a secret was logged")
+    finally:
+        for name in files:
+            os.unlink(name)
+
+
 CASES = {k[5:]: v for k, v in globals().items() if k.startswith("case_")}
 
 if __name__ == "__main__":
