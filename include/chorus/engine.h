@@ -350,7 +350,8 @@ class Engine {
   void Release(ContextId context);
 
   // An agent whose prompt continues the context (context 0 = none); its prompt is prefilled now
-  // (refused with the numbers if its KV does not fit the budget).
+  // (refused with the numbers if its KV does not fit the budget). The id is the capability: the
+  // context's blocks are read whatever options.scope is (its own prompt's blocks are keyed by it).
   Result<AgentId> Spawn(ContextId context, std::string_view prompt, const AgentOptions& options);
   // Queues a request with these prompt tokens (special tokens already in, e.g. from Tokenize of a
   // rendered chat). Errors now: empty, ids outside the vocabulary, prompt + max_tokens beyond the
