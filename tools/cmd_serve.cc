@@ -78,6 +78,13 @@ int RunServe(const ServeArgs& a) {
   if (a.prefill_chunk % 32 || a.prefill_chunk == 0)
     return Fail(Status::Error("--prefill-chunk must be a positive multiple of 32, got {}", a.prefill_chunk));
 
+  // The keys before the model: a bad file is reported at once.
+  std::optional<server::Tenants> tenants;
+  if (!a.api_keys.empty()) {
+    auto t = server::Tenants::Load(a.api_keys);
+    if (!t.ok()) return Fail(t.status());
+    tenants = std::move(*t);
+  }
   std::fprintf(stderr, "chorus serve: loading %s\n", a.model.c_str());
   auto engine_r = Engine::Open(eo);
   if (!engine_r.ok()) return Fail(engine_r.status());
@@ -91,12 +98,6 @@ int RunServe(const ServeArgs& a) {
                       a.pol.budget, a.max_tokens, need));
   std::string id = a.model.substr(a.model.find_last_of('/') + 1);  // the file name is what users call it
   if (id.size() > 5 && id.ends_with(".gguf")) id.resize(id.size() - 5);
-  std::optional<server::Tenants> tenants;
-  if (!a.api_keys.empty()) {
-    auto t = server::Tenants::Load(a.api_keys);
-    if (!t.ok()) return Fail(t.status());
-    tenants = std::move(*t);
-  }
   server::HttpServer http(engine, {.host = a.host,
                                    .port = a.port,
                                    .api_key = a.api_key,
