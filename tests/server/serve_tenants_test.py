@@ -7,6 +7,7 @@ with tenants A and B in one group, C alone, and admin.
   (the control), of the same length, in alternating order; a Welch t-test must see no difference at
   p < 0.01. B (A's group) on A's documents shows the channel the scopes close is there to be seen.
 - A running request of A is in A's /v1/state and not in C's; admin sees it.
+- Quotas: tenant Q (2 MiB) gets 429s naming the bytes while B's long request runs to its end.
 
 Numbers are printed (docs/results/tenants.md quotes a run).
 Run: CHORUS_BIN=build/bin/chorus python3 tests/server/serve_tenants_test.py  (ctest: serve_tenants)
@@ -30,7 +31,7 @@ THREADS = os.environ.get("CHORUS_THREADS", "2")
 PAIRS = int(os.environ.get("CHORUS_TENANT_PAIRS", "24"))
 DOC_TOKENS = 640
 KEYS = {"A": "key-tenant-a-0123456789", "B": "key-tenant-b-0123456789", "C": "key-tenant-c-0123456789",
-        "admin": "key-admin-000123456789"}
+        "admin": "key-admin-000123456789", "Q": "key-tenant-q-0123456789"}
 
 
 def betacf(a, b, x):
@@ -89,7 +90,8 @@ class Tenants(unittest.TestCase):
     def setUpClass(cls):
         cls.keys_file = tempfile.NamedTemporaryFile("w", suffix=".keys", delete=False)
         cls.keys_file.write("# issue 42's three tenants\n"
-                            f"{KEYS['A']} A g\n{KEYS['B']} B g\n{KEYS['C']} C\n{KEYS['admin']} admin\n")
+                            f"{KEYS['A']} A g\n{KEYS['B']} B g\n{KEYS['C']} C\n{KEYS['admin']} admin\n"
+                            f"{KEYS['Q']} Q - 2M\n")
         cls.keys_file.close()
         cls.srv = ChorusServer(BIN, MODEL, "-t", THREADS, "--api-keys", cls.keys_file.name)
 
@@ -170,6 +172,35 @@ class Tenants(unittest.TestCase):
         self.assertEqual(seen["admin"][0]["tenant"], "A")
         _, metrics = self.srv.get("/metrics")
         self.assertNotIn("secret plan", metrics)
+
+    def test_over_quota_is_429_while_others_run(self):
+        result = {}
+
+        def long_request():
+            result["b"] = self.srv.post("/v1/completions", {"prompt": "B's own work: " * 20, "max_tokens": 200,
+                                                            "ignore_eos": True, "temperature": 0},
+                                        headers={"Authorization": "Bearer " + KEYS["B"]})
+
+        t = threading.Thread(target=long_request)
+        t.start()
+        time.sleep(0.5)
+        refused = []
+        for i in range(3):
+            status, body, headers = self.srv.post("/v1/completions",
+                                                  {"prompt": document(3000 + i), "max_tokens": 16},
+                                                  headers={"Authorization": "Bearer " + KEYS["Q"]})
+            refused.append(status)
+            if status == 429:
+                err = json.loads(body)["error"]
+                self.assertEqual(err["code"], "kv_quota_exceeded")
+                self.assertIn("2097152-byte quota", err["message"])
+                self.assertIn("Retry-After", headers)
+        t.join(300)
+        status, body, _ = result["b"]
+        self.assertEqual(status, 200, body)
+        self.assertEqual(json.loads(body)["usage"]["completion_tokens"], 200)
+        print(f"\n  Q (2 MiB quota, 640-token prompts): {refused}; B's 200-token request finished")
+        self.assertEqual(refused, [429, 429, 429])
 
 
 if __name__ == "__main__":
