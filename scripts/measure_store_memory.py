@@ -32,7 +32,7 @@ def main():
         srv = serve(st, "--kv-store", redis.url, *a.flags)
         _, ttft, u = ask(srv, document(1, a.words) + "\n\nQuestion: Which word comes first? Answer:")
         settled(srv)
-        keys = r.cmd("KEYS", "chorus:kv1:*")
+        keys = r.cmd("KEYS", "chorus:kv2:*")
         sizes = sorted(r.cmd("STRLEN", k) for k in keys)
         after = used_memory(r)
         m = srv.metrics()

@@ -46,6 +46,7 @@ apt_pkgs=(build-essential cmake ninja-build g++ clang clang-format libgtest-dev 
           libbenchmark-dev libhwy-dev nlohmann-json3-dev libcli11-dev libfmt-dev
           libxxhash-dev libpcre2-dev libcpp-httplib-dev python3 python3-pip
           libhiredis-dev redis-server haproxy  # the replicas' block store (--kv-store) and its tests
+          libssl-dev  # the block store's keyed MAC (src/remote/value_mac.h)
           chromium chromium-driver)  # the dashboard's browser test (tests/server/dashboard_browser_test.py)
 
 # ---- 1. Debian packages ------------------------------------------------------------------

@@ -4,6 +4,8 @@
 #include <signal.h>
 #include <filesystem>
 
+#include <fstream>
+#include <iterator>
 #include <thread>
 
 #include "chorus/embedder.h"     // Embedder
@@ -15,12 +17,12 @@ namespace chorus::cli {
 namespace {
 
 struct ServeArgs {
-  std::string model, host = "127.0.0.1", api_key;
+  std::string model, host = "127.0.0.1", api_key, api_keys;
   PolicyFlags pol;  // --policy, --kv-budget, --comix-sensitivity
   int port = 8080, threads = DefaultThreads(), ctx = 0;
   std::string private_k = "q8", private_v = "q8", window;
   size_t sink = 1;
-  std::string kv_store, kv_store_queue = "64M";
+  std::string kv_store, kv_store_queue = "64M", kv_store_secret_file;
   int kv_store_timeout_ms = 200;
   std::string reuse;  // "" = the engine's default
   std::string embedding_model;  // "" = all-MiniLM-L6-v2 next to the model, if installed
@@ -61,6 +63,16 @@ int RunServe(const ServeArgs& a) {
   eo.kv_store_url = a.kv_store;
   eo.kv_store_timeout_ms = a.kv_store_timeout_ms;
   eo.kv_store_queue_bytes = *queue;
+  if (!a.kv_store_secret_file.empty()) {
+    std::ifstream f(a.kv_store_secret_file, std::ios::binary);
+    std::string secret((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) secret.pop_back();
+    if (!f || secret.size() < 16)
+      return Fail(
+          Status::Error("--kv-store-secret-file {}: the file must hold a secret of at least 16 bytes, it has {}",
+                        a.kv_store_secret_file, secret.size()));
+    eo.kv_store_secret = std::move(secret);
+  }
   eo.kv_store_log = [](const std::string& msg) { std::fprintf(stderr, "chorus serve: %s\n", msg.c_str()); };
   if (!a.window.empty()) {
     if (Status s = CheckEngineWindowFlag(a.window); !s.ok()) return Fail(s);
@@ -69,6 +81,13 @@ int RunServe(const ServeArgs& a) {
   if (a.prefill_chunk % 32 || a.prefill_chunk == 0)
     return Fail(Status::Error("--prefill-chunk must be a positive multiple of 32, got {}", a.prefill_chunk));
 
+  // The keys before the model: a bad file is reported at once.
+  std::optional<server::Tenants> tenants;
+  if (!a.api_keys.empty()) {
+    auto t = server::Tenants::Load(a.api_keys);
+    if (!t.ok()) return Fail(t.status());
+    tenants = std::move(*t);
+  }
   std::fprintf(stderr, "chorus serve: loading %s\n", a.model.c_str());
   auto engine_r = Engine::Open(eo);
   if (!engine_r.ok()) return Fail(engine_r.status());
@@ -82,8 +101,14 @@ int RunServe(const ServeArgs& a) {
                       a.pol.budget, a.max_tokens, need));
   std::string id = a.model.substr(a.model.find_last_of('/') + 1);  // the file name is what users call it
   if (id.size() > 5 && id.ends_with(".gguf")) id.resize(id.size() - 5);
-  server::HttpServer http(engine, {.host = a.host, .port = a.port, .api_key = a.api_key, .max_queue = a.max_queue,
-                                   .max_body_bytes = a.max_body, .default_max_tokens = a.max_tokens, .model_id = id,
+  server::HttpServer http(engine, {.host = a.host,
+                                   .port = a.port,
+                                   .api_key = a.api_key,
+                                   .tenants = tenants,
+                                   .max_queue = a.max_queue,
+                                   .max_body_bytes = a.max_body,
+                                   .default_max_tokens = a.max_tokens,
+                                   .model_id = id,
                                    .max_running = a.max_running});
   // POST /v1/embeddings: the flag's encoder, else the one scripts/fetch_encoder.sh put next to the model.
   std::string emb_dir = a.embedding_model;
@@ -104,7 +129,10 @@ int RunServe(const ServeArgs& a) {
   if (Status s = http.Bind(); !s.ok()) return Fail(s);
   std::printf("chorus serve: http://%s:%d/v1  (model %s, context %zu, KV budget %s, policy %s, %d threads%s%s%s)\n",
               a.host.c_str(), http.port(), id.c_str(), engine.context_size(), a.pol.budget.c_str(),
-              FormatSpec(a.pol.policy).c_str(), a.threads, a.api_key.empty() ? "" : ", API key required",
+              FormatSpec(a.pol.policy).c_str(), a.threads,
+              tenants             ? fmt::format(", {} tenants", tenants->size()).c_str()
+              : a.api_key.empty() ? ""
+                                  : ", API key required",
               a.kv_store.empty() ? "" : ", kv-store ", a.kv_store.empty() ? "" : (store_up ? "up" : "DOWN"));
   std::fflush(stdout);
   std::thread waiter([&] {
@@ -141,7 +169,19 @@ RunFn AddServe(CLI::App& app) {
   cmd->add_option("--host", a->host, "address to listen on (loopback by default)")->capture_default_str();
   cmd->add_option("--port", a->port, "TCP port (0 = any free port, printed at start)")
       ->check(CLI::Range(0, 65535))->capture_default_str();
-  cmd->add_option("--api-key", a->api_key, "require \"Authorization: Bearer KEY\" on /v1/*");
+  cmd->add_option("--api-key", a->api_key,
+                  "require \"Authorization: Bearer KEY\" on /v1/* (one tenant, who sees "
+                  "everything and shares every cached block)");
+  cmd->add_option("--api-keys", a->api_keys,
+                  "tenants: a file of lines `key tenant [group] [kv_quota]` (# comments; - for no group; a key is 16+ "
+                  "printable characters). A request runs as its key's tenant: it sees, reads and deletes only its own "
+                  "requests and contexts (another's context id is a 404), and its prompts share cached KV only with "
+                  "its group (or itself when it has none); a request's cache_salt narrows that further; a context made "
+                  "with \"scope\": \"public\" is reused by all. The tenant named admin sees everything. kv_quota "
+                  "(bytes, K/M/G) bounds what its scope holds (cached blocks + running requests): over it, its own "
+                  "idle cached blocks are evicted, then it gets HTTP 429 with the bytes. docs/SECURITY.md")
+      ->excludes("--api-key")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--embedding-model", a->embedding_model,
                   "sentence-transformers directory for POST /v1/embeddings (default: all-MiniLM-L6-v2 next to the "
                   "model, from scripts/fetch_encoder.sh)");
@@ -170,12 +210,19 @@ RunFn AddServe(CLI::App& app) {
   cmd->add_option("--kv-sink", a->sink, "leading 32-token blocks kept f16")->capture_default_str();
   cmd->add_option("--kv-window", a->window,
                   "rows of the newest <32 tokens: f16, q8 or auto (default " + EngineOptions{}.kv_window + ")");
-  cmd->add_option("--kv-store", a->kv_store, "share sealed prompt blocks with other replicas through Redis: "
-                                             "redis://[:PASSWORD@]HOST[:PORT][/DB] (docs/SCALE_OUT.md); unreachable = "
-                                             "serve locally and retry");
+  cmd->add_option(
+      "--kv-store", a->kv_store,
+      "share sealed prompt blocks with other replicas through Redis: "
+      "redis://[[USER]:PASSWORD@]HOST[:PORT][/DB] (USER: a Redis ACL user; docs/SCALE_OUT.md); unreachable = "
+      "serve locally and retry");
   cmd->add_option("--kv-store-timeout-ms", a->kv_store_timeout_ms, "deadline of one remote fetch; past it the "
                                                                    "prompt is prefilled here")
       ->check(CLI::Range(1, 60000))->capture_default_str();
+  cmd->add_option("--kv-store-secret-file", a->kv_store_secret_file,
+                  "a file holding a secret (16+ bytes) every replica shares: each value in Redis carries an "
+                  "HMAC-SHA256 under it and a value whose MAC fails is refused and computed here, so a writer "
+                  "without the secret cannot forge a block (docs/SECURITY.md)")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--kv-store-queue", a->kv_store_queue, "bytes of blocks waiting to be published (beyond: dropped "
                                                          "and counted)")->capture_default_str();
   cmd->add_option("--max-queue", a->max_queue, "requests waiting for KV space before new ones get 503 + Retry-After")

@@ -32,6 +32,10 @@
 
 namespace chorus {
 
+// The sharing scope of requests and contexts that everyone may reuse (AgentOptions::scope,
+// ShareOptions::scope). Any other string names a scope of its own (a server: a tenant, a group).
+inline constexpr const char* kPublicScope = "";
+
 // EngineOptions::encoder_path value that selects Cocktail's fallback encoder explicitly.
 inline constexpr const char* kHiddenStateEncoder = "hidden-states";
 
@@ -89,6 +93,11 @@ struct EngineOptions {
   std::string kv_store_url = "";
   int kv_store_timeout_ms = 200;
   size_t kv_store_queue_bytes = size_t{64} << 20;  // publications waiting to be written
+  // A secret every replica shares (empty: none): each published value carries a keyed MAC
+  // (HMAC-SHA256 over its Redis key and bytes), and a fetched value whose MAC fails is refused and
+  // counted (errors kind "mac"), so a writer without the secret cannot forge a block. Replicas must
+  // agree on it: a value of a replica without it is refused by one with it, and the other way round.
+  std::string kv_store_secret = "";
   std::function<void(const std::string&)> kv_store_log = {};  // warnings (connection, rejected blocks)
   // Tests of the all-or-nothing paths: the n-th KV block allocation fails as if the budget were
   // exhausted (KvStoreOptions::fail_block_allocation). 0 = never.
@@ -179,6 +188,14 @@ struct AgentOptions {
   // prompt + answer tokens, so a request whose prompt continues them (a stored conversation's next
   // turn) borrows them instead of prefilling. Models with sliding-window layers keep prompts only.
   bool cache_answer = false;
+  // The sharing scope (kPublicScope: everyone's). Every key of the KV a request computes or reads
+  // (prefix-cache blocks, segments, remote-store blocks) is salted with it: requests of one scope
+  // share, of two scopes never do. A scoped request also reads public contexts' blocks as segments.
+  std::string scope = kPublicScope;
+  // The most KV bytes its scope may hold when it is admitted (0: no quota): the scope's cached blocks
+  // and running requests' projections. Over it, the scope's idle cached blocks are evicted, then
+  // the request fails (AgentState::quota_exceeded); other scopes are never touched.
+  size_t kv_quota_bytes = 0;
 };
 
 // One generated token's log-probability and its most likely alternatives (AgentOptions::top_logprobs).
@@ -198,6 +215,8 @@ struct ShareOptions {
   size_t readers = 0;        // agents that will read the context (0: unknown)
   size_t reader_tokens = 0;  // own tokens of each (prompt + max_tokens); 0 with readers > 0 is an error
   std::function<void(size_t done, size_t total)> progress = {};
+  // Who may reuse its blocks (AgentOptions::scope). The same text in two scopes is two contexts.
+  std::string scope = kPublicScope;
 };
 
 using ContextId = uint64_t;
@@ -214,6 +233,7 @@ struct AgentState {
   bool done = false;
   StopReason stop = StopReason::kNone;  // set when done (ToString prints it)
   std::string error;
+  bool quota_exceeded = false;    // the error is AgentOptions::kv_quota_bytes (a server answers 429)
   size_t peak_private_bytes = 0;  // measured bytes of its own KV (blocks + window + table)
   // What admission projected its own KV may hold at most (KvFootprint); 0 under comix (CoMix's
   // allocation bounds it instead).
@@ -368,7 +388,8 @@ class Engine {
   void Release(ContextId context);
 
   // An agent whose prompt continues the context (context 0 = none); its prompt is prefilled now
-  // (refused with the numbers if its KV does not fit the budget).
+  // (refused with the numbers if its KV does not fit the budget). The id is the capability: the
+  // context's blocks are read whatever options.scope is (its own prompt's blocks are keyed by it).
   Result<AgentId> Spawn(ContextId context, std::string_view prompt, const AgentOptions& options);
   // Queues a request with these prompt tokens (special tokens already in, e.g. from Tokenize of a
   // rendered chat). Errors now: empty, ids outside the vocabulary, prompt + max_tokens beyond the

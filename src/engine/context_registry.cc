@@ -47,9 +47,10 @@ Result<PolicyLease> ContextRegistry::PlanReader(uint64_t id, size_t reader_token
   return unit;
 }
 
-ContextId ContextRegistry::Add(std::vector<int32_t> tokens, const KvSequence& seq, uint64_t hash, bool pin) {
+ContextId ContextRegistry::Add(std::vector<int32_t> tokens, const KvSequence& seq, uint64_t hash, bool pin,
+                               const Scope& scope) {
   const size_t L = core_.model->config().n_layer, full = tokens.size() / kBlockTokens;
-  Context c{.hash = hash, .user_refs = 1};
+  Context c{.hash = hash, .scope = scope, .user_refs = 1};
   c.tables.assign(L, {});
   c.first.assign(L, 0);
   const BlockPool& bp = core_.store->pool();
@@ -63,14 +64,14 @@ ContextId ContextRegistry::Add(std::vector<int32_t> tokens, const KvSequence& se
     }
   }
   if (pin) {
-    c.keys = PrefixCache::Keys(tokens, core_.salt);
+    c.keys = PrefixCache::Keys(tokens, scope.salt);
     std::vector<BlockId> ids(L);
     for (size_t j = 0; j < full; ++j) {
       for (size_t l = 0; l < L; ++l) ids[l] = seq.block(l, j);
-      if (core_.cache->Insert(c.keys[j], j ? c.keys[j - 1] : 0, ids)) {  // present already when borrowed
+      if (core_.cache->Insert(c.keys[j], j ? c.keys[j - 1] : 0, ids, scope.id)) {  // present already when borrowed
         // Found by content too: a prompt holding the context's text after other text reuses it (segments).
-        core_.cache->IndexContent(c.keys[j], PrefixCache::BlockContentKey(tokens, j, core_.salt), j * kBlockTokens);
-        remote_.PublishBlock(c.keys[j], j, ids);
+        core_.cache->IndexContent(c.keys[j], PrefixCache::BlockContentKey(tokens, j, scope.salt), j * kBlockTokens);
+        remote_.PublishBlock(c.keys[j], j, ids, scope);
       }
     }
     core_.cache->Pin(c.keys);

@@ -27,6 +27,7 @@ struct Context {
   std::vector<size_t> first;                 // (n_layer) a sliding-window layer keeps only its tail
   std::vector<uint64_t> keys;                // pinned in the cache (empty for Cocktail contexts)
   uint64_t hash = 0;
+  Scope scope;  // ShareOptions::scope: salts its keys
   size_t user_refs = 0;
   size_t bytes = 0;                          // measured: the blocks' cost
   PolicyLease unit;                          // comix: the unit its blocks were sealed under
@@ -48,7 +49,8 @@ class ContextRegistry {
   ContextId AddRef(uint64_t hash);
   // A new context (one user reference) over the full blocks of `seq` holding `tokens`; `pin`: its
   // blocks also enter the prefix cache, pinned, found by content too, and are published.
-  ContextId Add(std::vector<int32_t> tokens, const KvSequence& seq, uint64_t hash, bool pin);
+  // Its keys are salted with `scope`.
+  ContextId Add(std::vector<int32_t> tokens, const KvSequence& seq, uint64_t hash, bool pin, const Scope& scope);
   // One user reference less (Engine::Release); false if it had none.
   bool Unref(ContextId id);
   // Every user reference dropped (the engine's end).

@@ -50,7 +50,7 @@ std::vector<KeyRope> LayerRopes(const Model& m) {
 
 }  // namespace
 
-Result<Engine::Impl::Document> Engine::Impl::PrefillDocument(std::span<const int32_t> tokens,
+Result<Engine::Impl::Document> Engine::Impl::PrefillDocument(std::span<const int32_t> tokens, const Scope& scope,
                                                              std::shared_ptr<CocktailPolicy> cocktail,
                                                              const Progress& progress, size_t readers,
                                                              size_t reader_tokens, std::vector<PolicyLease>* planned,
@@ -58,7 +58,7 @@ Result<Engine::Impl::Document> Engine::Impl::PrefillDocument(std::span<const int
   // A plain document starts from whatever prefix of it the cache holds (a request's, a context's).
   EngineCore::Borrow b;
   if (!cocktail && relevance.empty()) {
-    const std::vector<uint64_t> keys = PrefixCache::Keys(tokens, core_->salt);
+    const std::vector<uint64_t> keys = PrefixCache::Keys(tokens, scope.salt);
     b = core_->BorrowFromCache(keys, keys.size());
     core_->cache->Touch(std::span<const uint64_t>(keys).first(b.blocks));
   }
@@ -256,15 +256,16 @@ Result<ContextId> Engine::Impl::Share(std::string_view text, const ShareOptions&
   EngineCore& m = *core_;
   CHORUS_ASSIGN_OR_RETURN(std::vector<int32_t> tokens, m.DocumentTokens(text));
   if (Status s = CheckShareOptions(options, tokens.size(), m.n_ctx); !s.ok()) return s;
-  const uint64_t hash = HashTokens(m.salt, tokens);
+  const Scope scope = m.ScopeOf(options.scope);
+  const uint64_t hash = HashTokens(scope.salt, tokens);
   if (const ContextId id = contexts_.AddRef(hash)) return id;
   if (m.options.policy.kind() == KvPolicyKind::kRelevance)
     return Status::Error("policy cocktail weights a shared context's blocks by their relevance to the questions: share "
                          "it with ShareFor(text, questions) (Share has no questions)");
   std::vector<PolicyLease> planned;
-  CHORUS_ASSIGN_OR_RETURN(Document doc, PrefillDocument(tokens, nullptr, options.progress, options.readers,
+  CHORUS_ASSIGN_OR_RETURN(Document doc, PrefillDocument(tokens, scope, nullptr, options.progress, options.readers,
                                                         options.reader_tokens, &planned));
-  const ContextId id = contexts_.Add(std::move(tokens), *doc.seq, hash, /*pin=*/true);
+  const ContextId id = contexts_.Add(std::move(tokens), *doc.seq, hash, /*pin=*/true, scope);
   if (m.comix) {
     Context& c = *contexts_.Find(id);
     c.unit = std::move(doc.unit);  // its blocks stay in CoMix's accounting
@@ -311,14 +312,15 @@ Result<ContextId> Engine::Impl::ShareFor(std::string_view text, const std::vecto
     const char c = rep.blocks[b];
     (c == 'S' ? rep.sink : c == 'F' ? rep.fp16 : c == '4' ? rep.int4 : rep.int2)++;
   }
-  const uint64_t hash = HashTokens(m.salt ^ 0xc0c7a11, tokens, rep.blocks);
+  const Scope scope = m.ScopeOf(options.scope);
+  const uint64_t hash = HashTokens(scope.salt ^ 0xc0c7a11, tokens, rep.blocks);
   if (const ContextId id = contexts_.AddRef(hash)) return id;
   Timer t_prefill;
   auto map = std::make_shared<CocktailPolicy>(plan.blocks, sink);
-  CHORUS_ASSIGN_OR_RETURN(Document doc, PrefillDocument(tokens, map, progress));
+  CHORUS_ASSIGN_OR_RETURN(Document doc, PrefillDocument(tokens, scope, map, progress));
   rep.prefill_seconds = t_prefill.Seconds();
   // Not pinned in the prefix cache: its blocks' precision was chosen for these queries.
-  const ContextId id = contexts_.Add(std::move(tokens), *doc.seq, hash, /*pin=*/false);
+  const ContextId id = contexts_.Add(std::move(tokens), *doc.seq, hash, /*pin=*/false, scope);
   Context& ctx = *contexts_.Find(id);
   ctx.cocktail = std::move(map);
   Timer t_reorder;
@@ -345,11 +347,12 @@ Result<ContextId> Engine::Impl::ShareRelevant(std::vector<int32_t> tokens, const
                      .policy = KvPolicyKind::kRelevance};
   std::string key;  // the same text for the same questions is the same context (as Share: readers aside)
   for (const std::string& q : queries) key += q + '\n';
-  const uint64_t hash = HashTokens(core_->salt ^ 0xa110ca7e, tokens, key);
+  const Scope scope = core_->ScopeOf(share.scope);
+  const uint64_t hash = HashTokens(scope.salt ^ 0xa110ca7e, tokens, key);
   if (const ContextId id = contexts_.AddRef(hash)) return id;
   Timer t_prefill;
   std::vector<PolicyLease> planned;
-  CHORUS_ASSIGN_OR_RETURN(Document doc, PrefillDocument(tokens, nullptr, share.progress, share.readers,
+  CHORUS_ASSIGN_OR_RETURN(Document doc, PrefillDocument(tokens, scope, nullptr, share.progress, share.readers,
                                                         share.reader_tokens, &planned, relevance));
   const KvSequence* seq = doc.seq.get();
   rep.prefill_seconds = t_prefill.Seconds();
@@ -374,7 +377,7 @@ Result<ContextId> Engine::Impl::ShareRelevant(std::vector<int32_t> tokens, const
     rep.stored_v.push_back(std::move(v));
   }
   // Not pinned in the prefix cache (its bits were chosen for these questions), nor reordered.
-  const ContextId id = contexts_.Add(std::move(tokens), *seq, hash, /*pin=*/false);
+  const ContextId id = contexts_.Add(std::move(tokens), *seq, hash, /*pin=*/false, scope);
   Context& c = *contexts_.Find(id);
   c.unit = std::move(doc.unit);  // its blocks stay in the allocator's accounting
   c.planned = std::move(planned);

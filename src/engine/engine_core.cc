@@ -1,11 +1,19 @@
 // EngineCore's byte arithmetic and prompt helpers (engine_core.h).
 #include "engine/engine_core.h"
 
+#include <xxhash.h>
+
 #include <algorithm>
 
 #include "kv/kv_footprint.h"  // KvFootprint
 
 namespace chorus {
+
+Scope EngineCore::ScopeOf(std::string_view scope) const {
+  if (scope.empty()) return {.id = 0, .salt = salt};
+  const uint64_t id = XXH3_64bits(scope.data(), scope.size()) | 1;  // never 0 (the public scope)
+  return {.id = id, .salt = XXH3_64bits_withSeed(&id, sizeof id, salt)};
+}
 
 size_t EngineCore::fp16_bytes(size_t tokens) const {
   const ModelConfig& c = model->config();

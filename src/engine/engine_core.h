@@ -25,6 +25,13 @@
 
 namespace chorus {
 
+// A sharing scope (AgentOptions::scope) as the keys use it: id 0 is the public scope, whose salt
+// is the engine's; any other scope's salt folds its id into it.
+struct Scope {
+  uint64_t id = 0;
+  uint64_t salt = 0;
+};
+
 struct EngineCore {
   EngineOptions options;
   std::unique_ptr<Model> model;
@@ -43,6 +50,7 @@ struct EngineCore {
   std::unique_ptr<OutputConstraints> constraints;  // AgentOptions::constraint's grammars (thread-safe)
   EngineStats counters;                  // the monotonic counters of Stats()
 
+  Scope ScopeOf(std::string_view scope) const;
   size_t fp16_bytes(size_t tokens) const;
   Result<std::vector<int32_t>> DocumentTokens(std::string_view text) const;
   // The bytes of a sequence's own KV: window, table and the blocks it sealed (not borrowed, not attached).

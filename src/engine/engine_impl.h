@@ -55,7 +55,7 @@ struct Engine::Impl {
 
   // Prefills `tokens` into a new sequence (borrowing what the prefix cache holds, for a plain
   // document), sealed with the shared formats or under a Cocktail map, and returns it with its full
-  // blocks and, under comix, its unit.
+  // blocks and, under comix, its unit. Cache keys are salted with `scope`.
   // comix: `readers` units of reader_tokens each are planned first (their leases in *planned).
   // cocktail (the allocator): `relevance` (one per 32-token block) weights the unit's blocks; such a
   // document borrows nothing from the prefix cache (its bits were chosen for its questions).
@@ -63,8 +63,9 @@ struct Engine::Impl {
     std::unique_ptr<KvSequence> seq;
     PolicyLease unit;  // comix: the document's unit, which its context keeps
   };
-  Result<Document> PrefillDocument(std::span<const int32_t> tokens, std::shared_ptr<CocktailPolicy> cocktail,
-                                   const Progress& progress, size_t readers = 0, size_t reader_tokens = 0,
+  Result<Document> PrefillDocument(std::span<const int32_t> tokens, const Scope& scope,
+                                   std::shared_ptr<CocktailPolicy> cocktail, const Progress& progress,
+                                   size_t readers = 0, size_t reader_tokens = 0,
                                    std::vector<PolicyLease>* planned = nullptr, std::span<const float> relevance = {});
   // ShareFor under policy "cocktail": the document as one allocator unit weighted by the plan's
   // relevance per block (not pinned, not reordered), with its ChunkMapReport.

@@ -39,14 +39,15 @@ uint64_t PrefixCache::ContinuationKey(uint64_t parent, std::span<const int32_t> 
   return ChainKey(parent ^ (0xc0a7ull * (skip + 1)), tokens, salt ^ 0x6c0171ac0ull);  // apart from chain keys
 }
 
-bool PrefixCache::InsertContinuation(uint64_t key, uint64_t parent, std::span<const BlockId> ids) {
-  if (!Insert(key, parent, ids)) return false;
+bool PrefixCache::InsertContinuation(uint64_t key, uint64_t parent, std::span<const BlockId> ids, uint64_t scope) {
+  if (!Insert(key, parent, ids, scope)) return false;
   entries_.at(key).continuation = true;
   return true;
 }
 
-bool PrefixCache::InsertAlias(uint64_t key, uint64_t parent, uint64_t source, int32_t shift, uint8_t skip) {
-  if (!entries_.count(source) || !Insert(key, parent, {})) return false;
+bool PrefixCache::InsertAlias(uint64_t key, uint64_t parent, uint64_t source, int32_t shift, uint8_t skip,
+                              uint64_t scope) {
+  if (!entries_.count(source) || !Insert(key, parent, {}, scope)) return false;
   Entry& e = entries_.at(key);
   e.continuation = true;
   e.alias = source;
@@ -97,7 +98,7 @@ void PrefixCache::Touch(std::span<const uint64_t> keys) {
   }
 }
 
-bool PrefixCache::Insert(uint64_t key, uint64_t parent, std::span<const BlockId> ids) {
+bool PrefixCache::Insert(uint64_t key, uint64_t parent, std::span<const BlockId> ids, uint64_t scope) {
   if (entries_.count(key)) return false;
   Entry* p = nullptr;
   if (parent != 0) {
@@ -105,7 +106,7 @@ bool PrefixCache::Insert(uint64_t key, uint64_t parent, std::span<const BlockId>
     if (it == entries_.end()) return false;
     p = &it->second;
   }
-  Entry e{.parent = parent, .ids = {ids.begin(), ids.end()}, .last_use = ++clock_};
+  Entry e{.parent = parent, .ids = {ids.begin(), ids.end()}, .last_use = ++clock_, .scope = scope};
   for (BlockId id : ids) {
     if (id == kNoBlock) continue;  // a sliding-window layer had freed it
     pool_.Ref(id);
@@ -189,6 +190,29 @@ size_t PrefixCache::Evict(size_t need) {
     const uint64_t key = it->second;
     const Entry& e = entries_.at(key);
     if (!Idle(e)) {
+      ++it;
+      continue;
+    }
+    freed += e.bytes;
+    Drop(key);
+    it = leaves_.begin();
+  }
+  return freed;
+}
+
+size_t PrefixCache::ScopeBytes(uint64_t scope) const {
+  size_t bytes = 0;
+  for (const auto& [key, e] : entries_)
+    if (e.scope == scope) bytes += e.bytes;
+  return bytes;
+}
+
+size_t PrefixCache::EvictScope(uint64_t scope, size_t need) {
+  size_t freed = 0;
+  for (auto it = leaves_.begin(); it != leaves_.end() && freed < need;) {  // as Evict, this scope only
+    const uint64_t key = it->second;
+    const Entry& e = entries_.at(key);
+    if (!Idle(e) || e.scope != scope) {
       ++it;
       continue;
     }

@@ -53,8 +53,8 @@ class PrefixCache {
   void Touch(std::span<const uint64_t> keys);
   // Adds a sealed block under `key` (continuing `parent`, which must be cached unless 0): the
   // cache takes one pool reference on each id. False (nothing changes) if the key is present or
-  // the parent is not.
-  bool Insert(uint64_t key, uint64_t parent, std::span<const BlockId> ids);
+  // the parent is not. `scope`: the sharing scope whose keys these are (Scope::id; quotas).
+  bool Insert(uint64_t key, uint64_t parent, std::span<const BlockId> ids, uint64_t scope = 0);
   // Segments: the cached block `key` (its first token at `first_pos`) is found by `content` too. A
   // content key names one block: the first given, while it is cached.
   void IndexContent(uint64_t key, uint64_t content, size_t first_pos);
@@ -71,8 +71,8 @@ class PrefixCache {
   // prompt identical up to there finds them (the same plan again): reused as a segment, never as a
   // prefix hit, and left out of Entries() (reports show exact blocks).
   static uint64_t ContinuationKey(uint64_t parent, std::span<const int32_t> tokens, size_t skip, uint64_t salt);
-  bool InsertContinuation(uint64_t key, uint64_t parent, std::span<const BlockId> ids);
-  bool InsertAlias(uint64_t key, uint64_t parent, uint64_t source, int32_t shift, uint8_t skip);
+  bool InsertContinuation(uint64_t key, uint64_t parent, std::span<const BlockId> ids, uint64_t scope = 0);
+  bool InsertAlias(uint64_t key, uint64_t parent, uint64_t source, int32_t shift, uint8_t skip, uint64_t scope = 0);
   struct ContinuationHit {
     const std::vector<BlockId>* ids = nullptr;  // the block's (an alias: its source's), valid until the cache changes
     int32_t shift = 0;
@@ -89,6 +89,10 @@ class PrefixCache {
   size_t Evict(size_t need);
   // Bytes that Evict could free now (idle, unpinned blocks).
   size_t EvictableBytes() const;
+  // Quotas: the bytes of every cached block of one scope (pinned, read, idle), and Evict limited to
+  // that scope's idle leaves (another scope's blocks are never touched).
+  size_t ScopeBytes(uint64_t scope) const;
+  size_t EvictScope(uint64_t scope, size_t need);
 
   // In-flight prompts: keys a running prefill will insert (a request whose next block is pending
   // waits for it instead of computing it again). Owner = the request's id.
@@ -133,6 +137,7 @@ class PrefixCache {
     uint64_t alias = 0;         // an alias: the source block's key (ids empty, bytes 0)
     int32_t shift = 0;          // an alias: its run's shift
     uint8_t skip = 0;           // an alias: the hole rows at its start
+    uint64_t scope = 0;         // whose keys (Insert's scope)
   };
   bool Idle(const Entry& e) const;  // only the cache holds its blocks
   void Drop(uint64_t key);          // unrefs the blocks, erases the entry, updates the parent

@@ -5,7 +5,8 @@
 
 #include <algorithm>
 
-#include "kv/block_codec.h"  // SerializeBlock, ParseBlock
+#include "kv/block_codec.h"    // SerializeBlock, ParseBlock
+#include "remote/value_mac.h"  // SealValue, OpenValue
 
 namespace chorus {
 namespace {
@@ -53,11 +54,11 @@ Status RemotePrefetcher::Open() {
   return Status::Ok();
 }
 
-std::string RemotePrefetcher::RemoteKey(uint64_t key) const {
-  return fmt::format("chorus:kv1:{:016x}:{:016x}", core_.salt, key);
+std::string RemotePrefetcher::RemoteKey(uint64_t key, const Scope& scope) const {
+  return fmt::format("chorus:kv2:{:016x}:{:016x}:{:016x}", core_.salt, scope.id, key);
 }
 
-void RemotePrefetcher::PublishBlock(uint64_t key, size_t index, std::span<const BlockId> ids) {
+void RemotePrefetcher::PublishBlock(uint64_t key, size_t index, std::span<const BlockId> ids, const Scope& scope) {
   if (!remote_) return;
   for (BlockId id : ids)
     if (id == kNoBlock) return;  // a sliding-window layer freed it: not a whole block
@@ -65,11 +66,15 @@ void RemotePrefetcher::PublishBlock(uint64_t key, size_t index, std::span<const 
   const KvGeometry g = core_.store->geometry();
   const BlockIdentity bid{.model = core_.model_fp,
                           .salt = core_.salt,
+                          .scope = scope.id,
                           .key = key,
                           .index = static_cast<uint32_t>(index),
                           .geometry = g,
                           .n_layer = c.n_layer};
-  remote_->Publish(RemoteKey(key), SerializeBlock(bid, core_.store->pool(), ids));  // a full queue counts the drop
+  const std::string name = RemoteKey(key, scope);
+  std::string value = SerializeBlock(bid, core_.store->pool(), ids);
+  if (!core_.options.kv_store_secret.empty()) value = SealValue(core_.options.kv_store_secret, name, value);
+  remote_->Publish(name, std::move(value));  // a full queue counts the drop
 }
 
 bool RemotePrefetcher::MaybeFetch(AgentId id, Request& a, size_t k) {
@@ -82,9 +87,10 @@ bool RemotePrefetcher::MaybeFetch(AgentId id, Request& a, size_t k) {
   f.keys.assign(a.keys.begin() + k, a.keys.begin() + want);
   f.first_block = k;
   f.parent = k ? a.keys[k - 1] : 0;
+  f.scope = a.scope;
   std::vector<std::string> names;
   names.reserve(f.keys.size());
-  for (uint64_t key : f.keys) names.push_back(RemoteKey(key));
+  for (uint64_t key : f.keys) names.push_back(RemoteKey(key, f.scope));
   a.fetch.ticket = remote_->StartFetch(std::move(names));
   core_.cache->MarkPending(id, f.keys);  // requests with the same prefix wait for these, not compute them
   fetches_.emplace(a.fetch.ticket, std::move(f));
@@ -126,15 +132,27 @@ void RemotePrefetcher::CollectFetches(const FindRequest& find, const MakeRoom& m
       const KvFormat vf = j < core_.shared_cfg.sink_blocks ? KvFormat::kF16 : core_.shared_cfg.v;
       const BlockIdentity bid{.model = core_.model_fp,
                               .salt = core_.salt,
+                              .scope = f.scope.id,
                               .key = key,
                               .index = static_cast<uint32_t>(j),
                               .geometry = g,
                               .n_layer = L};
-      const BlockParse p = ParseBlock(*r.values[i], bid, kf, vf);
+      std::optional<std::string_view> bytes = *r.values[i];
+      if (const std::string& secret = core_.options.kv_store_secret; !secret.empty())
+        bytes = OpenValue(secret, RemoteKey(key, f.scope), *r.values[i]);
+      if (!bytes) {
+        rc.errors["mac"]++;
+        RemoteLog(
+            fmt::format("warning: kv-store block {} ({}) rejected: its MAC does not match this replica's "
+                        "--kv-store-secret-file; computing it here",
+                        j, RemoteKey(key, f.scope)));
+        break;
+      }
+      const BlockParse p = ParseBlock(*bytes, bid, kf, vf);
       if (!p.ok()) {
         rc.errors[std::string(BlockRejectName(p.reject))]++;
-        RemoteLog(
-            fmt::format("warning: kv-store block {} ({}) rejected: {}; computing it here", j, RemoteKey(key), p.why));
+        RemoteLog(fmt::format("warning: kv-store block {} ({}) rejected: {}; computing it here", j,
+                              RemoteKey(key, f.scope), p.why));
         break;
       }
       size_t cost = 0;
@@ -151,7 +169,7 @@ void RemotePrefetcher::CollectFetches(const FindRequest& find, const MakeRoom& m
         if (!b.ok()) break;
         ids.push_back(*b);
       }
-      const bool whole = ids.size() == L && core_.cache->Insert(key, parent, ids);
+      const bool whole = ids.size() == L && core_.cache->Insert(key, parent, ids, f.scope.id);
       for (BlockId b : ids) core_.store->pool().Unref(b);  // the cache holds its own reference
       if (!whole) {
         rc.errors["budget"]++;

@@ -1,6 +1,7 @@
 // RemotePrefetcher: the engine's side of the remote block store (EngineOptions::kv_store_url).
 // Prompt blocks sealed here are serialized (kv/block_codec.h) and published under
-// "chorus:kv1:<salt>:<chained key>"; a request whose leading blocks are not cached here is held in
+// "chorus:kv2:<salt>:<scope>:<chained key>" (the request's sharing scope, also in each value's
+// header: a block is never read under another scope); a request whose leading blocks are not cached here is held in
 // the queue while one pipelined MGET asks for them on the store's thread, and the verified blocks
 // are installed into the prefix cache exactly as if computed here — the request then borrows them
 // at admission and prefills only the rest. Nothing here blocks a decode step: the engine thread
@@ -31,7 +32,7 @@ class RemotePrefetcher {
   // unreachable store a warning through kv_store_log). Without a URL the prefetcher does nothing.
   Status Open();
   // A prompt block just computed here and inserted into the prefix cache: serialized and queued.
-  void PublishBlock(uint64_t key, size_t index, std::span<const BlockId> ids);
+  void PublishBlock(uint64_t key, size_t index, std::span<const BlockId> ids, const Scope& scope);
   // Admission of waiting request `a` whose first k blocks are cached here: asks the store (once)
   // for the rest of its full prompt blocks. True while that fetch is in flight (it waits).
   bool MaybeFetch(AgentId id, Request& a, size_t k);
@@ -47,7 +48,7 @@ class RemotePrefetcher {
   EngineStats::Remote Stats() const;
 
  private:
-  std::string RemoteKey(uint64_t key) const;
+  std::string RemoteKey(uint64_t key, const Scope& scope) const;
   void RemoteLog(const std::string& msg) const;
 
   EngineCore& core_;
@@ -57,6 +58,7 @@ class RemotePrefetcher {
     std::vector<uint64_t> keys;  // chained keys asked for, in order; keys[0] continues `parent`
     size_t first_block = 0;      // block index of keys[0]
     uint64_t parent = 0;         // the key keys[0] continues (0: the first block)
+    Scope scope;                 // the request's
     Timer timer;
   };
   std::map<uint64_t, PendingFetch> fetches_;  // by ticket

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "chorus/engine.h"
+#include "engine/engine_core.h"     // Scope
 #include "engine/routing_policy.h"  // RoutingPolicy
 #include "engine/segments.h"        // SegmentPlan
 #include "grammar/grammar_matcher.h"  // GrammarMatcher
@@ -101,6 +102,7 @@ struct Request {
   Timer timer;  // from admission
 
   // The prefix cache.
+  Scope scope;                 // options.scope: salts every key below, the remote store's too
   std::vector<uint64_t> keys;  // prefix keys of the prompt's full blocks
   bool cacheable = true;       // its prompt blocks may enter the prefix cache
   size_t inserted = 0;         // prompt blocks already in the cache

@@ -37,7 +37,8 @@ Result<AgentId> Scheduler::NewRequest(std::vector<int32_t> prompt, ContextId con
   Request a;
   a.context = context;
   a.cacheable = context == 0 || !contexts_.at(context).keys.empty();
-  if (a.cacheable) a.keys = PrefixCache::Keys(prompt, core_.salt);
+  a.scope = core_.ScopeOf(options.scope);
+  if (a.cacheable) a.keys = PrefixCache::Keys(prompt, a.scope.salt);
   a.sampler = std::make_unique<Sampler>(so);
   for (const auto& [t, b] : options.logit_bias)
     if (t < 0 || static_cast<size_t>(t) >= V || !std::isfinite(b) || b < -100 || b > 100)
@@ -78,6 +79,13 @@ size_t Scheduler::Reserved() const {
       const size_t held = core_.SequenceOwnBytes(*a.seq);
       r += a.reserved_bytes > held ? a.reserved_bytes - held : 0;  // what it has yet to take
     }
+  return r;
+}
+
+size_t Scheduler::ScopeBytes(uint64_t scope) const {
+  size_t r = core_.cache->ScopeBytes(scope);
+  for (const auto& [id, a] : requests_)
+    if (a.seq && a.scope.id == scope) r += a.reserved_bytes;
   return r;
 }
 
@@ -124,7 +132,7 @@ Result<Scheduler::Admit> Scheduler::TryAdmit(AgentId id, Request& a) {
   SegmentPlan plan;
   if (UsesSegments(a))
     plan = PlanSegments(a.prompt, k * kBlockTokens, k ? a.keys[k - 1] : 0, *core_.cache, core_.store->pool(),
-                        core_.salt, core_.model->config().n_layer,
+                        a.scope.salt, core_.salt, core_.model->config().n_layer,
                         SegmentRepair{.fraction = core_.options.segments.repair,
                                       .min_tokens = core_.options.segments.repair_min_tokens});
   // Its own KV is the projection less the planned runs' blocks (prompt blocks: the shared formats).
@@ -132,6 +140,19 @@ Result<Scheduler::Admit> Scheduler::TryAdmit(AgentId id, Request& a) {
     const size_t s0 = core_.shared_cfg.sink_blocks, runs = core_.BlockBytes(s0, s0 + p.blocks(), s0 + p.blocks());
     return need - std::min(need, runs);
   };
+  // The scope's quota (AgentOptions::kv_quota_bytes): its own idle cached blocks go first, then the
+  // request is refused (a server answers 429). Another scope's blocks and requests are not touched.
+  if (const size_t q = a.options.kv_quota_bytes; q != 0) {
+    const size_t own = need_with(plan);
+    if (const size_t u = ScopeBytes(a.scope.id); u + own > q) core_.cache->EvictScope(a.scope.id, u + own - q);
+    if (const size_t u = ScopeBytes(a.scope.id); u + own > q) {
+      a.state.quota_exceeded = true;
+      return Status::Error(
+          "KV quota exceeded: the request needs about {} bytes of KV and its scope holds {} bytes of its {}-byte "
+          "quota after its idle cached blocks were evicted",
+          own, u, q);
+    }
+  }
   // The borrowed blocks are referenced first, so making room cannot evict them.
   std::unique_ptr<KvSequence> seq = core_.store->NewSequence(total + plan.hole_allowance(), borrowed);
   std::string why;
@@ -204,7 +225,7 @@ Result<Scheduler::Admit> Scheduler::TryAdmit(AgentId id, Request& a) {
     const size_t exact = std::max(k, std::min(a.keys.size(), plan.first_at() / kBlockTokens));
     core_.cache->MarkPending(id, std::span<const uint64_t>(a.keys).subspan(k, exact - k));
     std::vector<uint64_t> contents;
-    for (size_t j = k; j < exact; ++j) contents.push_back(PrefixCache::BlockContentKey(a.prompt, j, core_.salt));
+    for (size_t j = k; j < exact; ++j) contents.push_back(PrefixCache::BlockContentKey(a.prompt, j, a.scope.salt));
     core_.cache->MarkContentPending(id, contents);
   }
   if (!plan.empty()) {
@@ -283,9 +304,9 @@ void Scheduler::InsertPromptBlocks(AgentId id, Request& a) {
   for (size_t j = a.inserted; j < upto; ++j) {
     for (size_t l = 0; l < L; ++l) ids[l] = a.seq->block(l, j);
     // Present already (another request computed it too): that copy stays; ours is private.
-    if (core_.cache->Insert(a.keys[j], j ? a.keys[j - 1] : 0, ids)) {
-      core_.cache->IndexContent(a.keys[j], PrefixCache::BlockContentKey(a.prompt, j, core_.salt), j * kBlockTokens);
-      remote_.PublishBlock(a.keys[j], j, ids);  // computed here: other replicas may use it
+    if (core_.cache->Insert(a.keys[j], j ? a.keys[j - 1] : 0, ids, a.scope.id)) {
+      core_.cache->IndexContent(a.keys[j], PrefixCache::BlockContentKey(a.prompt, j, a.scope.salt), j * kBlockTokens);
+      remote_.PublishBlock(a.keys[j], j, ids, a.scope);  // computed here: other replicas may use it
     } else if (!core_.cache->Blocks(a.keys[j])) {
       stuck = true;  // its parent was evicted: nothing after it can be reached in the cache
       break;
@@ -303,14 +324,14 @@ void Scheduler::InsertPromptBlocks(AgentId id, Request& a) {
     const size_t skip = attached ? at->second.skip : 0, n = kBlockTokens - skip;
     if (a.cont.pos + n > a.prompt.size()) break;  // it holds generated tokens: not a prompt block
     const uint64_t key = PrefixCache::ContinuationKey(
-        a.cont.key, std::span<const int32_t>(a.prompt).subspan(a.cont.pos, n), skip, core_.salt);
+        a.cont.key, std::span<const int32_t>(a.prompt).subspan(a.cont.pos, n), skip, a.scope.salt);
     bool ok = core_.cache->FindContinuation(key).has_value();
     if (!ok && attached) {
       ok = at->second.source &&
-           core_.cache->InsertAlias(key, a.cont.key, at->second.source, at->second.shift, at->second.skip);
+           core_.cache->InsertAlias(key, a.cont.key, at->second.source, at->second.shift, at->second.skip, a.scope.id);
     } else if (!ok) {
       for (size_t l = 0; l < L; ++l) ids[l] = a.seq->block(l, j);
-      ok = core_.cache->InsertContinuation(key, a.cont.key, ids);
+      ok = core_.cache->InsertContinuation(key, a.cont.key, ids, a.scope.id);
     }
     if (!ok) {
       a.cont.open = false;
@@ -508,7 +529,7 @@ void Scheduler::AdmitWaiting() {
       }
       const size_t k = std::min(core_.cache->Match(a.keys), (a.prompt.size() - 1) / kBlockTokens);
       if ((k < a.keys.size() && core_.cache->IsPending(a.keys[k])) || remote_.MaybeFetch(*it, a, k) ||
-          (UsesSegments(a) && AnyContentPending(a.prompt, k * kBlockTokens, *core_.cache, core_.salt))) {
+          (UsesSegments(a) && AnyContentPending(a.prompt, k * kBlockTokens, *core_.cache, a.scope.salt))) {
         ++it;
         continue;
       }

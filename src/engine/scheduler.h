@@ -50,6 +50,9 @@ class Scheduler {
   // Bytes running requests may still take beyond what they hold (their projections), and the
   // pool's slot growth.
   size_t Reserved() const;
+  // What a sharing scope holds against its quota: its cached blocks (PrefixCache::ScopeBytes) and
+  // its running requests' projections (a running request's own prompt blocks count in both).
+  size_t ScopeBytes(uint64_t scope) const;
   // Whether `need` more bytes fit the budget beside what is held and reserved, evicting idle
   // cached blocks if needed; if not, *why says what is free (nothing is reserved either way).
   bool MakeRoom(size_t need, std::string* why);

@@ -83,7 +83,8 @@ struct Found {
 }  // namespace
 
 SegmentPlan PlanSegments(std::span<const int32_t> prompt, size_t from, uint64_t parent, const PrefixCache& cache,
-                         BlockPool& pool, uint64_t salt, size_t n_layer, const SegmentRepair& repair) {
+                         BlockPool& pool, uint64_t salt, uint64_t public_salt, size_t n_layer,
+                         const SegmentRepair& repair) {
   std::vector<SegmentRun> runs;
   const size_t end = prompt.empty() ? 0 : prompt.size() - 1;  // the last token is always computed
   size_t holes = 0;  // hole rows of the runs planned so far: the sequence's rows are positions + holes
@@ -122,7 +123,9 @@ SegmentPlan PlanSegments(std::span<const int32_t> prompt, size_t from, uint64_t 
   // whole span, taken from its head, across runs if the first is shorter.
   const auto run_at = [&](size_t at) {
     Found f;
-    const auto hit = cache.FindContent(WindowKey(prompt, at, salt));
+    uint64_t s = salt;  // the run's scope: its own, else the public one
+    auto hit = cache.FindContent(WindowKey(prompt, at, s));
+    if (!hit && public_salt != salt) hit = cache.FindContent(WindowKey(prompt, at, s = public_salt));
     if (!hit || !AllLive(*hit->ids)) return f;
     f.first_pos = hit->first_pos;
     f.blocks = {hit->ids};
@@ -130,13 +133,13 @@ SegmentPlan PlanSegments(std::span<const int32_t> prompt, size_t from, uint64_t 
     while (at + (f.blocks.size() + 1) * kBlockTokens <= end) {
       // The source's own next block first (its chain), else whatever block the content names.
       const auto window = prompt.subspan(at + f.blocks.size() * kBlockTokens, kBlockTokens);
-      const uint64_t chained = PrefixCache::ChainKey(f.keys.back(), window, salt);
+      const uint64_t chained = PrefixCache::ChainKey(f.keys.back(), window, s);
       if (const std::vector<BlockId>* ids = cache.Blocks(chained); ids && AllLive(*ids)) {
         f.blocks.push_back(ids);
         f.keys.push_back(chained);
         continue;
       }
-      const auto next = cache.FindContent(WindowKey(prompt, at + f.blocks.size() * kBlockTokens, salt));
+      const auto next = cache.FindContent(WindowKey(prompt, at + f.blocks.size() * kBlockTokens, s));
       if (!next || next->first_pos != hit->first_pos + f.blocks.size() * kBlockTokens || !AllLive(*next->ids)) break;
       f.blocks.push_back(next->ids);
       f.keys.push_back(next->key);

@@ -78,9 +78,11 @@ class SegmentPlan {
 // exact prefix another request with the same prompt left (PrefixCache::ContinuationKey: its own
 // blocks and attached runs, in its layout, nothing repaired again), then spans found by content
 // anywhere after, each with its repair. Every layer's block of a run must be live. The last prompt
-// token is never reused (its logits are computed). `salt` salts the keys.
+// token is never reused (its logits are computed). `salt` salts the keys (the request's scope);
+// a content run not found under it is looked for under `public_salt` (public contexts' blocks).
 SegmentPlan PlanSegments(std::span<const int32_t> prompt, size_t from, uint64_t parent, const PrefixCache& cache,
-                         BlockPool& pool, uint64_t salt, size_t n_layer, const SegmentRepair& repair);
+                         BlockPool& pool, uint64_t salt, uint64_t public_salt, size_t n_layer,
+                         const SegmentRepair& repair);
 // The content keys of a prompt's 32-token windows from `from` on, at every offset (the rolling
 // search of PlanSegments): one pending among them means another request is computing a span this
 // one could reuse.

@@ -52,6 +52,7 @@ std::string_view BlockRejectName(BlockReject r) {
     case BlockReject::kVersion: return "version";
     case BlockReject::kModel: return "model";
     case BlockReject::kSettings: return "settings";
+    case BlockReject::kScope: return "scope";
     case BlockReject::kKey: return "key";
     case BlockReject::kFormat: return "format";
     case BlockReject::kChecksum: return "checksum";
@@ -75,12 +76,13 @@ std::string SerializeBlock(const BlockIdentity& id, const BlockPool& pool, std::
   Put<uint16_t>(s, 6, static_cast<uint16_t>(id.n_layer));
   Put<uint64_t>(s, 8, id.model);
   Put<uint64_t>(s, 16, id.salt);
-  Put<uint64_t>(s, 24, id.key);
-  Put<uint32_t>(s, 32, kBlockTokens);
-  Put<uint16_t>(s, 36, static_cast<uint16_t>(id.geometry.n_head_kv));
-  Put<uint16_t>(s, 38, static_cast<uint16_t>(id.geometry.head_dim));
-  Put<uint32_t>(s, 40, static_cast<uint32_t>(payload));
-  Put<uint32_t>(s, 44, id.index);
+  Put<uint64_t>(s, 24, id.scope);
+  Put<uint64_t>(s, 32, id.key);
+  Put<uint32_t>(s, 40, kBlockTokens);
+  Put<uint16_t>(s, 44, static_cast<uint16_t>(id.geometry.n_head_kv));
+  Put<uint16_t>(s, 46, static_cast<uint16_t>(id.geometry.head_dim));
+  Put<uint32_t>(s, 48, static_cast<uint32_t>(payload));
+  Put<uint32_t>(s, 52, id.index);
   size_t at = payload_at;
   for (size_t l = 0; l < ids.size(); ++l) {
     const BlockMeta& m = pool.meta(ids[l]);
@@ -109,19 +111,22 @@ BlockParse ParseBlock(std::string_view s, const BlockIdentity& expect, KvFormat 
   if (const auto salt = Get<uint64_t>(s, 16); salt != expect.salt)
     return Reject(BlockReject::kSettings,
                   fmt::format("sealed under KV settings {:016x}, this engine's are {:016x}", salt, expect.salt));
-  if (const auto key = Get<uint64_t>(s, 24); key != expect.key)
+  if (const auto scope = Get<uint64_t>(s, 24); scope != expect.scope)
+    return Reject(BlockReject::kScope,
+                  fmt::format("sealed for sharing scope {:016x}, asked for under scope {:016x}", scope, expect.scope));
+  if (const auto key = Get<uint64_t>(s, 32); key != expect.key)
     return Reject(BlockReject::kKey, fmt::format("sealed for key {:016x}, stored under {:016x}", key, expect.key));
-  if (const auto index = Get<uint32_t>(s, 44); index != expect.index)
+  if (const auto index = Get<uint32_t>(s, 52); index != expect.index)
     return Reject(BlockReject::kKey, fmt::format("sealed as block {}, asked for as block {}", index, expect.index));
   const size_t n_layer = Get<uint16_t>(s, 6);
-  if (n_layer != expect.n_layer || Get<uint32_t>(s, 32) != kBlockTokens ||
-      Get<uint16_t>(s, 36) != expect.geometry.n_head_kv || Get<uint16_t>(s, 38) != expect.geometry.head_dim)
+  if (n_layer != expect.n_layer || Get<uint32_t>(s, 40) != kBlockTokens ||
+      Get<uint16_t>(s, 44) != expect.geometry.n_head_kv || Get<uint16_t>(s, 46) != expect.geometry.head_dim)
     return Reject(BlockReject::kFormat,
                   fmt::format("shape {} layers × {} tokens × {} heads × {} dims, expected {} × {} × {} × {}", n_layer,
-                              Get<uint32_t>(s, 32), Get<uint16_t>(s, 36), Get<uint16_t>(s, 38), expect.n_layer,
+                              Get<uint32_t>(s, 40), Get<uint16_t>(s, 44), Get<uint16_t>(s, 46), expect.n_layer,
                               kBlockTokens, expect.geometry.n_head_kv, expect.geometry.head_dim));
   const size_t table_at = kBlockCodecHeaderBytes, sum_at = table_at + n_layer * kBlockCodecLayerBytes;
-  const size_t payload_at = sum_at + kChecksumBytes, payload = Get<uint32_t>(s, 40);
+  const size_t payload_at = sum_at + kChecksumBytes, payload = Get<uint32_t>(s, 48);
   if (s.size() != payload_at + payload)
     return Reject(BlockReject::kTruncated, fmt::format("{} bytes, the header says {}", s.size(), payload_at + payload));
   // The checksum before the table is read: a changed size field must not steer the parse.

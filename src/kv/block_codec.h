@@ -3,9 +3,9 @@
 // bytes are what a remote store (Redis) keeps; a reader verifies each field against what its own
 // engine would have sealed and rejects anything else with a reason.
 //
-// Layout v1 (little-endian, docs/SCALE_OUT.md):
-//   header (48 bytes): magic "CHKV" (u32 0x564b4843) | layout version u16 | n_layer u16 |
-//                      model fingerprint u64 | settings salt u64 | block key u64 |
+// Layout v2 (little-endian, docs/SCALE_OUT.md):
+//   header (56 bytes): magic "CHKV" (u32 0x564b4843) | layout version u16 | n_layer u16 |
+//                      model fingerprint u64 | settings salt u64 | sharing scope u64 | block key u64 |
 //                      tokens u32 | n_head_kv u16 | head_dim u16 | payload bytes u32 | block index u32
 //   layer table (n_layer × 12 bytes): k format u8 | v format u8 | pad u16 | k bytes u32 | v bytes u32
 //   checksum u64: XXH3-64 (seed 0) of the layer table and the payload
@@ -26,14 +26,15 @@
 namespace chorus {
 
 inline constexpr uint32_t kBlockCodecMagic = 0x564b4843;  // "CHKV"
-inline constexpr uint16_t kBlockCodecVersion = 1;
-inline constexpr size_t kBlockCodecHeaderBytes = 48;
+inline constexpr uint16_t kBlockCodecVersion = 2;
+inline constexpr size_t kBlockCodecHeaderBytes = 56;
 inline constexpr size_t kBlockCodecLayerBytes = 12;
 
 // What identifies a block beyond its bytes: who sealed it, under which settings, for which key.
 struct BlockIdentity {
   uint64_t model = 0;  // fingerprint of the model file
   uint64_t salt = 0;   // model + every KV setting that changes stored bytes (the prefix keys' seed)
+  uint64_t scope = 0;  // the sharing scope it was sealed for (ScopeId; 0 = public): never read under another
   uint64_t key = 0;    // the block's chained content key
   uint32_t index = 0;  // its position in the prompt (tokens [32·index, 32·index + 32))
   KvGeometry geometry{};
@@ -50,6 +51,7 @@ enum class BlockReject : uint8_t {
   kVersion,    // another layout version
   kModel,      // sealed by another model
   kSettings,   // another KV configuration (formats, sink, window, policy)
+  kScope,      // sealed for another sharing scope (tenant, group, public)
   kKey,        // stored under a key (or at a position) it was not sealed for
   kFormat,     // a layer's formats or sizes differ from what this engine seals
   kChecksum,   // payload or layer table changed

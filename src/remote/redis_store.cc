@@ -43,13 +43,16 @@ std::string ErrorKind(std::string_view reply) {
 
 }  // namespace
 
-std::string RedisUrl::Text() const { return fmt::format("redis://{}:{}/{}", host, port, db); }
+std::string RedisUrl::Text() const {
+  return fmt::format("redis://{}{}{}:{}/{}", user, user.empty() ? "" : "@", host, port, db);
+}
 
 Result<RedisUrl> ParseRedisUrl(std::string_view url) {
   const auto bad = [&](std::string_view what) {
-    return Status::Error("malformed --kv-store URL '{}': {} (expected redis://[:PASSWORD@]HOST[:PORT][/DB], e.g. "
-                         "redis://127.0.0.1:6379/0)",
-                         url, what);
+    return Status::Error(
+        "malformed --kv-store URL '{}': {} (expected redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], e.g. "
+        "redis://127.0.0.1:6379/0)",
+        url, what);
   };
   constexpr std::string_view kScheme = "redis://";
   if (!url.starts_with(kScheme)) return bad("it must start with redis://");
@@ -58,8 +61,12 @@ Result<RedisUrl> ParseRedisUrl(std::string_view url) {
   if (const size_t at = rest.rfind('@'); at != std::string_view::npos) {
     const std::string_view cred = rest.substr(0, at);
     const size_t colon = cred.find(':');
-    if (colon == std::string_view::npos || colon + 1 == cred.size()) return bad("credentials must be :PASSWORD@");
-    if (colon != 0) return bad("user names are not supported, only :PASSWORD@");
+    if (colon == std::string_view::npos || colon + 1 == cred.size())
+      return bad("credentials must be :PASSWORD@ or USER:PASSWORD@");
+    u.user = std::string(cred.substr(0, colon));
+    for (char c : u.user)
+      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_'))
+        return bad(fmt::format("character '{}' in the user name", c));
     u.password = std::string(cred.substr(colon + 1));
     rest = rest.substr(at + 1);
   }
@@ -118,7 +125,9 @@ bool RedisStore::Connect() {
     // Credentials and database first, then PING: an error reply (auth required, wrong password,
     // no such database) means the store is unusable as configured.
     std::vector<std::vector<std::string>> cmds;
-    if (!u.password.empty()) cmds.push_back({"AUTH", u.password});
+    if (!u.password.empty())
+      cmds.push_back(u.user.empty() ? std::vector<std::string>{"AUTH", u.password}
+                                    : std::vector<std::string>{"AUTH", u.user, u.password});
     if (u.db != 0) cmds.push_back({"SELECT", std::to_string(u.db)});
     cmds.push_back({"PING"});
     redisSetTimeout(c, ToTimeval(options_.connect_timeout));

@@ -28,13 +28,15 @@ struct redisContext;
 
 namespace chorus {
 
-// redis://[:PASSWORD@]HOST[:PORT][/DB]
+// redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]: USER is a Redis 6 ACL user (AUTH USER PASSWORD),
+// none = the default user (AUTH PASSWORD).
 struct RedisUrl {
   std::string host;
   int port = 6379;
   int db = 0;
+  std::string user;
   std::string password;
-  std::string Text() const;  // the URL without the password
+  std::string Text() const;  // the URL without the password (the user is shown)
 };
 // A malformed URL is an error naming the part that is wrong and the expected form.
 Result<RedisUrl> ParseRedisUrl(std::string_view url);

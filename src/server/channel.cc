@@ -4,7 +4,7 @@
 namespace chorus::server {
 
 void Channel::Publish(std::string_view delta, size_t completion_tokens, size_t cached_tokens, size_t reused_tokens,
-                      StopReason stop, std::string_view error, std::span<const TokenLogprob> logprobs,
+                      StopReason stop, std::string_view error, int error_status, std::span<const TokenLogprob> logprobs,
                       std::span<const int32_t> tokens) {
   std::lock_guard lock(mu_);
   if (pending_.done) return;
@@ -19,7 +19,7 @@ void Channel::Publish(std::string_view delta, size_t completion_tokens, size_t c
     pending_.done = true;
     pending_.stop = stop;
     pending_.error = error;
-    pending_.error_status = 500;
+    pending_.error_status = error_status;
   }
   version_++;
   cv_.notify_all();

@@ -46,13 +46,14 @@ class Channel {
   Clock::time_point arrival = Clock::now();
   std::string request_id;           // the response id (dashboard)
   std::string preview;              // the start of the client's text (dashboard; user text)
+  std::string tenant;               // who sent it (its API key's tenant): who may see it
   std::atomic<bool> cancel{false};  // the client went away or a stop string ended it
 
   // ---- the loop's side ----
   // Appends `delta`, sets the totals; with `stop` != kNone also finishes the channel in the same
   // critical section (the reader sees the last text and the end together). Ignored once finished.
   void Publish(std::string_view delta, size_t completion_tokens, size_t cached_tokens, size_t reused_tokens,
-               StopReason stop = StopReason::kNone, std::string_view error = {},
+               StopReason stop = StopReason::kNone, std::string_view error = {}, int error_status = 500,
                std::span<const TokenLogprob> logprobs = {}, std::span<const int32_t> tokens = {});
   // Finishes without new text (refused, cancelled while queued, shutdown). First call wins.
   void Finish(StopReason stop, std::string_view error, int error_status);

@@ -120,6 +120,7 @@ json StateJson(const EngineSnapshot& snap, const std::map<AgentId, RequestInfo>&
     const RequestInfo none{.id = fmt::format("engine-{}", r.id)};
     const RequestInfo& ri = it == infos.end() ? none : it->second;
     o["id"] = ri.id;
+    o["tenant"] = ri.tenant;
     o["preview"] = ri.preview;
     o["age_s"] = std::round(ri.age_s * 10) / 10;
     o["tok_s"] = std::round(ri.tok_s * 100) / 100;
@@ -156,6 +157,21 @@ json StateJson(const EngineSnapshot& snap, const std::map<AgentId, RequestInfo>&
                        {"v_bits", std::round(f.v_bits * 1000) / 1000}});
   j["formats"] = std::move(formats);
   j["series"] = series;
+  return j;
+}
+
+json StateFor(const json& state, const std::string& tenant, const std::set<std::string>& contexts) {
+  json j = state;
+  json reqs = json::array();
+  for (const json& r : state["requests"])
+    if (r.value("tenant", "") == tenant) reqs.push_back(r);
+  j["requests"] = std::move(reqs);
+  json runs = json::array();
+  for (const json& r : state["runs"])
+    if (r["context"].is_string() && contexts.count(r["context"].get<std::string>())) runs.push_back(r);
+  j["counts"]["contexts"] = runs.size();
+  j["runs_total"] = runs.size();
+  j["runs"] = std::move(runs);
   return j;
 }
 

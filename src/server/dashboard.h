@@ -10,6 +10,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@ namespace chorus::server {
 // The loop's view of a request beside the engine's (what only the server knows).
 struct RequestInfo {
   std::string id;       // the response id the client sees (chatcmpl-7)
+  std::string tenant;   // its API key's tenant ("": the engine API's)
   std::string preview;  // the start of the client's last message or prompt (user text: the page escapes it)
   double age_s = 0;     // since it arrived
   double tok_s = 0;     // decode rate since its first token (0 before its second token)
@@ -74,6 +76,11 @@ struct StateInfo {
 // request came through the engine API, not HTTP).
 nlohmann::json StateJson(const EngineSnapshot& snap, const std::map<AgentId, RequestInfo>& requests,
                          const nlohmann::json& series, const StateInfo& info);
+
+// What one tenant sees of a StateJson document: its own requests, the contexts in `contexts`
+// ("ctx-N": its own and public ones), no prefix runs (their previews are other prompts' text);
+// the server's totals, budget and series stay (they name no request).
+nlohmann::json StateFor(const nlohmann::json& state, const std::string& tenant, const std::set<std::string>& contexts);
 
 const char* PhaseName(AgentPhase p);
 

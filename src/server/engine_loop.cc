@@ -55,7 +55,9 @@ bool EngineLoop::TakeState(EngineSnapshot* snap, std::map<AgentId, RequestInfo>*
     const auto now = Clock::now();
     infos->clear();
     for (const auto& [id, l] : live_) {
-      RequestInfo ri{.id = l.ch->request_id, .preview = l.ch->preview,
+      RequestInfo ri{.id = l.ch->request_id,
+                     .tenant = l.ch->tenant,
+                     .preview = l.ch->preview,
                      .age_s = std::chrono::duration<double>(now - l.ch->arrival).count()};
       if (l.seen_tokens >= 2) {
         const double dt = std::chrono::duration<double>(l.last_token - l.first_token).count();
@@ -169,6 +171,7 @@ void EngineLoop::Run() {
       // tokens) reads as an error, as the reader maps it (OpenAiFinishReason).
       l.ch->Publish(std::string_view(st->text).substr(l.sent_bytes), st->tokens.size(), st->cached_tokens,
                     st->reused_tokens, st->done ? st->stop : StopReason::kNone, st->error,
+                    st->quota_exceeded ? 429 : 500,
                     std::span(st->logprobs).subspan(std::min(l.sent_logprobs, st->logprobs.size())),
                     std::span(st->tokens).subspan(std::min(l.sent_tokens, st->tokens.size())));
       l.sent_tokens = st->tokens.size();

@@ -23,7 +23,12 @@ void HttpServer::ReplyJson(Response& res, const json& j, int status) {
 }
 
 HttpServer::HttpServer(Engine& engine, const HttpOptions& options)
-    : engine_(engine), options_(options), loop_(engine, metrics_, options.max_queue),
+    : engine_(engine),
+      options_(options),
+      tenants_(options.tenants           ? *options.tenants
+               : options.api_key.empty() ? Tenants()
+                                         : Tenants::OneKey(options.api_key)),
+      loop_(engine, metrics_, options.max_queue),
       http_(std::make_unique<httplib::Server>()) {
   if (options_.model_id.empty()) options_.model_id = engine.model_name().empty() ? "chorus" : engine.model_name();
   const size_t threads = options_.http_threads > 0 ? size_t(options_.http_threads) : options_.max_queue + 144;
@@ -59,20 +64,17 @@ void HttpServer::Shutdown(const std::string& reason) {
   http_->stop();
 }
 
-// Auth for /v1/*: a Bearer key, compared in full (no early exit on the first differing byte).
-bool HttpServer::Authorized(const Request& req, Response& res) {
-  if (options_.api_key.empty()) return true;
+// Auth for /v1/*: the tenant of a Bearer key, every key compared in full (Tenants::Authenticate).
+const Tenant* HttpServer::Authorized(const Request& req, Response& res) {
   const std::string h = req.get_header_value("Authorization");
-  const std::string want = "Bearer " + options_.api_key;
-  unsigned diff = h.size() != want.size();
-  for (size_t i = 0; i < std::min(h.size(), want.size()); ++i) diff |= unsigned(h[i] ^ want[i]);
-  if (diff == 0) return true;
+  if (const Tenant* t = tenants_.Authenticate(h)) return t;
   Reply(res, {.status = 401,
               .message = h.empty() ? "no API key provided: send \"Authorization: Bearer <key>\""
                                    : "incorrect API key provided",
               .code = "invalid_api_key"});
-  metrics_.CountRequest(req.path, 401);
-  return false;
+  // The route, not the path: a context id (or anything a client puts in a path) is no label.
+  metrics_.CountRequest(req.path.rfind("/v1/contexts/", 0) == 0 ? "/v1/contexts/{id}" : req.path, 401);
+  return nullptr;
 }
 
 void HttpServer::Routes() {
@@ -123,6 +125,7 @@ void HttpServer::Routes() {
   s.Get("/v1/models", [this](const Request& req, Response& res) { HandleModels(req, res); });
   s.Post("/v1/contexts", [this](const Request& req, Response& res) { HandleCreateContext(req, res); });
   s.Get("/v1/contexts", [this](const Request& req, Response& res) { HandleListContexts(req, res); });
+  s.Get(R"(/v1/contexts/([^/]+))", [this](const Request& req, Response& res) { HandleGetContext(req, res); });
   s.Delete(R"(/v1/contexts/([^/]+))", [this](const Request& req, Response& res) { HandleDeleteContext(req, res); });
   s.Post("/v1/chat/completions",
          [this](const Request& req, Response& res) { HandleGenerate(req, res, Endpoint::kChat); });

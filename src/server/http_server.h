@@ -2,23 +2,26 @@
 // is parsed and validated on its HTTP thread (protocol.h), tokenized, handed to the EngineLoop, and
 // answered from its Channel — as one JSON object or as server-sent events. Uses include/chorus only.
 // Endpoints: POST /v1/chat/completions, POST /v1/completions, POST /v1/responses, GET|DELETE
-// /v1/responses/{id}, GET /v1/models, POST|GET /v1/contexts,
-// DELETE /v1/contexts/{id}, GET /health, GET /metrics (Prometheus text), GET /v1/state (the
+// /v1/responses/{id}, POST /v1/embeddings, GET /v1/models, POST|GET /v1/contexts,
+// GET|DELETE /v1/contexts/{id}, GET /health, GET /metrics (Prometheus text), GET /v1/state (the
 // dashboard's JSON, under the API key), GET /dashboard (+ /dashboard/app.js, /dashboard/style.css:
-// the page, embedded in the binary). One handler per route (routes.cc); the generation handlers
+// the page, embedded in the binary). Every /v1/* request runs as its key's tenant (tenants.h): a
+// tenant sees, reads and deletes its own requests and contexts (public contexts it may read), an
+// admin everyone's; another tenant's context id is answered as if it did not exist (404). One handler per route (routes.cc); the generation handlers
 // parse the body into native types first (protocol.h), then tokenize, check and enqueue.
 // Threading rules: handlers run on cpp-httplib's pool, one request per thread; they never touch the
 // Engine but through EngineLoop (RunOnLoop, TakeState) and the Engine's thread-safe calls
 // (Tokenize, RenderChat, EstimateBytes, the model's getters). A generation reads its Channel's
 // deltas on its own thread: a streaming one from the chunked-content provider, one call per publish
-// or keep-alive. state_body_ is under state_mu_, context_text_ under contexts_mu_; the rest is immutable after the constructor or
-// atomic.
+// or keep-alive. state_json_ is under state_mu_, contexts_ under contexts_mu_; the rest is immutable
+// after the constructor or atomic.
 #pragma once
 #include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <variant>
 
@@ -28,6 +31,7 @@
 #include "metrics.h"      // ServerMetrics
 #include "protocol.h"     // ApiError, Endpoint, GenerationRequest
 #include "responses.h"    // ResponseStore, StoredResponse
+#include "tenants.h"      // Tenants, Tenant
 
 namespace httplib {
 class Server;
@@ -40,7 +44,8 @@ namespace chorus::server {
 struct HttpOptions {
   std::string host = "127.0.0.1";
   int port = 8080;            // 0 = any free port (printed)
-  std::string api_key;        // non-empty: /v1/* needs "Authorization: Bearer <key>"
+  std::string api_key;        // non-empty: /v1/* needs "Authorization: Bearer <key>" (one tenant)
+  std::optional<Tenants> tenants;  // --api-keys: one key per tenant (replaces api_key)
   size_t max_queue = 64;      // requests waiting for admission before 503
   size_t max_body_bytes = 8 << 20;
   size_t default_max_tokens = 1024;  // when a request gives none (capped by the context)
@@ -75,20 +80,21 @@ class HttpServer {
   // An error as {"error": ...} with its status; any JSON with `status`.
   static void Reply(Response& res, const ApiError& e);
   static void ReplyJson(Response& res, const nlohmann::json& j, int status = 200);
-  // Under the API key: true, or the 401 answered (and counted).
-  bool Authorized(const Request& req, Response& res);
+  // The request's tenant (its API key's), or null with the 401 answered (and counted).
+  const Tenant* Authorized(const Request& req, Response& res);
   // Handlers (routes.cc), one per route.
   void HandleState(const Request& req, Response& res);
   void HandleModels(const Request& req, Response& res);
   void HandleCreateContext(const Request& req, Response& res);
   void HandleListContexts(const Request& req, Response& res);
+  void HandleGetContext(const Request& req, Response& res);
   void HandleDeleteContext(const Request& req, Response& res);
   void HandleGenerate(const Request& req, Response& res, Endpoint ep);
   // The steps of HandleGenerate: the prompt's tokens and the checks against the context and the
   // KV budget (an ApiError when they fail); then one answer or a stream of events.
   // prev: the stored response a Responses request continues (its tokens are reused when the new
   // prompt's text extends its text).
-  std::variant<Admission, ApiError> Admit(const GenerationRequest& g, Endpoint ep,
+  std::variant<Admission, ApiError> Admit(const GenerationRequest& g, Endpoint ep, const Tenant& tenant,
                                           const StoredResponse* prev = nullptr);
   // The Responses API (routes_responses.cc).
   void HandleCreateResponse(const Request& req, Response& res);
@@ -99,21 +105,33 @@ class HttpServer {
   void ReplyStream(Response& res, const GenerationRequest& g, const Admission& a);
   Engine& engine_;
   HttpOptions options_;
+  Tenants tenants_;
   ServerMetrics metrics_;
   EngineLoop loop_;
   std::unique_ptr<httplib::Server> http_;
   int port_ = 0;
   std::atomic<bool> shutting_down_{false};
   std::atomic<uint64_t> next_id_{1};
-  // Pinned contexts' texts by id, for chorus_context content parts; under contexts_mu_.
+  // Pinned contexts made over HTTP: their text (for chorus_context content parts), whether public,
+  // and each tenant's Share calls (its references, released when it deletes the context).
+  struct ContextEntry {
+    std::string text;
+    bool is_public = false;
+    std::map<std::string, size_t> refs;  // tenant → references
+  };
+  // Whether `t` may list, read and use the context (its own, a public one, or an admin).
+  static bool Visible(const Tenant& t, const ContextEntry& c) { return t.admin || c.is_public || c.refs.count(t.name); }
+  // The visible context named `name` ("ctx-N"), or 0. Under contexts_mu_.
+  ContextId FindContext(const Tenant& t, const std::string& name);
   std::mutex contexts_mu_;
-  std::map<ContextId, std::string> context_text_;
+  std::map<ContextId, ContextEntry> contexts_;
   std::mutex embedder_mu_;  // one embedding call at a time
   std::unique_ptr<Embedder> embedder_;
   ResponseStore responses_{4096};  // stored responses (previous_response_id), thread-safe
-  // GET /v1/state: one snapshot a second at most, whoever asks (the answer is cached).
+  // GET /v1/state: one snapshot a second at most, whoever asks (the whole state is cached and cut
+  // to each tenant's share per answer).
   std::mutex state_mu_;
-  std::string state_body_;
+  nlohmann::json state_json_;
   std::chrono::steady_clock::time_point state_at_;
 };
 

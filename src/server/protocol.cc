@@ -212,6 +212,14 @@ std::optional<ApiError> ParseCommon(const json& obj, const ProtocolLimits& limit
     }
   }
   if (auto e = GetBool(obj, "ignore_eos", &r->ignore_eos)) return e;
+  if (const json* s = Field(obj, "cache_salt")) {
+    if (!s->is_string() || s->get<std::string>().empty() || s->get<std::string>().size() > 1024)
+      return Bad("cache_salt",
+                 "'cache_salt' must be a non-empty string of at most 1024 bytes, got " +
+                     s->dump(-1, ' ', false, json::error_handler_t::replace).substr(0, 64),
+                 "invalid_value");
+    r->cache_salt = s->get<std::string>();
+  }
   if (const json* c = Field(obj, "chorus")) {
     if (!c->is_object())
       return Bad("chorus", std::string("'chorus' must be an object, got ") + c->type_name(), "invalid_type");
@@ -334,7 +342,7 @@ ParsedRequest ParseCompletion(std::string_view body, const ProtocolLimits& limit
   return r;
 }
 
-std::variant<std::string, ApiError> ParseContextRequest(std::string_view body) {
+std::variant<ContextRequest, ApiError> ParseContextRequest(std::string_view body) {
   auto parsed = ParseObject(body);
   if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
   const json& obj = std::get<json>(parsed);
@@ -342,7 +350,16 @@ std::variant<std::string, ApiError> ParseContextRequest(std::string_view body) {
   if (!text) return Bad("text", "'text' is required", "missing_field");
   if (!text->is_string()) return Bad("text", std::string("'text' must be a string, got ") + text->type_name(), "invalid_type");
   if (text->get<std::string>().empty()) return Bad("text", "'text' must not be empty");
-  return text->get<std::string>();
+  ContextRequest r{.text = text->get<std::string>()};
+  if (const json* s = Field(obj, "scope")) {
+    if (!s->is_string() || (s->get<std::string>() != "public" && s->get<std::string>() != "private"))
+      return Bad("scope",
+                 "'scope' must be \"private\" (the default: the creator's tenant or group) or \"public\", got " +
+                     s->dump(-1, ' ', false, json::error_handler_t::replace).substr(0, 64),
+                 "invalid_value");
+    r.is_public = s->get<std::string>() == "public";
+  }
+  return r;
 }
 
 json UsageJson(const Usage& u) {

@@ -103,6 +103,8 @@ struct GenerationRequest {
   std::string tool_name;                       // kNamed: the function
   bool parallel_tool_calls = true;             // false: at most one call per answer
   ResponseFormat response_format;
+  // vLLM's cache_salt: prompts with different salts never share cached KV (folded into the scope).
+  std::string cache_salt;
 };
 
 using ParsedRequest = std::variant<GenerationRequest, ApiError>;
@@ -111,8 +113,13 @@ using ParsedRequest = std::variant<GenerationRequest, ApiError>;
 ParsedRequest ParseChatCompletion(std::string_view body, const ProtocolLimits& limits = {});
 ParsedRequest ParseCompletion(std::string_view body, const ProtocolLimits& limits = {});
 
-// POST /v1/contexts {"text": "..."} (chorus extension): the text, or an error.
-std::variant<std::string, ApiError> ParseContextRequest(std::string_view body);
+// POST /v1/contexts {"text": "...", "scope": "private" | "public"} (chorus extension). A public
+// context's blocks are reused by every tenant; a private one's (the default) by the creator's scope.
+struct ContextRequest {
+  std::string text;
+  bool is_public = false;
+};
+std::variant<ContextRequest, ApiError> ParseContextRequest(std::string_view body);
 
 struct Usage {
   size_t prompt_tokens = 0;

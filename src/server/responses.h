@@ -39,6 +39,7 @@ struct StoredResponse {
   std::vector<ChatTurn> turns;  // every turn so far, the answer last
   std::string text;             // the rendered prompt + the answer's raw text
   std::vector<int32_t> tokens;  // the prompt's tokens + the answer's
+  std::string tenant;           // whose it is: no other tenant (but admin) reads, continues or deletes it
 };
 
 // Bounded, least recently stored dropped first; thread-safe.

@@ -9,9 +9,10 @@
 #include <chrono>
 #include <ctime>
 #include <random>
+#include <set>
 
 #include "admission.h"    // HttpServer::Admission
-#include "dashboard.h"    // StateJson
+#include "dashboard.h"    // StateJson, StateFor
 #include "sse_writer.h"   // SseWriter
 #include "text_stream.h"  // TextStream
 #include "tools.h"        // RenderTurns, ConstraintFor, ToolCallParser
@@ -37,12 +38,24 @@ std::string EmbedderId(const Embedder& e) {
   return n.substr(0, n.find(" ("));
 }
 
-json ContextJson(ContextId id, size_t tokens, size_t bytes, const std::string& fingerprint) {
+json ContextJson(ContextId id, size_t tokens, size_t bytes, const std::string& fingerprint, bool is_public) {
   return json{{"id", fmt::format("ctx-{}", id)},
               {"object", "context"},
               {"tokens", tokens},
               {"bytes", bytes},
+              {"scope", is_public ? "public" : "private"},
               {"formats", "pinned prompt blocks in the shared formats (" + fingerprint + ")"}};
+}
+
+ApiError NoContext(const std::string& name) {
+  return {.status = 404, .message = fmt::format("no context '{}'", name), .param = "id", .code = "not_found"};
+}
+
+// The request's sharing scope: its tenant's, with vLLM's cache_salt folded in (length-prefixed,
+// so no tenant name and salt can spell another pair).
+std::string RequestScope(const Tenant& t, const std::string& cache_salt) {
+  if (cache_salt.empty()) return t.scope;
+  return fmt::format("{}|cache_salt:{}:{}", t.scope, cache_salt.size(), cache_salt);
 }
 
 }  // namespace
@@ -50,10 +63,11 @@ json ContextJson(ContextId id, size_t tokens, size_t bytes, const std::string& f
 // ---- the dashboard (docs/SERVING.md "The dashboard") ----
 
 void HttpServer::HandleState(const Request& req, Response& res) {
-  if (!Authorized(req, res)) return;
+  const Tenant* t = Authorized(req, res);
+  if (!t) return;
   std::lock_guard lock(state_mu_);
   const auto now = std::chrono::steady_clock::now();
-  if (state_body_.empty() || now - state_at_ >= std::chrono::milliseconds(900)) {
+  if (state_json_.is_null() || now - state_at_ >= std::chrono::milliseconds(900)) {
     EngineSnapshot snap;
     std::map<AgentId, RequestInfo> infos;
     if (shutting_down_ || !loop_.TakeState(&snap, &infos))
@@ -64,12 +78,19 @@ void HttpServer::HandleState(const Request& req, Response& res) {
         .uptime_s = loop_.Seconds(),
         .sampled_at_unix = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(),
         .max_running = options_.max_running};
-    state_body_ = StateJson(snap, infos, loop_.series().Json(loop_.Seconds()), info)
-                      .dump(-1, ' ', false, json::error_handler_t::replace);
+    state_json_ = StateJson(snap, infos, loop_.series().Json(loop_.Seconds()), info);
     state_at_ = now;
   }
+  std::set<std::string> visible;  // the contexts this tenant may see
+  if (!t->admin) {
+    std::lock_guard clock(contexts_mu_);
+    for (const auto& [id, c] : contexts_)
+      if (Visible(*t, c)) visible.insert(fmt::format("ctx-{}", id));
+  }
   res.set_header("Cache-Control", "no-store");
-  res.set_content(state_body_, "application/json");
+  res.set_content((t->admin ? state_json_ : StateFor(state_json_, t->name, visible))
+                      .dump(-1, ' ', false, json::error_handler_t::replace),
+                  "application/json");
 }
 
 void HttpServer::HandleModels(const Request& req, Response& res) {
@@ -165,15 +186,27 @@ void HttpServer::HandleEmbeddings(const Request& req, Response& res) {
 
 // ---- contexts (chorus extension): pinned documents ----
 
+ContextId HttpServer::FindContext(const Tenant& t, const std::string& name) {
+  ContextId id = 0;
+  if (name.rfind("ctx-", 0) == 0 && name.size() > 4 && name.size() < 24 &&
+      name.find_first_not_of("0123456789", 4) == std::string::npos)
+    id = std::strtoull(name.c_str() + 4, nullptr, 10);
+  auto it = contexts_.find(id);
+  return it != contexts_.end() && Visible(t, it->second) ? id : 0;
+}
+
 void HttpServer::HandleCreateContext(const Request& req, Response& res) {
-  if (!Authorized(req, res)) return;
+  const Tenant* t = Authorized(req, res);
+  if (!t) return;
   auto parsed = ParseContextRequest(req.body);
   if (auto* e = std::get_if<ApiError>(&parsed)) return Reply(res, *e), metrics_.CountRequest(req.path, e->status);
-  const std::string& text = std::get<std::string>(parsed);
+  const ContextRequest& cr = std::get<ContextRequest>(parsed);
+  const std::string& text = cr.text;
+  const ShareOptions so{.scope = cr.is_public ? std::string(kPublicScope) : t->scope};
   Result<ContextId> id = Status::Error("the server is shutting down");
   size_t tokens = 0, bytes = 0;
   loop_.RunOnLoop([&](Engine& e) {
-    id = e.Share(text);
+    id = e.Share(text, so);
     if (id.ok()) tokens = e.ContextTokens(*id), bytes = e.ContextBytes(*id);
   });
   if (!id.ok()) {
@@ -183,55 +216,103 @@ void HttpServer::HandleCreateContext(const Request& req, Response& res) {
   }
   {
     std::lock_guard lock(contexts_mu_);
-    context_text_[*id] = text;
+    ContextEntry& c = contexts_[*id];  // the same text in the same scope: the same context, one more reference
+    c.text = text;
+    c.is_public = cr.is_public;
+    c.refs[t->name]++;
   }
-  ReplyJson(res, ContextJson(*id, tokens, bytes, engine_.fingerprint()));
+  ReplyJson(res, ContextJson(*id, tokens, bytes, engine_.fingerprint(), cr.is_public));
   metrics_.CountRequest(req.path, 200);
 }
 
 void HttpServer::HandleListContexts(const Request& req, Response& res) {
-  if (!Authorized(req, res)) return;
+  const Tenant* t = Authorized(req, res);
+  if (!t) return;
+  std::map<ContextId, bool> mine;  // visible id → public
+  {
+    std::lock_guard lock(contexts_mu_);
+    for (const auto& [id, c] : contexts_)
+      if (Visible(*t, c)) mine[id] = c.is_public;
+  }
   json data = json::array();
   loop_.RunOnLoop([&](Engine& e) {
     for (ContextId id : e.Contexts())
-      data.push_back(ContextJson(id, e.ContextTokens(id), e.ContextBytes(id), engine_.fingerprint()));
+      if (auto it = mine.find(id); it != mine.end())
+        data.push_back(ContextJson(id, e.ContextTokens(id), e.ContextBytes(id), engine_.fingerprint(), it->second));
   });
   ReplyJson(res, {{"object", "list"}, {"data", data}});
 }
 
-void HttpServer::HandleDeleteContext(const Request& req, Response& res) {
-  if (!Authorized(req, res)) return;
+void HttpServer::HandleGetContext(const Request& req, Response& res) {
+  const Tenant* t = Authorized(req, res);
+  if (!t) return;
   const std::string name = req.matches[1];
   ContextId id = 0;
-  if (name.rfind("ctx-", 0) == 0) id = std::strtoull(name.c_str() + 4, nullptr, 10);
-  bool found = false;
+  bool is_public = false;
+  {
+    std::lock_guard lock(contexts_mu_);
+    if ((id = FindContext(*t, name))) is_public = contexts_[id].is_public;
+  }
+  size_t tokens = 0, bytes = 0;
   if (id != 0)
     loop_.RunOnLoop([&](Engine& e) {
       const auto ids = e.Contexts();
-      found = std::find(ids.begin(), ids.end(), id) != ids.end();
-      if (found) e.Release(id);
+      if (std::find(ids.begin(), ids.end(), id) == ids.end()) return void(id = 0);
+      tokens = e.ContextTokens(id), bytes = e.ContextBytes(id);
     });
-  if (found) {
+  if (id == 0) return Reply(res, NoContext(name));
+  ReplyJson(res, ContextJson(id, tokens, bytes, engine_.fingerprint(), is_public));
+}
+
+// A tenant deletes its own references to a context (an admin every reference): the engine frees it
+// when no reference and no running request is left. Another tenant's context is a 404 like an
+// unknown one; a public context that is not its own a 403 (its id is no secret).
+void HttpServer::HandleDeleteContext(const Request& req, Response& res) {
+  const Tenant* t = Authorized(req, res);
+  if (!t) return;
+  const std::string name = req.matches[1];
+  size_t refs = 0;
+  ContextId id = 0;
+  {
     std::lock_guard lock(contexts_mu_);
-    context_text_.erase(id);
+    if ((id = FindContext(*t, name))) {
+      ContextEntry& c = contexts_[id];
+      if (!t->admin && !c.refs.count(t->name))
+        return Reply(res, {.status = 403,
+                           .message = fmt::format("context '{}' is public but not yours: only the tenants that "
+                                                  "created it (or admin) delete it",
+                                                  name),
+                           .param = "id",
+                           .code = "permission_denied"});
+      if (t->admin) {
+        for (const auto& [who, n] : c.refs) refs += n;
+        c.refs.clear();
+      } else {
+        refs = c.refs[t->name];
+        c.refs.erase(t->name);
+      }
+      if (c.refs.empty()) contexts_.erase(id);
+    }
   }
-  if (!found)
-    return Reply(res,
-                 {.status = 404, .message = fmt::format("no context '{}'", name), .param = "id", .code = "not_found"});
+  if (id == 0) return Reply(res, NoContext(name));
+  loop_.RunOnLoop([&](Engine& e) {
+    for (size_t i = 0; i < refs; ++i) e.Release(id);
+  });
   ReplyJson(res, {{"id", name}, {"object", "context"}, {"deleted", true}});
 }
 
 // ---- generation ----
 
 void HttpServer::HandleGenerate(const Request& req, Response& res, Endpoint ep) {
-  if (!Authorized(req, res)) return;
+  const Tenant* t = Authorized(req, res);
+  if (!t) return;
   auto count = [&](int status) { metrics_.CountRequest(req.path, status); };
   const ProtocolLimits limits{.max_tokens = engine_.context_size(), .n_vocab = engine_.vocab_size()};
   ParsedRequest parsed =
       ep == Endpoint::kChat ? ParseChatCompletion(req.body, limits) : ParseCompletion(req.body, limits);
   if (auto* e = std::get_if<ApiError>(&parsed)) return Reply(res, *e), count(e->status);
   const GenerationRequest& g = std::get<GenerationRequest>(parsed);
-  auto admitted = Admit(g, ep);
+  auto admitted = Admit(g, ep, *t);
   if (auto* e = std::get_if<ApiError>(&admitted)) return Reply(res, *e), count(e->status);
   const Admission& a = std::get<Admission>(admitted);
   bool queued = loop_.Enqueue(a.ch);
@@ -256,7 +337,7 @@ void HttpServer::HandleGenerate(const Request& req, Response& res, Endpoint ep) 
 }
 
 std::variant<HttpServer::Admission, ApiError> HttpServer::Admit(const GenerationRequest& g, Endpoint ep,
-                                                                const StoredResponse* prev) {
+                                                                const Tenant& tenant, const StoredResponse* prev) {
   const size_t n_ctx = engine_.context_size();
   const char* prompt_param = ep == Endpoint::kChat ? "messages" : "prompt";
   Admission a{.ch = std::make_shared<Channel>()};
@@ -268,14 +349,13 @@ std::variant<HttpServer::Admission, ApiError> HttpServer::Admit(const Generation
       std::string content = t.content;
       for (size_t j = t.contexts.size(); j-- > 0;) {  // from the back: earlier offsets stay valid
         const ChatTurn::ContextRef& c = t.contexts[j];
-        const ContextId cid = std::strtoull(c.id.c_str() + 4, nullptr, 10);
         std::lock_guard lock(contexts_mu_);
-        auto it = context_text_.find(cid);
-        if (it == context_text_.end())
+        const ContextId cid = FindContext(tenant, c.id);  // another tenant's: as if there were none
+        if (cid == 0)
           return ApiError{.message = fmt::format("no context '{}' (POST /v1/contexts makes one)", c.id),
                           .param = fmt::format("messages[{}].content", i),
                           .code = "context_not_found"};
-        content.insert(c.at, it->second);
+        content.insert(c.at, contexts_[cid].text);
       }
       contents.push_back(std::move(content));
     }
@@ -345,7 +425,9 @@ std::variant<HttpServer::Admission, ApiError> HttpServer::Admit(const Generation
                             .logit_bias = g.logit_bias,
                             .presence_penalty = g.presence_penalty,
                             .frequency_penalty = g.frequency_penalty,
-                            .top_logprobs = g.top_logprobs};
+                            .top_logprobs = g.top_logprobs,
+                            .scope = RequestScope(tenant, g.cache_salt),
+                            .kv_quota_bytes = tenant.kv_quota};
   for (int i = 1; i < g.n; ++i) {  // the prefix cache shares the prompt's blocks between them
     auto c = std::make_shared<Channel>();
     c->prompt = ch.prompt;
@@ -355,6 +437,7 @@ std::variant<HttpServer::Admission, ApiError> HttpServer::Admit(const Generation
   }
   const uint64_t serial = next_id_++;
   ch.request_id = fmt::format("{}-{}", ep == Endpoint::kChat ? "chatcmpl" : "cmpl", serial);
+  ch.tenant = tenant.name;
   if (ep == Endpoint::kChat)
     ch.preview = Preview(g.messages.empty() ? "" : g.messages.back().content);
   else
@@ -398,9 +481,12 @@ void HttpServer::ReplyWhole(const Request& req, Response& res, const GenerationR
     const char* finish = OpenAiFinishReason(u.stop, ts.stopped());
     if (!finish) {
       for (Channel* c : chs) c->cancel = true;
+      if (u.error_status == 429)
+        res.set_header("Retry-After", fmt::format("{}", std::max(1, int(options_.retry_after_s + 0.5))));
       Reply(res, {.status = u.error_status,
                   .message = u.error,
-                  .type = u.error_status >= 500 ? "server_error" : "invalid_request_error"});
+                  .type = u.error_status >= 500 ? "server_error" : "invalid_request_error",
+                  .code = u.error_status == 429 ? "kv_quota_exceeded" : ""});
       return metrics_.CountRequest(req.path, u.error_status);
     }
     if (ts.stopped()) ch.cancel = true;
@@ -504,7 +590,10 @@ void HttpServer::ReplyStream(Response& res, const GenerationRequest& g, const Ad
     if (d.stopped) c.cancel = true;
     const char* finish = OpenAiFinishReason(u.stop, d.stopped);
     if (!finish) {
-      sse.Error({.status = 500, .message = u.error, .type = "server_error"});
+      sse.Error({.status = u.error_status,
+                 .message = u.error,
+                 .type = u.error_status >= 500 ? "server_error" : "invalid_request_error",
+                 .code = u.error_status == 429 ? "kv_quota_exceeded" : ""});
       sink.done();
       return true;
     }

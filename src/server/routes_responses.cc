@@ -1,7 +1,8 @@
 // The Responses API's handlers (http_server.h): create (one answer, stored for
 // previous_response_id unless store is false), get and delete. A stored response keeps the
 // conversation's turns and the tokens its KV held; the answer's blocks stay in the prefix cache
-// (AgentOptions::cache_answer), so the next turn prefills only what is new.
+// (AgentOptions::cache_answer), so the next turn prefills only what is new. A response is its
+// tenant's: another tenant's id answers exactly as an unknown one (404).
 #include <fmt/format.h>
 #include <httplib.h>
 
@@ -18,7 +19,8 @@ namespace chorus::server {
 using json = nlohmann::json;
 
 void HttpServer::HandleCreateResponse(const Request& req, Response& res) {
-  if (!Authorized(req, res)) return;
+  const Tenant* t = Authorized(req, res);
+  if (!t) return;
   auto count = [&](int status) { metrics_.CountRequest(req.path, status); };
   const ProtocolLimits limits{.max_tokens = engine_.context_size(), .n_vocab = engine_.vocab_size()};
   auto parsed = ParseResponsesRequest(req.body, limits);
@@ -27,6 +29,7 @@ void HttpServer::HandleCreateResponse(const Request& req, Response& res) {
   std::optional<StoredResponse> prev;
   if (!r.previous_response_id.empty()) {
     prev = responses_.Get(r.previous_response_id);
+    if (prev && prev->tenant != t->name && !t->admin) prev.reset();  // another tenant's: as unknown
     if (!prev) {
       const bool evicted = responses_.WasEvicted(r.previous_response_id);
       Reply(res, {.status = 404,
@@ -41,7 +44,7 @@ void HttpServer::HandleCreateResponse(const Request& req, Response& res) {
     turns.insert(turns.end(), r.chat.messages.begin(), r.chat.messages.end());
     r.chat.messages = std::move(turns);
   }
-  auto admitted = Admit(r.chat, Endpoint::kChat, prev ? &*prev : nullptr);
+  auto admitted = Admit(r.chat, Endpoint::kChat, *t, prev ? &*prev : nullptr);
   if (auto* e = std::get_if<ApiError>(&admitted)) return Reply(res, *e), count(e->status);
   Admission& a = std::get<Admission>(admitted);
   a.ch->options.cache_answer = r.store;
@@ -77,7 +80,11 @@ void HttpServer::HandleCreateResponse(const Request& req, Response& res) {
   const json object =
       ResponseObject(a.ids.id, a.ids.created, options_.model_id, r, content, calls.calls(), finish, usage);
   if (r.store) {
-    StoredResponse s{.object = object, .turns = r.chat.messages, .text = a.prompt_text + text, .tokens = a.ch->prompt};
+    StoredResponse s{.object = object,
+                     .turns = r.chat.messages,
+                     .text = a.prompt_text + text,
+                     .tokens = a.ch->prompt,
+                     .tenant = t->name};
     s.turns.push_back({.role = "assistant", .content = content, .tool_calls = calls.calls()});
     s.tokens.insert(s.tokens.end(), tokens.begin(), tokens.end());
     responses_.Put(a.ids.id, std::move(s));
@@ -87,17 +94,21 @@ void HttpServer::HandleCreateResponse(const Request& req, Response& res) {
 }
 
 void HttpServer::HandleGetResponse(const Request& req, Response& res) {
-  if (!Authorized(req, res)) return;
+  const Tenant* t = Authorized(req, res);
+  if (!t) return;
   const std::string id = req.matches[1];
-  if (auto s = responses_.Get(id)) return ReplyJson(res, s->object);
+  if (auto s = responses_.Get(id); s && (s->tenant == t->name || t->admin)) return ReplyJson(res, s->object);
   Reply(res,
         {.status = 404, .message = fmt::format("no stored response '{}'", id), .param = "id", .code = "not_found"});
 }
 
 void HttpServer::HandleDeleteResponse(const Request& req, Response& res) {
-  if (!Authorized(req, res)) return;
+  const Tenant* t = Authorized(req, res);
+  if (!t) return;
   const std::string id = req.matches[1];
-  if (responses_.Delete(id)) return ReplyJson(res, {{"id", id}, {"object", "response"}, {"deleted", true}});
+  auto s = responses_.Get(id);
+  if (s && (s->tenant == t->name || t->admin) && responses_.Delete(id))
+    return ReplyJson(res, {{"id", id}, {"object", "response"}, {"deleted", true}});
   Reply(res,
         {.status = 404, .message = fmt::format("no stored response '{}'", id), .param = "id", .code = "not_found"});
 }

@@ -34,7 +34,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 from serve_harness import DEFAULT_MODEL, ChorusServer  # noqa: E402
 
 BIN = os.environ.get("CHORUS_BIN", "build/bin/chorus")
-HEADER = struct.Struct("<IHHQQQIHHII")  # src/kv/block_codec.h, layout v1 (48 bytes)
+HEADER = struct.Struct("<IHHQQQQIHHII")  # src/kv/block_codec.h, layout v2 (56 bytes)
 
 
 def free_port():
@@ -148,14 +148,15 @@ def document(seed, n_words):
     return f"Record {seed}. " + " ".join(sents)
 
 
-def ask(srv, prompt, max_tokens=12):
-    """Greedy streamed completion: (text, ttft seconds, usage dict)."""
+def ask(srv, prompt, max_tokens=12, key=None):
+    """Greedy streamed completion: (text, ttft seconds, usage dict); `key`: an API key."""
     import json
     import urllib.request
     body = {"model": "m", "prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "stream": True,
             "stream_options": {"include_usage": True}}
     req = urllib.request.Request(srv.url + "/completions", data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json"})
+                                 headers={"Content-Type": "application/json",
+                                          **({"Authorization": "Bearer " + key} if key else {})})
     t0 = time.perf_counter()
     ttft, text, usage = None, "", None
     with urllib.request.urlopen(req, timeout=300) as r:
@@ -214,14 +215,14 @@ def err(m, kind):
 def blocks_by_index(r, salt=None, skip=()):
     """{salt: {index: (key, value)}} of the chorus blocks in Redis (header parsed), but keys in skip."""
     out = {}
-    for key in r.cmd("KEYS", "chorus:kv1:*"):
+    for key in r.cmd("KEYS", "chorus:kv2:*"):
         if key in skip:
             continue
         v = r.cmd("GET", key)
         if v is None or len(v) < HEADER.size:
             continue
         h = HEADER.unpack_from(v)
-        out.setdefault(h[4], {})[h[10]] = (key, v)
+        out.setdefault(h[4], {})[h[11]] = (key, v)
     return out if salt is None else out.get(salt, {})
 
 
@@ -302,7 +303,7 @@ def case_redis_restart(st):
     n3 = doc_blocks(a, document(6, 500) + q)
     wait_for(lambda: published(a) >= before + n3, "publishing to resume after the restart", timeout=30)
     r = redis2.client()
-    keys = len(r.cmd("KEYS", "chorus:kv1:*"))
+    keys = len(r.cmd("KEYS", "chorus:kv2:*"))
     m = a.metrics()
     print(f"published before kill {n1}, after restart {published(a) - before:.0f} blocks; restarted Redis holds "
           f"{keys} keys; errors io={err(m, 'io')} connect={err(m, 'connect')} dropped="
@@ -369,7 +370,7 @@ def case_forged(st):
         """Both configurations publish doc; returns (p's blocks, o's blocks) by index, new keys only."""
         for srv in (p, o):
             n = doc_blocks(srv, doc + q)
-        wait_for(lambda: len(r.cmd("KEYS", "chorus:kv1:*")) >= len(seen) + 2 * n, "publication")
+        wait_for(lambda: len(r.cmd("KEYS", "chorus:kv2:*")) >= len(seen) + 2 * n, "publication")
         by = blocks_by_index(r, skip=seen)
         for blocks in by.values():
             seen.update(k for k, _ in blocks.values())
@@ -390,8 +391,10 @@ def case_forged(st):
     attempt(document(8, 400), lambda pv, ov: ov, "settings")
     # This configuration's block claiming another model.
     attempt(document(9, 400), lambda pv, ov: pv[:8] + bytes(8) + pv[16:], "model")
-    # Other formats behind a header forged to match (model, settings, key): the layer table refuses.
-    attempt(document(10, 400), lambda pv, ov: ov[:8] + pv[8:32] + ov[32:], "format")
+    # Other formats behind a header forged to match (model, settings, scope, key): the layer table refuses.
+    attempt(document(10, 400), lambda pv, ov: ov[:8] + pv[8:40] + ov[40:], "format")
+    # This configuration's block sealed for another sharing scope (another tenant's) under this key.
+    attempt(document(11, 400), lambda pv, ov: pv[:24] + (0x5c09e).to_bytes(8, "little") + pv[32:], "scope")
 
 
 def case_slow(st):
@@ -443,6 +446,90 @@ def case_auth(st):
     wait_for(lambda: published(good) >= n, "publication with the password")
     check(good.metrics()["chorus_kv_remote_up"] == 1, "not connected with the password")
     check("s3cret" not in "".join(good.stderr_lines), "the password was logged")
+    # A Redis 6 ACL user limited to chorus's keys and commands (redis://USER:PASSWORD@...).
+    check(redis.client().cmd("ACL", "SETUSER", "replica", "on", ">pw-r3plica", "~chorus:*", "+get", "+mget",
+                             "+set", "+ping", "+select", "+auth") == "OK", "ACL SETUSER failed")
+    acl = serve(st, "--kv-store", f"redis://replica:pw-r3plica@127.0.0.1:{redis.port}/0")
+    n = doc_blocks(acl, document(15, 300) + "\n\nQuestion: first word? Answer:")
+    wait_for(lambda: published(acl) >= n, "publication as an ACL user")
+    check(acl.metrics()["chorus_kv_remote_up"] == 1, "not connected as the ACL user")
+    check("pw-r3plica" not in "".join(acl.stderr_lines), "the ACL password was logged")
+
+
+def case_tenants(st):
+    """Tenants A and B in one group, C alone, through two replicas and Redis: B fetches what A's
+    replica published, C fetches nothing (its keys are in another scope) and computes it all."""
+    import tempfile
+    keys = {"A": "key-a-0123456789abcdef", "B": "key-b-0123456789abcdef", "C": "key-c-0123456789abcdef"}
+    f = tempfile.NamedTemporaryFile("w", suffix=".keys", delete=False)
+    f.write(f"{keys['A']} A g\n{keys['B']} B g\n{keys['C']} C\n")
+    f.close()
+    try:
+        redis = st.add(RedisServer())
+        x = serve(st, "--kv-store", redis.url, "--api-keys", f.name)
+        y = serve(st, "--kv-store", redis.url, "--api-keys", f.name)
+        prompt = document(14, 400) + "\n\nQuestion: first word? Answer:"
+        text_a, _, ua = ask(x, prompt, key=keys["A"])
+        settled(x)
+        m0 = y.metrics()
+        text_c, _, uc = ask(y, prompt, key=keys["C"])
+        m1 = y.metrics()
+        text_b, _, ub = ask(y, prompt, key=keys["B"])
+        m2 = y.metrics()
+        hits_c = m1["chorus_kv_remote_hits_total"] - m0["chorus_kv_remote_hits_total"]
+        hits_b = m2["chorus_kv_remote_hits_total"] - m1["chorus_kv_remote_hits_total"]
+        print(f"A on replica x: {ua['prompt_tokens']} tokens; on replica y: C cached {cached(uc)} "
+              f"({hits_c:.0f} remote hits), B cached {cached(ub)} ({hits_b:.0f} remote hits); "
+              f"answers {text_a!r} / {text_b!r} / {text_c!r}")
+        check(cached(uc) == 0 and hits_c == 0, "C was served blocks of A's scope")
+        check(cached(ub) >= ua["prompt_tokens"] - 32 and hits_b * 32 == cached(ub), "B did not fetch A's blocks")
+        check(text_a == text_b == text_c, "the answers differ")
+        settled(y)
+        r = redis.client()
+        scopes = {HEADER.unpack_from(r.cmd("GET", k))[5] for k in r.cmd("KEYS", "chorus:kv2:*")}
+        check(len(scopes) == 2 and 0 not in scopes, f"scopes in Redis: {scopes} (expected group g's and C's)")
+    finally:
+        os.unlink(f.name)
+
+
+def case_mac(st):
+    """--kv-store-secret-file: replicas sharing the secret share blocks; values written by a replica
+    with another secret (a writer without it) or none are refused as "mac" and computed locally."""
+    import tempfile
+    files = []
+    for secret in ("the-replicas-shared-secret\n", "an-attackers-other-secret\n"):
+        f = tempfile.NamedTemporaryFile("w", suffix=".secret", delete=False)
+        f.write(secret)
+        f.close()
+        files.append(f.name)
+    try:
+        redis = st.add(RedisServer())
+        x = serve(st, "--kv-store", redis.url, "--kv-store-secret-file", files[0])
+        y = serve(st, "--kv-store", redis.url, "--kv-store-secret-file", files[0])
+        z = serve(st, "--kv-store", redis.url, "--kv-store-secret-file", files[1])
+        w = serve(st, "--kv-store", redis.url)  # no secret: its values carry no MAC
+        prompt = document(16, 300) + "\n\nQuestion: first word? Answer:"
+        text_x, _, ux = ask(x, prompt)
+        settled(x)
+        text_y, _, uy = ask(y, prompt)
+        m = y.metrics()
+        check(cached(uy) >= ux["prompt_tokens"] - 32 and err(m, "mac") == 0, f"y did not fetch x's blocks: {uy}")
+        text_z, _, uz = ask(z, prompt)
+        mz = z.metrics()
+        check(cached(uz) == 0 and err(mz, "mac") == 1, f"z (another secret) used x's blocks: {uz}, mac {err(mz, 'mac')}")
+        other = document(17, 300) + "\n\nQuestion: first word? Answer:"
+        ask(w, other)
+        settled(w)
+        _, _, uy2 = ask(y, other)
+        check(cached(uy2) == 0 and err(y.metrics(), "mac") == 1, "y used a block with no MAC")
+        print(f"mac: y fetched {cached(uy)} tokens; z (other secret) 0, y on w's unMACed blocks 0; answers "
+              f"{text_x!r} / {text_y!r} / {text_z!r}")
+        check(text_x == text_y == text_z, "the answers differ")
+        logs = "".join(line for srv in (x, y, z) for line in srv.stderr_lines)
+        check("shared-secret" not in logs and "other-secret" not in logs, "a secret was logged")
+    finally:
+        for name in files:
+            os.unlink(name)
 
 
 CASES = {k[5:]: v for k, v in globals().items() if k.startswith("case_")}

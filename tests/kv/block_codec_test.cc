@@ -18,7 +18,13 @@ constexpr size_t kLayers = 3;
 struct Fixture {
   BlockPool pool;
   std::vector<BlockId> ids;
-  BlockIdentity id{.model = 0x1111, .salt = 0x2222, .key = 0x3333, .index = 5, .geometry = kGeo, .n_layer = kLayers};
+  BlockIdentity id{.model = 0x1111,
+                   .salt = 0x2222,
+                   .scope = 0x4444,
+                   .key = 0x3333,
+                   .index = 5,
+                   .geometry = kGeo,
+                   .n_layer = kLayers};
   Fixture(KvFormat kf = KvFormat::kTq4, KvFormat vf = KvFormat::kTq3) {
     std::mt19937 rng(7);
     std::normal_distribution<float> d;
@@ -93,6 +99,11 @@ TEST(BlockCodec, AnotherModelSettingsOrKeyIsRejected) {
   other.salt ^= 1;
   EXPECT_EQ(ParseBlock(s, other, KvFormat::kTq4, KvFormat::kTq3).reject, BlockReject::kSettings);
   other = f.id;
+  other.scope ^= 1;  // another tenant's block, however well formed
+  p = ParseBlock(s, other, KvFormat::kTq4, KvFormat::kTq3);
+  EXPECT_EQ(p.reject, BlockReject::kScope);
+  EXPECT_NE(p.why.find("scope"), std::string::npos) << p.why;
+  other = f.id;
   other.key ^= 1;  // a valid block copied under another block's key
   EXPECT_EQ(ParseBlock(s, other, KvFormat::kTq4, KvFormat::kTq3).reject, BlockReject::kKey);
   other = f.id;
@@ -121,10 +132,10 @@ TEST(BlockCodec, MagicAndVersionAreChecked) {
   bad[0] = 'X';
   EXPECT_EQ(f.Parse(bad).reject, BlockReject::kMagic);
   bad = s;
-  bad[4] = 2;  // layout version 2
+  bad[4] = 1;  // layout version 1 (before the scope field)
   BlockParse p = f.Parse(bad);
   EXPECT_EQ(p.reject, BlockReject::kVersion);
-  EXPECT_NE(p.why.find("version 2"), std::string::npos) << p.why;
+  EXPECT_NE(p.why.find("version 1"), std::string::npos) << p.why;
   EXPECT_EQ(f.Parse(std::string(200, '\0')).reject, BlockReject::kMagic);
 }
 

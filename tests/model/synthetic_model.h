@@ -28,6 +28,7 @@ struct SyntheticSpec {
   uint64_t seed = 1;
   std::string omit;       // tests: leave this tensor out
   std::string misshape;   // tests: write this matrix with one row too many
+  std::string chat_template;  // tokenizer.chat_template ("" = none)
 };
 
 class SplitMix {
@@ -148,6 +149,7 @@ inline GgufWriter SyntheticModel(const SyntheticSpec& s) {
   w.SetScalar<uint32_t>("tokenizer.ggml.bos_token_id", 1);
   w.SetScalar<uint32_t>("tokenizer.ggml.eos_token_id", 2);
   w.SetScalar<uint32_t>("tokenizer.ggml.unknown_token_id", 0);
+  if (!s.chat_template.empty()) w.SetString("tokenizer.chat_template", s.chat_template);
 
   SplitMix rng(s.seed);
   const float in_std = 1.0f / std::sqrt(static_cast<float>(s.n_embd));

@@ -28,6 +28,11 @@ TEST(RedisUrl, ParsesHostPortDbAndPassword) {
   EXPECT_EQ(u->password, "p@ss");
   EXPECT_EQ(u->host, "10.0.0.5");
   EXPECT_EQ(u->Text().find("p@ss"), std::string::npos);  // never printed
+  u = ParseRedisUrl("redis://replica-7:s3cret@10.0.0.5/1");  // a Redis 6 ACL user
+  ASSERT_TRUE(u.ok()) << u.status().message();
+  EXPECT_EQ(u->user, "replica-7");
+  EXPECT_EQ(u->password, "s3cret");
+  EXPECT_EQ(u->Text(), "redis://replica-7@10.0.0.5:6379/1");
 }
 
 // Catches a parser that accepts a typo and then connects somewhere else (or to port 0).
@@ -37,7 +42,7 @@ TEST(RedisUrl, MalformedIsAnErrorNamingThePart) {
       {"redis://:6379", "host is empty"},    {"redis://h:0", "port '0'"},
       {"redis://h:99999", "port '99999'"},   {"redis://h:63x9", "port '63x9'"},
       {"redis://h:6379/x", "database 'x'"},  {"redis://h:6379/-1", "database '-1'"},
-      {"redis://user:pw@h", "user names"},   {"redis://pw@h", ":PASSWORD@"},
+      {"redis://us er:pw@h", "user name"},   {"redis://pw@h", ":PASSWORD@"},
       {"redis://h h:1", "character ' '"},    {"redis://h:", "port ''"},
   };
   for (const auto& [url, what] : cases) {

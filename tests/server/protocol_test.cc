@@ -133,6 +133,15 @@ TEST(Protocol, ChorusReuseExtension) {
   EXPECT_EQ(ErrorOf(ParseChatCompletion("{" + msgs + R"(,"chorus":"exact"})")).param, "chorus");
 }
 
+TEST(Protocol, CacheSalt) {
+  const std::string msgs = R"("messages":[{"role":"user","content":"x"}])";
+  EXPECT_EQ(RequestOf(ParseChatCompletion("{" + msgs + "}")).cache_salt, "");
+  EXPECT_EQ(RequestOf(ParseChatCompletion("{" + msgs + R"(,"cache_salt":"s1"})")).cache_salt, "s1");
+  EXPECT_EQ(RequestOf(ParseCompletion(R"({"prompt":"p","cache_salt":"s2"})")).cache_salt, "s2");
+  EXPECT_EQ(ErrorOf(ParseChatCompletion("{" + msgs + R"(,"cache_salt":""})")).param, "cache_salt");
+  EXPECT_EQ(ErrorOf(ParseChatCompletion("{" + msgs + R"(,"cache_salt":7})")).param, "cache_salt");
+}
+
 TEST(Protocol, ChorusContextContentParts) {
   auto r = RequestOf(ParseChatCompletion(R"({"messages":[{"role":"user","content":[{"type":"text","text":"Read "},
       {"type":"chorus_context","id":"ctx-3"},{"type":"text","text":" and answer."}]}]})"));
@@ -192,7 +201,10 @@ TEST(Protocol, CompletionPrompts) {
 }
 
 TEST(Protocol, ContextRequests) {
-  EXPECT_EQ(std::get<std::string>(ParseContextRequest(R"({"text":"doc"})")), "doc");
+  EXPECT_EQ(std::get<ContextRequest>(ParseContextRequest(R"({"text":"doc"})")).text, "doc");
+  EXPECT_FALSE(std::get<ContextRequest>(ParseContextRequest(R"({"text":"doc"})")).is_public);
+  EXPECT_TRUE(std::get<ContextRequest>(ParseContextRequest(R"({"text":"doc","scope":"public"})")).is_public);
+  EXPECT_EQ(std::get<ApiError>(ParseContextRequest(R"({"text":"doc","scope":"world"})")).param, "scope");
   EXPECT_EQ(std::get<ApiError>(ParseContextRequest(R"({"text":""})")).param, "text");
   EXPECT_EQ(std::get<ApiError>(ParseContextRequest(R"({"txt":"a"})")).param, "text");
   EXPECT_EQ(std::get<ApiError>(ParseContextRequest(R"({"text":1})")).param, "text");

@@ -31,7 +31,7 @@ LONGEST = 20
 
 MALFORMED = [
     (b"{\"messages\": [", "invalid JSON"),
-    (json.dumps({"messages": [{"role": "user", "content": "x"}], "n": 3}).encode(), "n"),
+    (json.dumps({"messages": [{"role": "user", "content": "x"}], "n": 17}).encode(), "n"),
     (json.dumps({"messages": [{"role": "user", "content": "x"}], "max_tokens": -4}).encode(), "max_tokens"),
     (json.dumps({"messages": [{"role": "user", "content": "x"}], "temperature": 9}).encode(), "temperature"),
     (json.dumps({"messages": "hello"}).encode(), "messages"),
