@@ -117,9 +117,10 @@ std::variant<ResponsesRequest, ApiError> ParseResponsesRequest(std::string_view 
   json obj = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (obj.is_discarded() || !obj.is_object()) return Bad("", "the request body must be a JSON object", "invalid_json");
   ResponsesRequest r;
-  if (const json* s = Field(obj, "stream"); s && !(s->is_boolean() && !s->get<bool>()))
-    return Bad("stream", "streamed responses are not supported yet: use stream false, or /v1/chat/completions",
-               "unsupported_value");
+  if (const json* s = Field(obj, "stream")) {
+    if (!s->is_boolean()) return Bad("stream", "'stream' must be a boolean", "invalid_type");
+    r.stream = s->get<bool>();
+  }
   if (const json* s = Field(obj, "store")) {
     if (!s->is_boolean()) return Bad("store", "'store' must be a boolean", "invalid_type");
     r.store = s->get<bool>();
@@ -215,6 +216,115 @@ json ResponseObject(const std::string& id, int64_t created, const std::string& m
               {"total_tokens", usage.prompt_tokens + usage.completion_tokens}}}};
   for (const auto& [k, v] : r.echo.items()) j[k] = v;
   return j;
+}
+
+std::vector<json> ResponseEvents::Start() {
+  json r = created_;
+  r["status"] = "in_progress";
+  r["output"] = json::array();
+  return {Numbered({{"type", "response.created"}, {"response", r}}),
+          Numbered({{"type", "response.in_progress"}, {"response", r}})};
+}
+
+void ResponseEvents::CloseItem(std::vector<json>& out) {
+  if (!open_) return;
+  open_ = false;
+  json& item = items_.back();
+  const size_t at = items_.size() - 1;
+  item["status"] = "completed";
+  if (item["type"] == "message") {
+    const std::string text = item["content"][0]["text"];
+    out.push_back(Numbered({{"type", "response.output_text.done"},
+                            {"item_id", item["id"]},
+                            {"output_index", at},
+                            {"content_index", 0},
+                            {"text", text}}));
+    out.push_back(Numbered({{"type", "response.content_part.done"},
+                            {"item_id", item["id"]},
+                            {"output_index", at},
+                            {"content_index", 0},
+                            {"part", item["content"][0]}}));
+  } else {
+    out.push_back(Numbered({{"type", "response.function_call_arguments.done"},
+                            {"item_id", item["id"]},
+                            {"output_index", at},
+                            {"arguments", item["arguments"]}}));
+  }
+  out.push_back(Numbered({{"type", "response.output_item.done"}, {"output_index", at}, {"item", item}}));
+}
+
+std::vector<json> ResponseEvents::Feed(std::string_view text, bool done) {
+  std::vector<json> out;
+  std::vector<ToolCallParser::Event> evs;
+  if (tools_) {
+    evs = calls_.Feed(text, done);
+  } else if (text.size() > plain_sent_) {
+    evs.push_back({.kind = ToolCallParser::Event::Kind::kText, .text = std::string(text.substr(plain_sent_))});
+    plain_sent_ = text.size();
+  }
+  for (const ToolCallParser::Event& e : evs) {
+    using K = ToolCallParser::Event::Kind;
+    const bool text_item = open_ && items_.back()["type"] == "message";
+    if (e.kind == K::kText && !text_item) {
+      CloseItem(out);
+      items_.push_back(
+          {{"type", "message"},
+           {"id", RandomId("msg_")},
+           {"status", "in_progress"},
+           {"role", "assistant"},
+           {"content", json::array({{{"type", "output_text"}, {"text", ""}, {"annotations", json::array()}}})}});
+      open_ = true;
+      const json& item = items_.back();
+      json added = item;
+      added["content"] = json::array();
+      out.push_back(
+          Numbered({{"type", "response.output_item.added"}, {"output_index", items_.size() - 1}, {"item", added}}));
+      out.push_back(Numbered({{"type", "response.content_part.added"},
+                              {"item_id", item["id"]},
+                              {"output_index", items_.size() - 1},
+                              {"content_index", 0},
+                              {"part", item["content"][0]}}));
+    }
+    if (e.kind == K::kCallStart) {
+      CloseItem(out);
+      items_.push_back({{"type", "function_call"},
+                        {"id", RandomId("fc_")},
+                        {"call_id", e.id},
+                        {"name", e.name},
+                        {"arguments", ""},
+                        {"status", "in_progress"}});
+      open_ = true;
+      out.push_back(Numbered(
+          {{"type", "response.output_item.added"}, {"output_index", items_.size() - 1}, {"item", items_.back()}}));
+    }
+    if (e.kind == K::kText) {
+      json& part = items_.back()["content"][0];
+      part["text"] = part["text"].get<std::string>() + e.text;
+      out.push_back(Numbered({{"type", "response.output_text.delta"},
+                              {"item_id", items_.back()["id"]},
+                              {"output_index", items_.size() - 1},
+                              {"content_index", 0},
+                              {"delta", e.text}}));
+    }
+    if (e.kind == K::kArguments) {
+      json& item = items_.back();
+      item["arguments"] = item["arguments"].get<std::string>() + e.text;
+      out.push_back(Numbered({{"type", "response.function_call_arguments.delta"},
+                              {"item_id", item["id"]},
+                              {"output_index", items_.size() - 1},
+                              {"delta", e.text}}));
+    }
+  }
+  return out;
+}
+
+std::vector<json> ResponseEvents::Finish(json object) {
+  std::vector<json> out;
+  CloseItem(out);
+  object["output"] = items_;
+  const bool incomplete = object["status"] == "incomplete";
+  out.push_back(Numbered({{"type", incomplete ? "response.incomplete" : "response.completed"}, {"response", object}}));
+  return out;
 }
 
 void ResponseStore::Put(const std::string& id, StoredResponse r) {

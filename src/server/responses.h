@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "protocol.h"
+#include "tools.h"  // ToolCallParser
 
 namespace chorus::server {
 
@@ -26,6 +27,7 @@ struct ResponsesRequest {
   GenerationRequest chat;            // the turns after previous_response_id's, tools, sampling
   std::string previous_response_id;  // "" = none
   bool store = true;
+  bool stream = false;  // server-sent events, as the Responses API names them
   std::string instructions;
   nlohmann::json echo;  // fields the response object repeats (tools, tool_choice, text, ...)
 };
@@ -65,5 +67,31 @@ class ResponseStore {
 nlohmann::json ResponseObject(const std::string& id, int64_t created, const std::string& model,
                               const ResponsesRequest& r, const std::string& content, const std::vector<ToolCall>& calls,
                               const std::string& finish_reason, const Usage& usage);
+
+// Streams one answer as the Responses API's events (response.created, output_item.added,
+// output_text.delta, function_call_arguments.delta, ..., response.completed): Feed the visible
+// text as it grows; each call returns the events it makes known, numbered in order.
+class ResponseEvents {
+ public:
+  ResponseEvents(bool tools, nlohmann::json created) : tools_(tools), created_(std::move(created)) {}
+  std::vector<nlohmann::json> Start();
+  std::vector<nlohmann::json> Feed(std::string_view text, bool done);
+  // The closing events, given the finished object (its output replaced by the streamed items).
+  std::vector<nlohmann::json> Finish(nlohmann::json object);
+
+ private:
+  nlohmann::json Numbered(nlohmann::json e) {
+    e["sequence_number"] = seq_++;
+    return e;
+  }
+  void CloseItem(std::vector<nlohmann::json>& out);
+  bool tools_;
+  nlohmann::json created_;
+  ToolCallParser calls_;
+  size_t plain_sent_ = 0;                           // without tools: bytes of text sent
+  nlohmann::json items_ = nlohmann::json::array();  // every item so far, the open one last
+  bool open_ = false;                               // the last item still takes deltas
+  size_t seq_ = 0;
+};
 
 }  // namespace chorus::server

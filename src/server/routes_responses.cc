@@ -7,11 +7,12 @@
 #include <httplib.h>
 
 #include <algorithm>
+#include <chrono>
 #include <ctime>
 
 #include "admission.h"  // HttpServer::Admission
 #include "http_server.h"
-#include "text_stream.h"  // IncompleteUtf8Tail
+#include "sse_writer.h"   // SseWriter
 #include "tools.h"        // ToolsActive, ToolCallParser
 
 namespace chorus::server {
@@ -57,6 +58,73 @@ void HttpServer::HandleCreateResponse(const Request& req, Response& res) {
                 .code = "queue_full"});
     return count(503);
   }
+  // The finished answer → the response object; stored (for previous_response_id) unless store is false.
+  auto finish = [this, r, ids = a.ids, n_prompt = a.n_prompt, prompt_text = a.prompt_text, prompt = a.ch->prompt,
+                 tenant = t->name](const std::string& text, const std::vector<int32_t>& tokens, const ChannelUpdate& u,
+                                   const char* reason, ResponseEvents* events) {
+    ToolCallParser calls;
+    if (ToolsActive(r.chat)) calls.Feed(text, /*done=*/true);
+    const std::string content = ToolsActive(r.chat) ? calls.content() : text;
+    const Usage usage{
+        .prompt_tokens = n_prompt, .completion_tokens = u.completion_tokens, .cached_tokens = u.cached_tokens};
+    json object = ResponseObject(ids.id, ids.created, options_.model_id, r, content, calls.calls(), reason, usage);
+    std::vector<json> closing;
+    if (events) closing = events->Finish(object), object = closing.back()["response"];  // the streamed items' ids
+    if (r.store) {
+      StoredResponse s{
+          .object = object, .turns = r.chat.messages, .text = prompt_text + text, .tokens = prompt, .tenant = tenant};
+      s.turns.push_back({.role = "assistant", .content = content, .tool_calls = calls.calls()});
+      s.tokens.insert(s.tokens.end(), tokens.begin(), tokens.end());
+      responses_.Put(ids.id, std::move(s));
+    }
+    return events ? json(closing) : object;
+  };
+  if (r.stream) {
+    struct Stream {
+      std::shared_ptr<Channel> ch;
+      ResponseEvents events;
+      std::string text;
+      std::vector<int32_t> tokens;
+      bool started = false;
+    };
+    const json created = ResponseObject(a.ids.id, a.ids.created, options_.model_id, r, "", {}, "", {});
+    auto st = std::make_shared<Stream>(Stream{.ch = a.ch, .events = ResponseEvents(ToolsActive(r.chat), created)});
+    res.set_header("Cache-Control", "no-cache");
+    count(200);
+    res.set_chunked_content_provider("text/event-stream", [st, finish](size_t, httplib::DataSink& sink) {
+      Channel& c = *st->ch;
+      SseWriter sse([&](std::string_view bytes) {
+        if (sink.write(bytes.data(), bytes.size())) return true;
+        c.cancel = true;  // the client went away
+        return false;
+      });
+      auto send = [&](const std::vector<json>& events) {
+        for (const json& e : events)
+          if (!sse.Event(e)) return false;
+        return true;
+      };
+      if (!st->started && !(st->started = true, send(st->events.Start()))) return false;
+      ChannelUpdate u;
+      if (!c.TakeFor(&u, std::chrono::seconds(5))) return sse.KeepAlive();
+      st->text += u.delta;
+      st->tokens.insert(st->tokens.end(), u.tokens.begin(), u.tokens.end());
+      if (!send(st->events.Feed(st->text, u.done))) return false;
+      if (!u.done) return true;
+      const char* reason = OpenAiFinishReason(u.stop, false);
+      if (!reason) {
+        sse.Event({{"type", "error"},
+                   {"code", u.error_status == 429 ? "kv_quota_exceeded" : "server_error"},
+                   {"message", u.error},
+                   {"param", nullptr}});
+      } else {
+        const json closing = finish(st->text, st->tokens, u, reason, &st->events);
+        if (!send(closing.get<std::vector<json>>())) return false;
+      }
+      sink.done();
+      return true;
+    });
+    return;
+  }
   std::string text;
   std::vector<int32_t> tokens;
   ChannelUpdate u;
@@ -65,31 +133,17 @@ void HttpServer::HandleCreateResponse(const Request& req, Response& res) {
     text += u.delta;
     tokens.insert(tokens.end(), u.tokens.begin(), u.tokens.end());
   } while (!u.done);
-  const char* finish = OpenAiFinishReason(u.stop, false);
-  if (!finish) {
+  const char* reason = OpenAiFinishReason(u.stop, false);
+  if (!reason) {
+    if (u.error_status == 429)
+      res.set_header("Retry-After", fmt::format("{}", std::max(1, int(options_.retry_after_s + 0.5))));
     Reply(res, {.status = u.error_status,
                 .message = u.error,
-                .type = u.error_status >= 500 ? "server_error" : "invalid_request_error"});
+                .type = u.error_status >= 500 ? "server_error" : "invalid_request_error",
+                .code = u.error_status == 429 ? "kv_quota_exceeded" : ""});
     return count(u.error_status);
   }
-  ToolCallParser calls;
-  if (ToolsActive(r.chat)) calls.Feed(text, /*done=*/true);
-  const std::string content = ToolsActive(r.chat) ? calls.content() : text;
-  const Usage usage{
-      .prompt_tokens = a.n_prompt, .completion_tokens = u.completion_tokens, .cached_tokens = u.cached_tokens};
-  const json object =
-      ResponseObject(a.ids.id, a.ids.created, options_.model_id, r, content, calls.calls(), finish, usage);
-  if (r.store) {
-    StoredResponse s{.object = object,
-                     .turns = r.chat.messages,
-                     .text = a.prompt_text + text,
-                     .tokens = a.ch->prompt,
-                     .tenant = t->name};
-    s.turns.push_back({.role = "assistant", .content = content, .tool_calls = calls.calls()});
-    s.tokens.insert(s.tokens.end(), tokens.begin(), tokens.end());
-    responses_.Put(a.ids.id, std::move(s));
-  }
-  ReplyJson(res, object);
+  ReplyJson(res, finish(text, tokens, u, reason, nullptr));
   count(200);
 }
 

@@ -13,6 +13,10 @@ bool SseWriter::Data(const nlohmann::json& event) { return Write(SseData(event))
 
 bool SseWriter::Error(const ApiError& e) { return Data(ErrorJson(e)); }
 
+bool SseWriter::Event(const nlohmann::json& event) {
+  return Write("event: " + event.value("type", std::string("message")) + "\n") && Data(event);
+}
+
 bool SseWriter::Done() { return Write(kSseDone); }
 
 bool SseWriter::KeepAlive() { return Write(": keep-alive\n\n"); }

@@ -21,6 +21,8 @@ class SseWriter {
 
   bool Data(const nlohmann::json& event);  // "data: <json>\n\n" (invalid UTF-8 replaced)
   bool Error(const ApiError& e);           // Data(ErrorJson(e))
+  // "event: <type>\ndata: <json>\n\n" (the Responses API names every event; json["type"] is it).
+  bool Event(const nlohmann::json& event);
   bool Done();                             // "data: [DONE]\n\n"
   bool KeepAlive();                        // ": keep-alive\n\n"
   bool failed() const { return failed_; }

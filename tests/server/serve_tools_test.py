@@ -198,7 +198,8 @@ class ServeTools(unittest.TestCase):
 
     def test_responses_resume_prefills_only_the_new_input(self):
         import concurrent.futures as cf
-        doc = open(os.path.join(ROOT, "examples", "du_fu.txt")).read()[:3000]
+        with open(os.path.join(ROOT, "examples", "du_fu.txt")) as f:
+            doc = f.read()[:3000]
         r1 = self.c.responses.create(model=self.model, input=doc + "\n\nWhen was Du Fu born?",
                                      instructions="Answer briefly.", max_output_tokens=40, temperature=0)
         self.assertTrue(r1.id.startswith("resp_"))
@@ -230,6 +231,33 @@ class ServeTools(unittest.TestCase):
         with self.assertRaises(openai.NotFoundError):
             self.c.responses.retrieve(b.id)
 
+    def test_responses_stream_events(self):
+        types, text = [], ""
+        with self.c.responses.stream(model=self.model, input="Say hello in three words.", max_output_tokens=200,
+                                     temperature=0) as s:
+            for ev in s:
+                types.append(ev.type)
+                text += ev.delta if ev.type == "response.output_text.delta" else ""
+            final = s.get_final_response()
+        self.assertEqual(types[:4], ["response.created", "response.in_progress", "response.output_item.added",
+                                     "response.content_part.added"])
+        self.assertEqual(types[-4:], ["response.output_text.done", "response.content_part.done",
+                                      "response.output_item.done", "response.completed"])
+        self.assertEqual(text, final.output_text)
+        self.assertEqual(self.c.responses.retrieve(final.id).output_text, text)  # stored as streamed
+        rtools = [{"type": "function", **t["function"]} for t in TOOLS]
+        events = list(self.c.responses.create(model=self.model, input=ASK[0]["content"], tools=rtools,
+                                              tool_choice="required", stream=True, max_output_tokens=120,
+                                              temperature=0))
+        done = events[-1].response
+        calls = [o for o in done.output if o.type == "function_call"]
+        self.assertGreaterEqual(len(calls), 2)
+        for call in calls:
+            self.check_call(call.name, call.arguments)
+            deltas = "".join(e.delta for e in events if e.type == "response.function_call_arguments.delta"
+                             and e.item_id == call.id)
+            self.assertEqual(deltas, call.arguments)  # the pieces reassemble into the call
+
     def test_agents_sdk_workflow_on_the_responses_api(self):
         from agents import Agent, ModelSettings, OpenAIResponsesModel, Runner, function_tool, set_tracing_disabled
         set_tracing_disabled(True)
@@ -247,9 +275,17 @@ class ServeTools(unittest.TestCase):
                       tool_use_behavior="stop_on_first_tool",
                       model_settings=ModelSettings(tool_choice="required", parallel_tool_calls=False,
                                                    temperature=0.0, max_tokens=60))
-        r = asyncio.run(Runner.run(agent, "Weather in Paris?", max_turns=3))
-        self.assertEqual(len(calls), 1, calls)
-        self.assertEqual(r.final_output, f"sunny in {calls[0]}")
+        async def both():  # one event loop: the client's connections belong to it
+            whole = await Runner.run(agent, "Weather in Paris?", max_turns=3)
+            run = Runner.run_streamed(agent, "Weather in Paris?", max_turns=3)  # response events
+            async for _ in run.stream_events():
+                pass
+            return whole.final_output, run.final_output
+
+        whole, streamed = asyncio.run(both())
+        self.assertEqual(len(calls), 2, calls)
+        self.assertEqual(whole, f"sunny in {calls[0]}")
+        self.assertEqual(streamed, f"sunny in {calls[1]}")
 
     def test_embeddings_and_models(self):
         import math
