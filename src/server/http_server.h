@@ -103,6 +103,7 @@ class HttpServer {
   void HandleEmbeddings(const Request& req, Response& res);
   void ReplyWhole(const Request& req, Response& res, const GenerationRequest& g, const Admission& a);
   void ReplyStream(Response& res, const GenerationRequest& g, const Admission& a);
+  void ReplyFailed(Response& res, const ChannelUpdate& u) const;
   Engine& engine_;
   HttpOptions options_;
   Tenants tenants_;

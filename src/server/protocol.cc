@@ -11,15 +11,21 @@
 #include <stdexcept>
 
 namespace chorus::server {
+
+ApiError Bad(std::string param, std::string message, std::string code) {
+  return ApiError{.status = 400, .message = std::move(message), .param = std::move(param), .code = std::move(code)};
+}
+
+const nlohmann::json* Field(const nlohmann::json& obj, const char* name) {
+  auto it = obj.find(name);
+  return it == obj.end() || it->is_null() ? nullptr : &*it;
+}
+
 namespace {
 
 using json = nlohmann::json;
 
 constexpr int kMaxDepth = 64;  // JSON nesting a request may have (messages → parts → object)
-
-ApiError Bad(std::string param, std::string message, std::string code = "invalid_value") {
-  return ApiError{.status = 400, .message = std::move(message), .param = std::move(param), .code = std::move(code)};
-}
 
 // A bound in an error message: "2", "0.5".
 std::string fmt_number(double v) {
@@ -54,12 +60,6 @@ std::variant<json, ApiError> ParseObject(std::string_view body) {
   }
   if (!j.is_object()) return Bad("", std::string("the request body must be a JSON object, got ") + j.type_name(), "invalid_json");
   return j;
-}
-
-// A present, non-null field (OpenAI clients send null for "not given").
-const json* Field(const json& obj, const char* name) {
-  auto it = obj.find(name);
-  return it == obj.end() || it->is_null() ? nullptr : &*it;
 }
 
 std::optional<ApiError> GetBool(const json& obj, const char* name, bool* out) {

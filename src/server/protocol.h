@@ -109,6 +109,11 @@ struct GenerationRequest {
 
 using ParsedRequest = std::variant<GenerationRequest, ApiError>;
 
+// The request parsers' shared pieces (protocol.cc, tools.cc, responses.cc): a 400 naming the
+// field, and a field that is present and not null (OpenAI clients send null for "not given").
+ApiError Bad(std::string param, std::string message, std::string code = "invalid_value");
+const nlohmann::json* Field(const nlohmann::json& obj, const char* name);
+
 // POST /v1/chat/completions and POST /v1/completions bodies.
 ParsedRequest ParseChatCompletion(std::string_view body, const ProtocolLimits& limits = {});
 ParsedRequest ParseCompletion(std::string_view body, const ProtocolLimits& limits = {});

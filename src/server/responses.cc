@@ -1,28 +1,9 @@
 #include "responses.h"
 
-#include <random>
-
 namespace chorus::server {
 namespace {
 
 using json = nlohmann::json;
-
-ApiError Bad(const std::string& param, const std::string& message, const std::string& code = "invalid_value") {
-  return ApiError{.message = message, .param = param, .code = code};
-}
-
-const json* Field(const json& obj, const char* name) {
-  auto it = obj.find(name);
-  return it == obj.end() || it->is_null() ? nullptr : &*it;
-}
-
-std::string RandomId(const char* prefix) {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string id = prefix;
-  for (int i = 0; i < 32; ++i) id += kHex[rng() % 16];
-  return id;
-}
 
 // The text of a message's content: a string, or input_text / output_text / text parts.
 std::variant<std::string, ApiError> ContentOf(const json& c, const std::string& at) {

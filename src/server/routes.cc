@@ -449,6 +449,16 @@ std::variant<HttpServer::Admission, ApiError> HttpServer::Admit(const Generation
   return a;
 }
 
+// A request the engine ended with an error: its status (429 over a quota, with Retry-After).
+void HttpServer::ReplyFailed(Response& res, const ChannelUpdate& u) const {
+  if (u.error_status == 429)
+    res.set_header("Retry-After", fmt::format("{}", std::max(1, int(options_.retry_after_s + 0.5))));
+  Reply(res, {.status = u.error_status,
+              .message = u.error,
+              .type = u.error_status >= 500 ? "server_error" : "invalid_request_error",
+              .code = u.error_status == 429 ? "kv_quota_exceeded" : ""});
+}
+
 // Waits for the end of every choice, or for a stop string (then the engine is told to stop); one
 // JSON answer with a choice per channel.
 void HttpServer::ReplyWhole(const Request& req, Response& res, const GenerationRequest& g, const Admission& a) {
@@ -481,12 +491,7 @@ void HttpServer::ReplyWhole(const Request& req, Response& res, const GenerationR
     const char* finish = OpenAiFinishReason(u.stop, ts.stopped());
     if (!finish) {
       for (Channel* c : chs) c->cancel = true;
-      if (u.error_status == 429)
-        res.set_header("Retry-After", fmt::format("{}", std::max(1, int(options_.retry_after_s + 0.5))));
-      Reply(res, {.status = u.error_status,
-                  .message = u.error,
-                  .type = u.error_status >= 500 ? "server_error" : "invalid_request_error",
-                  .code = u.error_status == 429 ? "kv_quota_exceeded" : ""});
+      ReplyFailed(res, u);
       return metrics_.CountRequest(req.path, u.error_status);
     }
     if (ts.stopped()) ch.cancel = true;

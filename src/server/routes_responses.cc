@@ -134,15 +134,7 @@ void HttpServer::HandleCreateResponse(const Request& req, Response& res) {
     tokens.insert(tokens.end(), u.tokens.begin(), u.tokens.end());
   } while (!u.done);
   const char* reason = OpenAiFinishReason(u.stop, false);
-  if (!reason) {
-    if (u.error_status == 429)
-      res.set_header("Retry-After", fmt::format("{}", std::max(1, int(options_.retry_after_s + 0.5))));
-    Reply(res, {.status = u.error_status,
-                .message = u.error,
-                .type = u.error_status >= 500 ? "server_error" : "invalid_request_error",
-                .code = u.error_status == 429 ? "kv_quota_exceeded" : ""});
-    return count(u.error_status);
-  }
+  if (!reason) return ReplyFailed(res, u), count(u.error_status);
   ReplyJson(res, finish(text, tokens, u, reason, nullptr));
   count(200);
 }

@@ -7,15 +7,6 @@ namespace {
 
 using json = nlohmann::json;
 
-ApiError Bad(const std::string& param, const std::string& message, const std::string& code = "invalid_value") {
-  return ApiError{.message = message, .param = param, .code = code};
-}
-
-const json* Field(const json& obj, const char* name) {
-  auto it = obj.find(name);
-  return it == obj.end() || it->is_null() ? nullptr : &*it;
-}
-
 // OpenAI's rule for function names.
 bool ValidName(const std::string& n) {
   if (n.empty() || n.size() > 64) return false;
@@ -142,14 +133,6 @@ std::string ToolsPrompt(const std::vector<ToolSpec>& tools) {
          "<args-json-object>}\n</tool_call>";
 }
 
-std::string CallId() {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  static constexpr char kAlnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-  std::string id = "call_";
-  for (int i = 0; i < 24; ++i) id += kAlnum[rng() % (sizeof(kAlnum) - 1)];
-  return id;
-}
-
 // The longest suffix of `s` that is a proper prefix of `marker` (text that may still become it).
 size_t PartialMarker(std::string_view s, std::string_view marker) {
   for (size_t n = std::min(s.size(), marker.size() - 1); n > 0; --n)
@@ -158,6 +141,14 @@ size_t PartialMarker(std::string_view s, std::string_view marker) {
 }
 
 }  // namespace
+
+std::string RandomId(std::string_view prefix) {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  static constexpr char kAlnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  std::string id(prefix);
+  for (int i = 0; i < 24; ++i) id += kAlnum[rng() % (sizeof(kAlnum) - 1)];
+  return id;
+}
 
 std::optional<ApiError> ParseToolFields(const json& body, GenerationRequest* r) {
   if (auto e = ParseResponseFormat(body, &r->response_format)) return e;
@@ -297,7 +288,8 @@ std::vector<ToolCallParser::Event> ToolCallParser::Feed(std::string_view text, b
         if (rest.size() < kCallBegin.size()) break;
         const size_t args = rest.find(kCallArgs, kCallBegin.size());
         if (args == std::string_view::npos) break;
-        ToolCall call{.id = CallId(), .name = std::string(rest.substr(kCallBegin.size(), args - kCallBegin.size()))};
+        ToolCall call{.id = RandomId("call_"),
+                      .name = std::string(rest.substr(kCallBegin.size(), args - kCallBegin.size()))};
         out.push_back({.kind = Event::Kind::kCallStart, .index = calls_.size(), .id = call.id, .name = call.name});
         calls_.push_back(std::move(call));
         pos_ += args + kCallArgs.size();

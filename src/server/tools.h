@@ -25,6 +25,9 @@ inline constexpr std::string_view kCallBegin = "<tool_call>\n{\"name\": \"";
 inline constexpr std::string_view kCallArgs = "\", \"arguments\": ";
 inline constexpr std::string_view kCallEnd = "}\n</tool_call>";
 
+// A fresh id: prefix + 24 random letters and digits ("call_…", "msg_…", "fc_…").
+std::string RandomId(std::string_view prefix);
+
 // tools, tool_choice, parallel_tool_calls and response_format of a request body into r (chat; a
 // completion has response_format only). An error names the field.
 std::optional<ApiError> ParseToolFields(const nlohmann::json& body, GenerationRequest* r);
