@@ -431,7 +431,8 @@ class Engine {
   // Hex digest of the model and every KV setting that changes stored bytes (prefix keys use it).
   std::string fingerprint() const;
   // The KV settings in force, for /v1/models: {"policy", "private_k", "private_v", "window",
-  // "budget_bytes", "sink_blocks"} as a JSON object's text.
+  // "budget_bytes", "sink_blocks"}, plus "table" (where a measured ranking's table came from) and
+  // "note" (a policy that fell back for want of a table: which, and how to calibrate), as JSON text.
   std::string KvSettings() const;
   EngineStats Stats() const;
 

@@ -8,7 +8,9 @@
 //                                     K/V) under one budget; FAM tq|kivi, AVG the average-bits target
 //                                     (2..8, used when there is no byte budget), :t348 the tiers (of
 //                                     2,3,4,8), :k4 the keys' floor, RANK bound|cal|m (m: the measured
-//                                     table, Allocator::sensitivity), :jR the join reserve in [0, 1]
+//                                     table, Allocator::sensitivity), :jR the join reserve in [0, 1],
+//                                     :fK/V the uniform formats used when RANK is m and no table is
+//                                     found for the model (Engine::Open says so in KvSettings)
 //   cocktail-FAM:AVG[...][:gG][:v][:cN]  the allocator with relevance (chorus's Cocktail): a shared
 //                                     document's block errors weighted 1 + G·relevance to the questions;
 //                                     :v values only; :cN chunk tokens (16, 32, 64)
@@ -20,6 +22,7 @@
 // what depends on the model (head dimension, the minimum budget) is checked by Engine::Open.
 #pragma once
 #include <cstddef>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -52,6 +55,9 @@ struct KvPolicy {
     Rank rank = Rank::kExpected;
     std::string sensitivity;     // kMeasured: the table's path (not part of the spec)
     double join_reserve = 0.25;  // with a byte budget: headroom kept for readers nobody announced
+    // kMeasured: the uniform formats to take instead when the model has no table (none given, none
+    // calibrated next to the model, none shipped); without one, the missing table is an error.
+    std::optional<Uniform> fallback;
     bool operator==(const Allocator&) const = default;
   };
   struct Relevance {

@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 #include <xxhash.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <thread>
 
@@ -146,12 +148,17 @@ Engine::Impl::~Impl() {
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() = default;
 
-Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options) {
+Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& requested) {
   auto impl = std::make_unique<EngineCore>();
-  impl->options = options;
-  auto model = Model::Load(options.model_path);
+  auto model = Model::Load(requested.model_path);
   if (!model.ok()) return model.status();
   impl->model = std::move(model).value();
+  impl->model_fp = ModelFingerprint(*impl->model);
+  // A :m policy without a table for this model takes its fallback, and says so.
+  impl->options = requested;
+  impl->policy_note = ApplyTableFallback(impl->options.policy, requested.model_path, impl->model_fp);
+  impl->table_source = AllocatorTableSource(impl->options.policy, requested.model_path, impl->model_fp);
+  const EngineOptions& options = impl->options;
   impl->constraints = std::make_unique<OutputConstraints>(*impl->model);
   const ModelConfig& c = impl->model->config();
   const KvPolicy::Uniform* uniform = std::get_if<KvPolicy::Uniform>(&options.policy.rule);
@@ -194,7 +201,6 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options) {
   const bool allocator = options.policy.allocator() != nullptr;
   std::string sensitivity_key;
   ComixOptions co = AllocatorComixOptions(options.policy, c);
-  impl->model_fp = ModelFingerprint(*impl->model);
   CHORUS_RETURN_IF_ERROR(LoadAllocatorTable(options.policy, co, options.model_path, impl->model_fp));
   if (allocator) {
     co.budget_bytes = options.kv_budget_bytes, co.sink_blocks = sink;
@@ -585,10 +591,13 @@ std::string Engine::fingerprint() const { return fmt::format("{:016x}", impl_->c
 
 std::string Engine::KvSettings() const {
   const EngineCore& c = impl_->core();
-  return fmt::format(R"({{"policy": "{}", "private_k": "{}", "private_v": "{}", "window": "{}", "budget_bytes": {}, )"
-                     R"("sink_blocks": {}}})",
-                     FormatSpec(c.options.policy), c.options.private_k, c.options.private_v,
-                     WindowFormatName(c.store->options().window), c.options.kv_budget_bytes, c.shared_cfg.sink_blocks);
+  nlohmann::json j = {
+      {"policy", FormatSpec(c.options.policy)},    {"private_k", c.options.private_k},
+      {"private_v", c.options.private_v},          {"window", WindowFormatName(c.store->options().window)},
+      {"budget_bytes", c.options.kv_budget_bytes}, {"sink_blocks", c.shared_cfg.sink_blocks}};
+  if (!c.table_source.empty()) j["table"] = c.table_source;
+  if (!c.policy_note.empty()) j["note"] = c.policy_note;
+  return j.dump();
 }
 
 }  // namespace chorus

@@ -46,6 +46,8 @@ struct EngineCore {
   size_t prefill_rows = 0;               // the most prompt rows one forward call appends to a sequence
   uint64_t salt = 0;                     // prefix keys: model fingerprint + every KV setting
   uint64_t model_fp = 0;                 // the model file's fingerprint (remote blocks' header)
+  std::string table_source;              // where a :m policy's table came from (AllocatorTableSource)
+  std::string policy_note;               // set when the policy fell back for want of a table
   std::unique_ptr<TextEncoder> encoder;  // Cocktail's, opened on first use
   std::unique_ptr<OutputConstraints> constraints;  // AgentOptions::constraint's grammars (thread-safe)
   EngineStats counters;                  // the monotonic counters of Stats()

@@ -67,6 +67,8 @@ Status CheckTiers(const KvPolicy::Allocator& a, std::string_view spec) {
   return Status::Ok();
 }
 
+Result<KvPolicy> ParseUniform(std::string_view spec);
+
 Result<KvPolicy> ParseAllocator(std::string_view spec, bool relevance) {
   const std::vector<std::string> parts = Split(spec);
   const std::string head = parts[0].substr(parts[0].find('-') + 1);
@@ -96,6 +98,9 @@ Result<KvPolicy> ParseAllocator(std::string_view spec, bool relevance) {
       a.min_k_bits = int(k);
     } else if (p.size() > 1 && p[0] == 'j') {
       CHORUS_ASSIGN_OR_RETURN(a.join_reserve, Number(tail, spec, "join reserve"));
+    } else if (p.size() > 1 && p[0] == 'f') {
+      CHORUS_ASSIGN_OR_RETURN(const KvPolicy fallback, ParseUniform(tail));
+      a.fallback = std::get<KvPolicy::Uniform>(fallback.rule);
     } else if (relevance && p.size() > 1 && p[0] == 'g') {
       CHORUS_ASSIGN_OR_RETURN(r.gain, Number(tail, spec, "relevance gain"));
     } else if (relevance && p == "v") {
@@ -105,11 +110,13 @@ Result<KvPolicy> ParseAllocator(std::string_view spec, bool relevance) {
     } else {
       return Status::Error(
           "policy '{}': unknown part '{}' (valid: :tTIERS e.g. :t348, :kBITS, :bound, :cal, :m, "
-          ":jRESERVE{})",
+          ":jRESERVE, :fK/V{})",
           spec, p, relevance ? ", :gGAIN, :v, :cCHUNK" : "");
     }
   }
   CHORUS_RETURN_IF_ERROR(CheckTiers(a, spec));
+  if (a.fallback && a.rank != KvPolicy::Rank::kMeasured)
+    return Status::Error("policy '{}': a fallback (:f) applies only to the measured rank (:m)", spec);
   if (!relevance) return KvPolicy{.rule = a};
   if (!(r.gain >= 0 && r.gain <= 1000))
     return Status::Error("policy '{}': relevance gain must be in [0, 1000], got {}", spec, r.gain);
@@ -222,6 +229,7 @@ std::string FormatSpec(const KvPolicy& p) {
   if (a.rank == KvPolicy::Rank::kCalibrated) s += ":cal";
   if (a.rank == KvPolicy::Rank::kMeasured) s += ":m";
   if (a.join_reserve != KvPolicy::Allocator{}.join_reserve) s += ":j" + Num(a.join_reserve);
+  if (a.fallback) s += ":f" + FormatSpec(KvPolicy{.rule = *a.fallback});
   if (r) {
     if (r->gain != KvPolicy::Relevance{}.gain) s += ":g" + Num(r->gain);
     if (r->values_only) s += ":v";
@@ -265,17 +273,48 @@ Status LoadAllocatorTable(const KvPolicy& policy, ComixOptions& co, const std::s
                            FormatSpec(policy));
     return Status::Ok();
   }
+  // The order: a table given by path, the one `chorus calibrate` cached next to the model, the one
+  // the repository ships for this model file.
   std::string path = a->sensitivity;
   if (path.empty()) {
     path = CalibrationTablePath(model_path, model_fingerprint, co.family);
-    if (!std::filesystem::exists(path))
-      return Status::Error(
-          "policy {} ranks by a measured table and none is calibrated for this model: run `chorus "
-          "calibrate -m {}` (a few minutes; writes {}) or give --comix-sensitivity FILE",
-          FormatSpec(policy), model_path, path);
+    if (!std::filesystem::exists(path)) {
+      const ShippedCalibrationTable* shipped = FindShippedCalibrationTable(model_fingerprint, co.family);
+      if (shipped == nullptr)
+        return Status::Error(
+            "policy {} ranks by a measured table and none is calibrated for this model: run `chorus "
+            "calibrate -m {}` (a few minutes; writes {}) or give --comix-sensitivity FILE",
+            FormatSpec(policy), model_path, path);
+      CHORUS_ASSIGN_OR_RETURN(co.measured,
+                              ParseComixSensitivity(shipped->json, std::string("shipped table ") + shipped->name));
+      return Status::Ok();
+    }
   }
   CHORUS_ASSIGN_OR_RETURN(co.measured, LoadComixSensitivity(path));
   return Status::Ok();
+}
+
+std::string AllocatorTableSource(const KvPolicy& policy, const std::string& model_path, uint64_t model_fingerprint) {
+  const KvPolicy::Allocator* a = policy.allocator();
+  if (a == nullptr || a->rank != KvPolicy::Rank::kMeasured) return "";
+  if (!a->sensitivity.empty()) return a->sensitivity;
+  const ComixFamily family = a->family == KvPolicy::Family::kKivi ? ComixFamily::kKivi : ComixFamily::kTq;
+  const std::string path = CalibrationTablePath(model_path, model_fingerprint, family);
+  if (std::filesystem::exists(path)) return "calibrated " + path;
+  if (const ShippedCalibrationTable* t = FindShippedCalibrationTable(model_fingerprint, family))
+    return std::string("shipped ") + t->name;
+  return "";
+}
+
+std::string ApplyTableFallback(KvPolicy& policy, const std::string& model_path, uint64_t model_fingerprint) {
+  const KvPolicy::Allocator* a = policy.allocator();
+  if (a == nullptr || !a->fallback || !AllocatorTableSource(policy, model_path, model_fingerprint).empty()) return "";
+  const std::string asked = FormatSpec(policy);
+  policy = KvPolicy{.rule = *a->fallback};
+  return fmt::format(
+      "no calibration table for this model, so policy {} falls back to {}: run `chorus calibrate -m {}` "
+      "(a few minutes) to rank by a measured table",
+      asked, FormatSpec(policy), model_path);
 }
 
 }  // namespace chorus

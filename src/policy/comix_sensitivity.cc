@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 
 namespace chorus {
 
@@ -78,10 +79,23 @@ std::string CalibrationTablePath(const std::string& model_path, uint64_t model_f
                      model_fingerprint);
 }
 
+const ShippedCalibrationTable* FindShippedCalibrationTable(uint64_t model_fingerprint, ComixFamily family) {
+  const std::string name = fmt::format("{}-{:016x}", family == ComixFamily::kKivi ? "kivi" : "tq", model_fingerprint);
+  for (const ShippedCalibrationTable& t : ShippedCalibrationTables())
+    if (name == t.name) return &t;
+  return nullptr;
+}
+
 Result<std::shared_ptr<const ComixSensitivity>> LoadComixSensitivity(const std::string& path) {
   std::ifstream in(path);
   if (!in) return Status::Error("sensitivity table: cannot read '{}'", path);
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return ParseComixSensitivity(text, path);
+}
+
+Result<std::shared_ptr<const ComixSensitivity>> ParseComixSensitivity(std::string_view json_text,
+                                                                      const std::string& path) {
+  const nlohmann::json j = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return Status::Error("sensitivity table '{}': not a JSON object", path);
   auto t = std::make_shared<ComixSensitivity>();
   try {

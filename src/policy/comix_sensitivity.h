@@ -10,7 +10,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -45,9 +47,21 @@ struct ComixSensitivity {
 Status SaveComixSensitivity(const ComixSensitivity& table, const std::string& path,
                             const std::vector<std::pair<std::string, double>>& extra = {});
 Result<std::shared_ptr<const ComixSensitivity>> LoadComixSensitivity(const std::string& path);
+// The same from the table's JSON text; `name` names it in errors.
+Result<std::shared_ptr<const ComixSensitivity>> ParseComixSensitivity(std::string_view json_text,
+                                                                      const std::string& name);
 // Where `chorus calibrate` caches a model's table, next to the model file and keyed by its
 // fingerprint (engine/model_fingerprint.h) and family: MODEL.chorus-FAMILY-FINGERPRINT.json.
 std::string CalibrationTablePath(const std::string& model_path, uint64_t model_fingerprint, ComixFamily family);
+
+// The tables the repository ships for its supported models (data/calibration/FAMILY-FINGERPRINT.json,
+// compiled in by src/policy/CMakeLists.txt), and the one for a model's fingerprint and family.
+struct ShippedCalibrationTable {
+  const char* name;  // "FAMILY-FINGERPRINT", e.g. "kivi-b7ea23ef05c5ffe0"
+  const char* json;
+};
+std::span<const ShippedCalibrationTable> ShippedCalibrationTables();
+const ShippedCalibrationTable* FindShippedCalibrationTable(uint64_t model_fingerprint, ComixFamily family);
 
 // The probe: every block f16 except `side` of `layer`, which gets `format` (the sink blocks stay f16,
 // as under every compressed policy).

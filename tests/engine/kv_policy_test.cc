@@ -6,6 +6,9 @@
 
 #include <string>
 
+#include "engine/kv_policy_options.h"  // ApplyTableFallback
+#include "policy/comix_sensitivity.h"  // ShippedCalibrationTables
+
 namespace chorus {
 namespace {
 
@@ -16,10 +19,10 @@ KvPolicy P(const std::string& spec) {
 }
 
 TEST(KvPolicy, SpecsRoundTrip) {
-  for (const char* spec :
-       {"tq4/tq3", "q8/tq3", "f16/f16", "polykv-paper/tq3:s0", "kivi2/kivi4:s2", "comix-tq:3", "comix-kivi:2.5:t348:k4",
-        "comix-tq:3:bound", "comix-tq:3:cal", "comix-kivi:3:t24:m", "comix-tq:3:j0", "cocktail-tq:3",
-        "cocktail-kivi:4:t348:k4:g8:v", "cocktail-tq:3:c64", "cocktail-paper:0.6:0.1:32", "cocktail-paper:1:0:16"}) {
+  for (const char* spec : {"tq4/tq3", "q8/tq3", "f16/f16", "polykv-paper/tq3:s0", "kivi2/kivi4:s2", "comix-tq:3",
+                           "comix-kivi:2.5:t348:k4", "comix-tq:3:bound", "comix-tq:3:cal", "comix-kivi:3:t24:m",
+                           "comix-tq:3:j0", "cocktail-tq:3", "cocktail-kivi:4:t348:k4:g8:v", "cocktail-tq:3:c64",
+                           "cocktail-paper:0.6:0.1:32", "cocktail-paper:1:0:16", "comix-kivi:3.25:t348:m:fkivi4/tq3"}) {
     const KvPolicy p = P(spec);
     EXPECT_EQ(FormatSpec(p), spec);
     EXPECT_EQ(P(FormatSpec(p)), p) << spec;
@@ -78,12 +81,42 @@ TEST(KvPolicy, BadSpecsNameTheProblem) {
       {"cocktail-paper:0.7:0.5", "alpha + beta must be <= 1"},
       {"cocktail-paper:x:0.1", "'x' is not a number (alpha)"},
       {"cocktail-paper:0.5", "write cocktail-paper or cocktail-paper:ALPHA:BETA[:CHUNK]"},
+      {"comix-kivi:3:fkivi4/tq3", "a fallback (:f) applies only to the measured rank (:m)"},
+      {"comix-kivi:3:m:fq9/tq3", "policy 'q9/tq3'"},
   };
   for (const auto& [spec, want] : cases) {
     auto p = KvPolicy::Parse(spec);
     ASSERT_FALSE(p.ok()) << spec;
     EXPECT_NE(p.status().message().find(want), std::string::npos) << spec << ": " << p.status().message();
   }
+}
+
+// The tables the repository ships parse and cover their model; a :m policy finds one by the model's
+// fingerprint, and without one takes its fallback and says how to calibrate.
+TEST(KvPolicy, ShippedTablesAndTheFallback) {
+  ASSERT_FALSE(ShippedCalibrationTables().empty());
+  for (const ShippedCalibrationTable& t : ShippedCalibrationTables()) {
+    auto table = ParseComixSensitivity(t.json, t.name);
+    ASSERT_TRUE(table.ok()) << t.name << ": " << table.status().message();
+    EXPECT_EQ(std::string(t.name).rfind((*table)->family_name(), 0), 0u) << t.name;
+  }
+  const uint64_t smollm2 = 0xb7ea23ef05c5ffe0;  // SmolLM2-135M-Instruct Q4_1 (data/calibration)
+  ASSERT_NE(FindShippedCalibrationTable(smollm2, ComixFamily::kKivi), nullptr);
+  EXPECT_EQ(FindShippedCalibrationTable(smollm2, ComixFamily::kTq), nullptr);
+
+  KvPolicy p = P("comix-kivi:3.25:t348:m:fkivi4/tq3");
+  EXPECT_EQ(AllocatorTableSource(p, "/nonexistent/model.gguf", smollm2), "shipped kivi-b7ea23ef05c5ffe0");
+  EXPECT_EQ(ApplyTableFallback(p, "/nonexistent/model.gguf", smollm2), "");
+  EXPECT_EQ(p.kind(), KvPolicyKind::kAllocator);
+
+  const std::string note = ApplyTableFallback(p, "/nonexistent/model.gguf", 0x1234);
+  EXPECT_EQ(FormatSpec(p), "kivi4/tq3");
+  EXPECT_NE(note.find("falls back to kivi4/tq3"), std::string::npos) << note;
+  EXPECT_NE(note.find("chorus calibrate -m /nonexistent/model.gguf"), std::string::npos) << note;
+
+  KvPolicy strict = P("comix-kivi:3:m");  // no fallback: the missing table stays an error (Engine::Open)
+  EXPECT_EQ(ApplyTableFallback(strict, "/nonexistent/model.gguf", 0x1234), "");
+  EXPECT_EQ(strict.kind(), KvPolicyKind::kAllocator);
 }
 
 }  // namespace
