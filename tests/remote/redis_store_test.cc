@@ -136,25 +136,53 @@ TEST(RedisStore, UnreachableServerIsDownNotFatal) {
 
 // A rediss:// store given no TLS context (a caller's mistake) is an error at connection, not a
 // plaintext connection to a TLS port.
-TEST(RedisStore, RedissWithoutTlsContextDoesNotConnect) {
-  // A listening socket: the TCP connection succeeds (the kernel's backlog), nothing answers.
+// A listening loopback socket (fd, port): TCP connections succeed (the kernel's backlog) and
+// nothing ever answers.
+std::pair<int, int> SilentServer() {
   int s = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  ASSERT_EQ(listen(s, 4), 0);
+  bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  listen(s, 4);
   socklen_t n = sizeof a;
   getsockname(s, reinterpret_cast<sockaddr*>(&a), &n);
-  RedisStoreOptions o{.url = {.tls = true, .host = "127.0.0.1", .port = ntohs(a.sin_port)}};
+  return {s, ntohs(a.sin_port)};
+}
+
+TEST(RedisStore, RedissWithoutTlsContextDoesNotConnect) {
+  const auto [fd, port] = SilentServer();
+  RedisStoreOptions o{.url = {.tls = true, .host = "127.0.0.1", .port = port}};
   std::string why;
   {
     RedisStore store(o, &why);
     EXPECT_FALSE(store.Stats().up);
     EXPECT_EQ(store.Stats().errors["tls"], 1u);
   }
-  close(s);
+  close(fd);
   EXPECT_NE(why.find("needs a TLS context"), std::string::npos) << why;
+}
+
+// A TLS handshake with a server that accepts and never answers ends at the connect timeout: the
+// constructor (and so `chorus serve`'s start) does not hang.
+TEST(RedisStore, SilentTlsServerTimesOutTheHandshake) {
+  const auto [fd, port] = SilentServer();
+  RedisStoreOptions o{.url = {.tls = true, .host = "127.0.0.1", .port = port},
+                      .connect_timeout = std::chrono::milliseconds(200)};
+  auto tls = RedisTls::Create({}, o.url);
+  ASSERT_TRUE(tls.ok()) << tls.status().message();
+  o.tls = *tls;
+  std::string why;
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    RedisStore store(o, &why);
+    EXPECT_FALSE(store.Stats().up);
+    EXPECT_EQ(store.Stats().errors["tls"], 1u);
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  close(fd);
+  EXPECT_LT(s, 2.0);
+  EXPECT_NE(why.find("TLS handshake"), std::string::npos) << why;
 }
 
 }  // namespace
