@@ -284,7 +284,7 @@ struct EngineStats {
     bool enabled = false, up = false;
     uint64_t hits = 0, misses = 0;                 // blocks asked for: installed / not (absent, rejected, late)
     uint64_t fetched_bytes = 0, published_bytes = 0, published_blocks = 0, publish_dropped = 0;
-    std::map<std::string, uint64_t> errors;        // by kind: connect, auth, io, timeout, checksum, model, ...
+    std::map<std::string, uint64_t> errors;        // by kind: connect, tls, auth, io, timeout, checksum, model, ...
     std::vector<double> fetch_bounds;              // fetch latency histogram (seconds): upper bounds
     std::vector<uint64_t> fetch_counts;            // per bucket (last = +Inf), not cumulative
     double fetch_seconds_sum = 0;
