@@ -5,7 +5,7 @@ include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/include/chorus DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.h")
 # chorus_engine and every library below it (the link lines of src/*/CMakeLists.txt).
-set(chorus_installed_libraries chorus_engine chorus_grammar xgrammar chorus_encoder chorus_model chorus_policy chorus_remote chorus_kv
+set(chorus_installed_libraries chorus_engine chorus_grammar xgrammar chorus_encoder chorus_model chorus_policy chorus_remote hiredis_ssl hiredis chorus_kv
                                chorus_ops chorus_gguf chorus_util)
 install(TARGETS chorus_api ${chorus_installed_libraries} EXPORT chorusTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})

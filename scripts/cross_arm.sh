@@ -29,7 +29,7 @@ sudo=""
 if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1; then sudo="sudo"; fi
 start=$(date +%s)
 
-arm_libs=(libhwy-dev libgtest-dev libgmock-dev libfmt-dev libxxhash-dev libpcre2-dev)
+arm_libs=(libhwy-dev libgtest-dev libgmock-dev libfmt-dev libxxhash-dev libpcre2-dev libssl-dev)
 if [ "$install" = 1 ]; then
   echo "==> Debian packages: g++-aarch64-linux-gnu qemu-user ${arm_libs[*]/%/:arm64}"
   if ! dpkg --print-foreign-architectures | grep -qx arm64; then $sudo dpkg --add-architecture arm64; fi

@@ -10,6 +10,8 @@
 #      scripts/fetch_encoder.sh → models/all-MiniLM-L6-v2/ (sentence encoder, cached)
 #      scripts/fetch_xgrammar.sh → .cache/xgrammar-0.2.9/ (the grammar engine's source, PyPI sdist,
 #      sha256-verified; the build needs it, so this step runs with --no-build too)
+#      scripts/fetch_hiredis.sh → .cache/hiredis-3.5.0/ (the block store's Redis client with TLS, the
+#      C sources vendored in the hiredis PyPI sdist, sha256-verified; the build needs it too)
 #   4. cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release && ninja -C build
 #
 #   --no-build   skip step 4
@@ -27,7 +29,7 @@ for arg in "$@"; do
   case "$arg" in
     --no-build) build=0 ;;
     --with-peer) peer=1 ;;
-    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "setup.sh: unknown option: $arg (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -45,8 +47,8 @@ fi
 apt_pkgs=(build-essential cmake ninja-build g++ clang clang-format libgtest-dev libgmock-dev
           libbenchmark-dev libhwy-dev nlohmann-json3-dev libcli11-dev libfmt-dev
           libxxhash-dev libpcre2-dev libcpp-httplib-dev python3 python3-pip
-          libhiredis-dev redis-server haproxy  # the replicas' block store (--kv-store) and its tests
-          libssl-dev  # the block store's keyed MAC (src/remote/value_mac.h)
+          redis-server haproxy  # the replicas' block store (--kv-store) and its tests
+          libssl-dev  # the block store's keyed MAC (src/remote/value_mac.h) and TLS (hiredis_ssl)
           chromium chromium-driver)  # the dashboard's browser test (tests/server/dashboard_browser_test.py)
 
 # ---- 1. Debian packages ------------------------------------------------------------------
@@ -120,7 +122,7 @@ if [ "$peer" -eq 1 ]; then
 fi
 
 # ---- 3. model ------------------------------------------------------------------------------
-step "3/4 model, encoder, xgrammar source"
+step "3/4 model, encoder, xgrammar and hiredis sources"
 echo "    $ scripts/fetch_model.sh"
 model=$("$root/scripts/fetch_model.sh")
 echo "    model: $model ($(stat -c %s "$model") bytes)"
@@ -133,6 +135,9 @@ echo "    encoder: $encoder ($(du -sb "$encoder" | cut -f1) bytes)"
 echo "    $ scripts/fetch_xgrammar.sh"
 xgrammar=$("$root/scripts/fetch_xgrammar.sh")
 echo "    xgrammar source: $xgrammar"
+echo "    $ scripts/fetch_hiredis.sh"
+hiredis=$("$root/scripts/fetch_hiredis.sh")
+echo "    hiredis source: $hiredis"
 
 # ---- 4. build ------------------------------------------------------------------------------
 if [ "$build" -eq 1 ]; then

@@ -23,6 +23,7 @@ struct ServeArgs {
   std::string private_k = "q8", private_v = "q8", window;
   size_t sink = 1;
   std::string kv_store, kv_store_queue = "64M", kv_store_secret_file;
+  std::string kv_store_ca, kv_store_cert, kv_store_key, kv_store_sni;  // rediss://
   int kv_store_timeout_ms = 200;
   std::string reuse;  // "" = the engine's default
   std::string embedding_model;  // "" = all-MiniLM-L6-v2 next to the model, if installed
@@ -63,6 +64,10 @@ int RunServe(const ServeArgs& a) {
   eo.kv_store_url = a.kv_store;
   eo.kv_store_timeout_ms = a.kv_store_timeout_ms;
   eo.kv_store_queue_bytes = *queue;
+  eo.kv_store_ca = a.kv_store_ca;
+  eo.kv_store_cert = a.kv_store_cert;
+  eo.kv_store_key = a.kv_store_key;
+  eo.kv_store_sni = a.kv_store_sni;
   if (!a.kv_store_secret_file.empty()) {
     std::ifstream f(a.kv_store_secret_file, std::ios::binary);
     std::string secret((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
@@ -213,8 +218,17 @@ RunFn AddServe(CLI::App& app) {
   cmd->add_option(
       "--kv-store", a->kv_store,
       "share sealed prompt blocks with other replicas through Redis: "
-      "redis://[[USER]:PASSWORD@]HOST[:PORT][/DB] (USER: a Redis ACL user; docs/SCALE_OUT.md); unreachable = "
-      "serve locally and retry");
+      "redis[s]://[[USER]:PASSWORD@]HOST[:PORT][/DB] (USER: a Redis ACL user; rediss:// = TLS; docs/SCALE_OUT.md); "
+      "unreachable = serve locally and retry");
+  cmd->add_option("--kv-store-ca", a->kv_store_ca,
+                  "rediss://: PEM CA bundle that must sign the server's certificate (default: the system's "
+                  "trust store)");
+  cmd->add_option("--kv-store-cert", a->kv_store_cert,
+                  "rediss://: PEM client certificate, for a Redis with tls-auth-clients (with --kv-store-key)");
+  cmd->add_option("--kv-store-key", a->kv_store_key, "rediss://: PEM private key of --kv-store-cert");
+  cmd->add_option("--kv-store-sni", a->kv_store_sni,
+                  "rediss://: the name the server's certificate must carry, also sent as SNI (default: the "
+                  "URL's host)");
   cmd->add_option("--kv-store-timeout-ms", a->kv_store_timeout_ms, "deadline of one remote fetch; past it the "
                                                                    "prompt is prefilled here")
       ->check(CLI::Range(1, 60000))->capture_default_str();

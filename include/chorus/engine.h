@@ -84,7 +84,7 @@ struct EngineOptions {
   ServeOptions serve;
   // Segment reuse (Reuse). Uniform policy only: comix and cocktail requests reuse exact prefixes.
   SegmentOptions segments;
-  // A remote block store shared by replicas: "redis://HOST[:PORT][/DB]" (docs/SCALE_OUT.md), or
+  // A remote block store shared by replicas: "redis[s]://HOST[:PORT][/DB]" (docs/SCALE_OUT.md), or
   // empty for none. Every prompt block sealed here is published to it (its own thread, a bounded
   // queue); a request whose leading blocks are not held here asks it for them before prefilling
   // and waits at most kv_store_timeout_ms. A malformed URL fails Open; an unreachable store (or
@@ -98,6 +98,12 @@ struct EngineOptions {
   // counted (errors kind "mac"), so a writer without the secret cannot forge a block. Replicas must
   // agree on it: a value of a replica without it is refused by one with it, and the other way round.
   std::string kv_store_secret = "";
+  // rediss:// (TLS): PEM files. The CA bundle that signs the server's certificate (empty: the
+  // system's trust store), an optional client certificate and its key, and the name the server's
+  // certificate must carry (empty: the URL's host; also sent as SNI). An unreadable or malformed
+  // file fails Open; a failed handshake (e.g. certificate verify failed) is reported through
+  // kv_store_log and retried like an unreachable store. Set with a redis:// URL: an error.
+  std::string kv_store_ca = "", kv_store_cert = "", kv_store_key = "", kv_store_sni = "";
   std::function<void(const std::string&)> kv_store_log = {};  // warnings (connection, rejected blocks)
   // Tests of the all-or-nothing paths: the n-th KV block allocation fails as if the budget were
   // exhausted (KvStoreOptions::fail_block_allocation). 0 = never.
@@ -278,7 +284,7 @@ struct EngineStats {
     bool enabled = false, up = false;
     uint64_t hits = 0, misses = 0;                 // blocks asked for: installed / not (absent, rejected, late)
     uint64_t fetched_bytes = 0, published_bytes = 0, published_blocks = 0, publish_dropped = 0;
-    std::map<std::string, uint64_t> errors;        // by kind: connect, auth, io, timeout, checksum, model, ...
+    std::map<std::string, uint64_t> errors;        // by kind: connect, tls, auth, io, timeout, checksum, model, ...
     std::vector<double> fetch_bounds;              // fetch latency histogram (seconds): upper bounds
     std::vector<uint64_t> fetch_counts;            // per bucket (last = +Inf), not cumulative
     double fetch_seconds_sum = 0;

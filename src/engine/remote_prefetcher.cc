@@ -41,6 +41,18 @@ Status RemotePrefetcher::Open() {
   RedisStoreOptions ro{.url = url,
                        .fetch_timeout = std::chrono::milliseconds(options.kv_store_timeout_ms),
                        .queue_bytes = options.kv_store_queue_bytes};
+  const RedisTlsOptions tls{.ca_file = options.kv_store_ca,
+                            .cert_file = options.kv_store_cert,
+                            .key_file = options.kv_store_key,
+                            .server_name = options.kv_store_sni};
+  if (url.tls) {
+    CHORUS_ASSIGN_OR_RETURN(ro.tls, RedisTls::Create(tls, url));
+  } else if (!tls.ca_file.empty() || !tls.cert_file.empty() || !tls.key_file.empty() || !tls.server_name.empty()) {
+    return Status::Error(
+        "--kv-store-ca, --kv-store-cert, --kv-store-key and --kv-store-sni are for TLS: the URL "
+        "{} is plaintext (use rediss://)",
+        url.Text());
+  }
   std::string first_error;
   remote_ = std::make_unique<RedisStore>(ro, &first_error);
   counters_.enabled = true;

@@ -3,10 +3,13 @@
 
 #include <fmt/format.h>
 #include <hiredis/hiredis.h>
+#include <hiredis/hiredis_ssl.h>
+#include <openssl/err.h>
 
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <fstream>
 
 namespace chorus {
 namespace {
@@ -41,23 +44,86 @@ std::string ErrorKind(std::string_view reply) {
              : "reply";
 }
 
+// A flag's file that cannot be opened for reading: an error naming the flag, the file and why.
+Status CheckReadable(std::string_view flag, const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return Status::Error("{} {}: cannot read it: {}", flag, path, std::strerror(errno));
+  return Status::Ok();
+}
+
+// OpenSSL's reason for the last failure ("" when its queue is empty), and the queue emptied.
+std::string OpenSslReason() {
+  const unsigned long e = ERR_peek_last_error();
+  const char* reason = e ? ERR_reason_error_string(e) : nullptr;
+  ERR_clear_error();
+  return reason ? fmt::format(" ({})", reason) : "";
+}
+
 }  // namespace
 
 std::string RedisUrl::Text() const {
-  return fmt::format("redis://{}{}{}:{}/{}", user, user.empty() ? "" : "@", host, port, db);
+  return fmt::format("{}://{}{}{}:{}/{}", tls ? "rediss" : "redis", user, user.empty() ? "" : "@", host, port, db);
 }
+
+Result<std::shared_ptr<const RedisTls>> RedisTls::Create(const RedisTlsOptions& o, const RedisUrl& url) {
+  if (!o.ca_file.empty()) CHORUS_RETURN_IF_ERROR(CheckReadable("--kv-store-ca", o.ca_file));
+  if (o.cert_file.empty() != o.key_file.empty())
+    return Status::Error("--kv-store-cert and --kv-store-key go together (a client certificate and its key); got {}",
+                         o.cert_file.empty() ? "--kv-store-key only" : "--kv-store-cert only");
+  if (!o.cert_file.empty()) {
+    CHORUS_RETURN_IF_ERROR(CheckReadable("--kv-store-cert", o.cert_file));
+    CHORUS_RETURN_IF_ERROR(CheckReadable("--kv-store-key", o.key_file));
+  }
+  const std::string& name = o.server_name.empty() ? url.host : o.server_name;
+  const auto c_str = [](const std::string& s) { return s.empty() ? nullptr : s.c_str(); };
+  redisSSLOptions so{};
+  so.cacert_filename = c_str(o.ca_file);
+  so.cert_filename = c_str(o.cert_file);
+  so.private_key_filename = c_str(o.key_file);
+  so.server_name = name.c_str();
+  so.verify_mode = REDIS_SSL_VERIFY_PEER;
+  so.verify_name = name.c_str();
+  ERR_clear_error();
+  redisSSLContextError err = REDIS_SSL_CTX_NONE;
+  redisSSLContext* ctx = redisCreateSSLContextWithOptions(&so, &err);
+  if (ctx) return std::shared_ptr<const RedisTls>(new RedisTls(ctx));
+  const std::string why = OpenSslReason();
+  switch (err) {
+    case REDIS_SSL_CTX_CA_CERT_LOAD_FAILED:
+      return Status::Error("--kv-store-ca {}: no PEM CA certificate could be loaded from it{}", o.ca_file, why);
+    case REDIS_SSL_CTX_CLIENT_DEFAULT_CERT_FAILED:
+      return Status::Error("rediss:// without --kv-store-ca: the system's CA certificates could not be loaded{}", why);
+    case REDIS_SSL_CTX_CLIENT_CERT_LOAD_FAILED:
+      return Status::Error("--kv-store-cert {}: no PEM certificate could be loaded from it{}", o.cert_file, why);
+    case REDIS_SSL_CTX_PRIVATE_KEY_LOAD_FAILED:
+      return Status::Error("--kv-store-key {}: not a PEM private key, or not the key of --kv-store-cert {}{}",
+                           o.key_file, o.cert_file, why);
+    case REDIS_SSL_CTX_VERIFY_NAME_FAILED:
+      return Status::Error("--kv-store-sni '{}': not a name or address a certificate can be verified against{}", name,
+                           why);
+    default: return Status::Error("rediss://: cannot create the TLS context: {}{}", redisSSLContextGetError(err), why);
+  }
+}
+
+RedisTls::~RedisTls() { redisFreeSSLContext(ctx_); }
 
 Result<RedisUrl> ParseRedisUrl(std::string_view url) {
   const auto bad = [&](std::string_view what) {
     return Status::Error(
-        "malformed --kv-store URL '{}': {} (expected redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], e.g. "
-        "redis://127.0.0.1:6379/0)",
+        "malformed --kv-store URL '{}': {} (expected redis[s]://[[USER]:PASSWORD@]HOST[:PORT][/DB], e.g. "
+        "redis://127.0.0.1:6379/0; rediss:// is TLS)",
         url, what);
   };
-  constexpr std::string_view kScheme = "redis://";
-  if (!url.starts_with(kScheme)) return bad("it must start with redis://");
-  std::string_view rest = url.substr(kScheme.size());
   RedisUrl u;
+  std::string_view rest;
+  if (url.starts_with("redis://")) {
+    rest = url.substr(8);
+  } else if (url.starts_with("rediss://")) {
+    rest = url.substr(9);
+    u.tls = true;
+  } else {
+    return bad("it must start with redis:// or rediss://");
+  }
   if (const size_t at = rest.rfind('@'); at != std::string_view::npos) {
     const std::string_view cred = rest.substr(0, at);
     const size_t colon = cred.find(':');
@@ -121,6 +187,18 @@ bool RedisStore::Connect() {
   if (!c || c->err) {
     kind = "connect";
     why = fmt::format("cannot connect to {}: {}", u.Text(), c ? c->errstr : "out of memory");
+  } else if (u.tls && !options_.tls) {
+    kind = "tls";
+    why = fmt::format("{}: a rediss:// URL needs a TLS context (RedisStoreOptions::tls)", u.Text());
+  } else if (u.tls && (redisSetTimeout(c, ToTimeval(options_.connect_timeout)),
+                       redisInitiateSSLWithContext(c, options_.tls->context()) != REDIS_OK)) {
+    // The handshake reads under the connect timeout: a server that never answers is a timeout.
+    kind = "tls";
+    why = fmt::format("TLS handshake with {} failed: {}{}", u.Text(), c->errstr,
+                      std::strstr(c->errstr, "certificate verify failed")
+                          ? " (the server's certificate is not signed by --kv-store-ca, or does not name the host "
+                            "or --kv-store-sni)"
+                          : " (does that port speak TLS?)");
   } else {
     // Credentials and database first, then PING: an error reply (auth required, wrong password,
     // no such database) means the store is unusable as configured.
@@ -138,7 +216,12 @@ bool RedisStore::Connect() {
       auto* r = static_cast<redisReply*>(redisCommandArgv(c, int(argv.size()), argv.data(), len.data()));
       if (!r) {
         kind = IoKind(c);
-        why = fmt::format("{} did not answer {}: {}", u.Text(), cmd[0], c->errstr);
+        // A TLS port drops a plaintext client at its first bytes; a Redis that wants a client
+        // certificate drops a TLS client without one after the handshake.
+        why = fmt::format("{} did not answer {}: {}{}", u.Text(), cmd[0], c->errstr,
+                          kind == "timeout" ? ""
+                          : u.tls           ? " (does it require a client certificate? --kv-store-cert, --kv-store-key)"
+                                            : " (if that port speaks TLS, use rediss://)");
         break;
       }
       if (r->type == REDIS_REPLY_ERROR) {
@@ -157,8 +240,9 @@ bool RedisStore::Connect() {
     stats_.up = false;
     next_retry_ = Clock::now() + backoff_;
     // An answered error (auth) will not heal by itself soon: retry at the slowest pace.
-    backoff_ = kind == "connect" || kind == "io" || kind == "timeout" ? std::min(backoff_ * 2, options_.backoff_max)
-                                                                      : options_.backoff_max;
+    backoff_ = kind == "connect" || kind == "io" || kind == "timeout" || kind == "tls"
+                   ? std::min(backoff_ * 2, options_.backoff_max)
+                   : options_.backoff_max;
     return false;
   }
   ctx_ = c;

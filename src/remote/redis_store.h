@@ -3,7 +3,9 @@
 // bytes; a full queue drops it and counts the drop), StartFetch() queues one pipelined MGET of
 // chained keys whose result comes back through TakeResults() (deadline per fetch, enforced by the
 // socket timeout). A lost connection is retried with exponential backoff; while it is down,
-// fetches fail at once ("down") and publications wait in the queue.
+// fetches fail at once ("down") and publications wait in the queue. rediss:// connects over TLS
+// (hiredis_ssl): the handshake is part of the connection, bounded by connect_timeout, and verifies
+// the server's certificate chain and name; a failure is counted as kind "tls" and retried.
 // Invariants: every StartFetch ticket gets exactly one FetchResult (unless the store is destroyed
 // first); queued_bytes() <= options.queue_bytes; a fetch is answered before any publication
 // queued with it is written.
@@ -25,12 +27,14 @@
 #include "util/status.h"  // Result
 
 struct redisContext;
+struct redisSSLContext;
 
 namespace chorus {
 
-// redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]: USER is a Redis 6 ACL user (AUTH USER PASSWORD),
-// none = the default user (AUTH PASSWORD).
+// redis[s]://[[USER]:PASSWORD@]HOST[:PORT][/DB]: USER is a Redis 6 ACL user (AUTH USER PASSWORD),
+// none = the default user (AUTH PASSWORD); rediss:// = TLS.
 struct RedisUrl {
+  bool tls = false;
   std::string host;
   int port = 6379;
   int db = 0;
@@ -40,6 +44,29 @@ struct RedisUrl {
 };
 // A malformed URL is an error naming the part that is wrong and the expected form.
 Result<RedisUrl> ParseRedisUrl(std::string_view url);
+
+// The client side of rediss://: files in PEM. Empty ca_file: the system's trust store. A client
+// certificate needs both cert_file and key_file. server_name (empty: the URL's host) is sent as
+// SNI and must be a name (or IP address) the server's certificate carries.
+struct RedisTlsOptions {
+  std::string ca_file, cert_file, key_file, server_name;
+};
+
+// An OpenSSL client context with the CA and the client certificate loaded, shared by connections.
+class RedisTls {
+ public:
+  // An unreadable file, a file that is not the PEM it should be, a key that does not match the
+  // certificate: an error naming the flag (--kv-store-ca, --kv-store-cert, --kv-store-key) and file.
+  static Result<std::shared_ptr<const RedisTls>> Create(const RedisTlsOptions& options, const RedisUrl& url);
+  ~RedisTls();
+  RedisTls(const RedisTls&) = delete;
+  RedisTls& operator=(const RedisTls&) = delete;
+  redisSSLContext* context() const { return ctx_; }
+
+ private:
+  explicit RedisTls(redisSSLContext* ctx) : ctx_(ctx) {}
+  redisSSLContext* ctx_;
+};
 
 struct RedisStoreOptions {
   RedisUrl url;
@@ -52,6 +79,7 @@ struct RedisStoreOptions {
   std::chrono::milliseconds backoff_min{100}, backoff_max{2000};
   size_t queue_bytes = size_t{64} << 20;            // publications waiting to be written
   uint32_t ttl_seconds = 0;                        // SET ... EX ttl (0: none; maxmemory eviction is fine too)
+  std::shared_ptr<const RedisTls> tls;             // required by a rediss:// URL, unused otherwise
 };
 
 struct FetchResult {
@@ -67,7 +95,7 @@ struct RedisStoreStats {
   bool up = false;
   uint64_t published_values = 0, published_bytes = 0, publish_dropped = 0;
   uint64_t connects = 0;
-  std::map<std::string, uint64_t> errors;  // by kind: connect, auth, io, timeout, reply
+  std::map<std::string, uint64_t> errors;  // by kind: connect, tls, auth, io, timeout, reply
   std::string last_error;
   size_t queued_bytes = 0;
 };

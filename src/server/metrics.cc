@@ -187,9 +187,11 @@ std::string ServerMetrics::Render() const {
     t.Histo("chorus_kv_remote_fetch_seconds", "Time of one remote fetch (the pipelined MGET of a request's leading "
             "blocks), from the request's admission to the reply.",
             Histogram::FromCounts(r.fetch_bounds, r.fetch_counts, r.fetch_seconds_sum));
-    t.Header("chorus_kv_remote_errors_total", "Remote store errors by kind: connect, auth, io, timeout, reply "
+    t.Header("chorus_kv_remote_errors_total",
+             "Remote store errors by kind: connect, tls, auth, io, timeout, reply "
              "(the connection); checksum, truncated, magic, version, model, settings, key, format (a block rejected); "
-             "deadline (a fetch given up), budget (no room to install).", "counter");
+             "deadline (a fetch given up), budget (no room to install).",
+             "counter");
     for (const char* k : {"connect", "auth", "io", "timeout", "checksum", "model", "format"})  // always present
       if (!r.errors.count(k)) t.Sample("chorus_kv_remote_errors_total", PromText::Label("kind", k), 0);
     for (const auto& [k, n] : r.errors) t.Sample("chorus_kv_remote_errors_total", PromText::Label("kind", k), double(n));

@@ -1,13 +1,17 @@
-// RedisStore without a Redis: URL parsing (every malformed form named), and a store whose server
+// RedisStore without a Redis: URL parsing (every malformed form named), the TLS context's flag
+// errors (each names its flag and file), and a store whose server
 // is not there (a closed loopback port): it says why at start, answers fetches at once as "down",
 // keeps publications queued within its byte bound and counts what it drops. The behaviour against
-// a real redis-server is tested end to end by tests/e2e/kv_store_test.py.
+// a real redis-server is tested end to end by tests/e2e/kv_store_test.py (TLS:
+// kv_store_tls_test.py).
 #include "remote/redis_store.h"
 
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <tuple>
 
 namespace chorus {
 namespace {
@@ -33,6 +37,44 @@ TEST(RedisUrl, ParsesHostPortDbAndPassword) {
   EXPECT_EQ(u->user, "replica-7");
   EXPECT_EQ(u->password, "s3cret");
   EXPECT_EQ(u->Text(), "redis://replica-7@10.0.0.5:6379/1");
+}
+
+TEST(RedisUrl, RedissIsTls) {
+  auto u = ParseRedisUrl("rediss://replica:pw@cache.internal:6380/1");
+  ASSERT_TRUE(u.ok()) << u.status().message();
+  EXPECT_TRUE(u->tls);
+  EXPECT_EQ(u->host, "cache.internal");
+  EXPECT_EQ(u->port, 6380);
+  EXPECT_EQ(u->Text(), "rediss://replica@cache.internal:6380/1");
+  u = ParseRedisUrl("redis://cache.internal");
+  ASSERT_TRUE(u.ok());
+  EXPECT_FALSE(u->tls);
+  EXPECT_FALSE(ParseRedisUrl("redisss://h").ok());
+  EXPECT_FALSE(ParseRedisUrl("rediss:/h").ok());
+}
+
+TEST(RedisTls, FlagErrorsNameTheFlagAndFile) {
+  const RedisUrl url{.tls = true, .host = "127.0.0.1"};
+  const std::tuple<RedisTlsOptions, const char*, const char*> cases[] = {
+      {{.ca_file = "/nonexistent/ca.pem"}, "--kv-store-ca /nonexistent/ca.pem", "cannot read it"},
+      {{.ca_file = "/proc/self/status"}, "--kv-store-ca /proc/self/status", "no PEM CA certificate"},
+      {{.cert_file = "/proc/self/status"}, "--kv-store-key", "go together"},
+      {{.key_file = "/proc/self/status"}, "--kv-store-cert", "go together"},
+      {{.cert_file = "/nonexistent/c.pem", .key_file = "/proc/self/status"},
+       "--kv-store-cert /nonexistent/c.pem",
+       "cannot read it"},
+      {{.cert_file = "/proc/self/status", .key_file = "/proc/self/status"},
+       "--kv-store-cert /proc/self/status",
+       "no PEM certificate"},
+  };
+  for (const auto& [o, flag, what] : cases) {
+    auto t = RedisTls::Create(o, url);
+    ASSERT_FALSE(t.ok()) << flag;
+    EXPECT_NE(t.status().message().find(flag), std::string::npos) << t.status().message();
+    EXPECT_NE(t.status().message().find(what), std::string::npos) << t.status().message();
+  }
+  // No CA file: the system's trust store, which loads (or is empty) without an error.
+  EXPECT_TRUE(RedisTls::Create({}, url).ok());
 }
 
 // Catches a parser that accepts a typo and then connects somewhere else (or to port 0).
@@ -90,6 +132,57 @@ TEST(RedisStore, UnreachableServerIsDownNotFatal) {
   EXPECT_EQ(s.publish_dropped, 1u);
   EXPECT_EQ(s.queued_bytes, 602u);
   EXPECT_EQ(s.published_values, 0u);
+}
+
+// A rediss:// store given no TLS context (a caller's mistake) is an error at connection, not a
+// plaintext connection to a TLS port.
+// A listening loopback socket (fd, port): TCP connections succeed (the kernel's backlog) and
+// nothing ever answers.
+std::pair<int, int> SilentServer() {
+  int s = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  listen(s, 4);
+  socklen_t n = sizeof a;
+  getsockname(s, reinterpret_cast<sockaddr*>(&a), &n);
+  return {s, ntohs(a.sin_port)};
+}
+
+TEST(RedisStore, RedissWithoutTlsContextDoesNotConnect) {
+  const auto [fd, port] = SilentServer();
+  RedisStoreOptions o{.url = {.tls = true, .host = "127.0.0.1", .port = port}};
+  std::string why;
+  {
+    RedisStore store(o, &why);
+    EXPECT_FALSE(store.Stats().up);
+    EXPECT_EQ(store.Stats().errors["tls"], 1u);
+  }
+  close(fd);
+  EXPECT_NE(why.find("needs a TLS context"), std::string::npos) << why;
+}
+
+// A TLS handshake with a server that accepts and never answers ends at the connect timeout: the
+// constructor (and so `chorus serve`'s start) does not hang.
+TEST(RedisStore, SilentTlsServerTimesOutTheHandshake) {
+  const auto [fd, port] = SilentServer();
+  RedisStoreOptions o{.url = {.tls = true, .host = "127.0.0.1", .port = port},
+                      .connect_timeout = std::chrono::milliseconds(200)};
+  auto tls = RedisTls::Create({}, o.url);
+  ASSERT_TRUE(tls.ok()) << tls.status().message();
+  o.tls = *tls;
+  std::string why;
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    RedisStore store(o, &why);
+    EXPECT_FALSE(store.Stats().up);
+    EXPECT_EQ(store.Stats().errors["tls"], 1u);
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  close(fd);
+  EXPECT_LT(s, 2.0);
+  EXPECT_NE(why.find("TLS handshake"), std::string::npos) << why;
 }
 
 }  // namespace
