@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <ctime>
+#include <limits>
 #include <random>
 #include <set>
 
@@ -315,6 +316,7 @@ void HttpServer::HandleGenerate(const Request& req, Response& res, Endpoint ep) 
   auto admitted = Admit(g, ep, *t);
   if (auto* e = std::get_if<ApiError>(&admitted)) return Reply(res, *e), count(e->status);
   const Admission& a = std::get<Admission>(admitted);
+  if (a.prompt_only) return ReplyWhole(req, res, g, a);  // max_tokens 0: the echoed prompt, nothing to run
   bool queued = loop_.Enqueue(a.ch);
   for (size_t i = 0; queued && i < a.more.size(); ++i) queued = loop_.Enqueue(a.more[i]);
   if (!queued) {
@@ -407,6 +409,31 @@ std::variant<HttpServer::Admission, ApiError> HttpServer::Admit(const Generation
     return ApiError{.message = "'n' > 1 with 'stream' is not supported yet: stream one choice per request",
                     .param = "n",
                     .code = "unsupported_value"};
+  a.prompt_only = max_tokens == 0;  // the parser allows it with echo only
+  if (g.echo) {
+    if (g.prompt_tokens.empty()) {
+      a.echo = g.prompt;
+      a.echo_unshown = engine_.Tokenize("", /*add_special=*/true, false).size();  // a BOS, or nothing
+    } else {
+      for (int32_t t : g.prompt_tokens) a.echo += engine_.TokenPiece(t);
+    }
+    if (g.top_logprobs >= 0) {
+      // The prompt's log-probabilities, scored on the loop thread between steps (the engine is
+      // single-threaded); the first token has none.
+      a.prompt_logprobs.push_back({.token = ch.prompt[0], .logprob = std::numeric_limits<float>::quiet_NaN()});
+      if (n_prompt >= 2) {
+        Result<Engine::ScoreResult> scored = Status::Error("the server is shutting down");
+        loop_.RunOnLoop([&](Engine& e) { scored = e.Score(0, ch.prompt, g.top_logprobs); });
+        if (!scored.ok())
+          return ApiError{
+              .status = 503,
+              .message = "scoring the prompt for 'echo' with 'logprobs' failed: " + scored.status().message(),
+              .type = "server_error",
+              .code = "prompt_scoring_failed"};
+        for (TokenLogprob& lp : scored->logprobs) a.prompt_logprobs.push_back(std::move(lp));
+      }
+    }
+  }
   const OutputConstraint constraint = ConstraintFor(g);
   if (Status s = engine_.CheckConstraint(constraint); !s.ok())
     return ApiError{
@@ -468,20 +495,15 @@ void HttpServer::ReplyWhole(const Request& req, Response& res, const GenerationR
   json choices = json::array();
   Usage usage{.prompt_tokens = a.n_prompt};
   const auto piece = [this](int32_t t) { return engine_.TokenPiece(t); };
-  std::string echo;  // completions with echo: the prompt's text first
-  if (g.echo) {
-    if (g.prompt_tokens.empty())
-      echo = g.prompt;
-    else
-      for (int32_t t : g.prompt_tokens) echo += piece(t);
-  }
+  const std::string& echo = a.echo;  // completions with echo: the prompt's text first
   for (size_t i = 0; i < chs.size(); ++i) {
     Channel& ch = *chs[i];
     TextStream ts(g.stop);
     std::string text;  // the deltas appended: the whole answer so far
     std::vector<TokenLogprob> lps;
     ChannelUpdate u;
-    for (;;) {
+    if (a.prompt_only) u = {.done = true, .stop = StopReason::kMaxTokens};  // nothing was enqueued
+    for (; !a.prompt_only;) {
       ch.Take(&u);
       text += u.delta;
       lps.insert(lps.end(), std::make_move_iterator(u.logprobs.begin()), std::make_move_iterator(u.logprobs.end()));
@@ -515,7 +537,9 @@ void HttpServer::ReplyWhole(const Request& req, Response& res, const GenerationR
     }
     json& c = one["choices"][0];
     c["index"] = i;
-    if (g.top_logprobs >= 0) c["logprobs"] = LogprobsJson(g.endpoint, lps, piece, echo.size());
+    if (g.top_logprobs >= 0)
+      c["logprobs"] = g.echo ? EchoLogprobsJson(a.prompt_logprobs, a.echo_unshown, echo.size(), lps, piece)
+                             : LogprobsJson(g.endpoint, lps, piece);
     choices.push_back(std::move(c));
     if (i + 1 == chs.size()) {
       one["choices"] = std::move(choices);
@@ -542,6 +566,8 @@ void HttpServer::ReplyStream(Response& res, const GenerationRequest& g, const Ad
     ToolCallParser calls;
     int top_logprobs = -1;
     std::vector<TokenLogprob> lps;  // received, not yet sent (they ride on the next text chunk)
+    json first;                     // completions with echo: the first chunk, the prompt's text
+    size_t offset = 0;              // completions: bytes of text sent (text_offset)
   };
   auto st = std::make_shared<Stream>(Stream{.ch = a.ch,
                                             .ts = TextStream(g.stop),
@@ -551,6 +577,14 @@ void HttpServer::ReplyStream(Response& res, const GenerationRequest& g, const Ad
                                             .n_prompt = a.n_prompt,
                                             .tools = g.endpoint == Endpoint::kChat && ToolsActive(g),
                                             .top_logprobs = g.top_logprobs});
+  if (g.echo) {
+    st->first = CompletionChunk(a.ids, a.echo, "");
+    if (g.top_logprobs >= 0)
+      st->first["choices"][0]["logprobs"] = LogprobsJson(
+          Endpoint::kCompletion, a.prompt_logprobs, [this](int32_t t) { return engine_.TokenPiece(t); }, 0,
+          a.echo_unshown);
+    st->offset = a.echo.size();
+  }
   res.set_header("Cache-Control", "no-cache");
   const Engine* engine = &engine_;
   res.set_chunked_content_provider("text/event-stream", [st, engine](size_t, httplib::DataSink& sink) {
@@ -563,6 +597,7 @@ void HttpServer::ReplyStream(Response& res, const GenerationRequest& g, const Ad
     if (!st->started) {
       st->started = true;
       if (st->chat && !sse.Data(ChatChunk(st->ids, "", true, ""))) return false;
+      if (!st->first.is_null() && !sse.Data(st->first)) return false;
     }
     ChannelUpdate u;
     if (!c.TakeFor(&u, std::chrono::seconds(5))) return sse.KeepAlive();
@@ -574,10 +609,12 @@ void HttpServer::ReplyStream(Response& res, const GenerationRequest& g, const Ad
     auto text_chunk = [&](const std::string& text) {
       json j = st->chat ? ChatChunk(st->ids, text, false, "") : CompletionChunk(st->ids, text, "");
       if (st->top_logprobs >= 0 && !st->lps.empty()) {
-        j["choices"][0]["logprobs"] = LogprobsJson(st->chat ? Endpoint::kChat : Endpoint::kCompletion, st->lps,
-                                                   [engine](int32_t t) { return engine->TokenPiece(t); });
+        j["choices"][0]["logprobs"] = LogprobsJson(
+            st->chat ? Endpoint::kChat : Endpoint::kCompletion, st->lps,
+            [engine](int32_t t) { return engine->TokenPiece(t); }, st->offset);
         st->lps.clear();
       }
+      st->offset += text.size();
       return j;
     };
     if (st->tools) {

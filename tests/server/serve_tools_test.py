@@ -196,6 +196,67 @@ class ServeTools(unittest.TestCase):
             self.chat(messages=q, logit_bias={"999999999": 5})
         self.assertIn("logit_bias", str(err.exception))
 
+    def test_echo_logprobs_score_the_prompt(self):
+        # What evaluation harnesses (lm-evaluation-harness) send: a prompt as token ids, echo, logprobs,
+        # max_tokens 0 (score only) or 1. 40 ids: a full 32-token block and a tail.
+        ids = [(504 + 97 * i) % 30000 + 100 for i in range(40)]
+        whole = self.c.completions.create(model=self.model, prompt=ids, max_tokens=0, echo=True, logprobs=5)
+        ch = whole.choices[0]
+        lp = ch.logprobs
+        self.assertEqual(ch.finish_reason, "length")
+        self.assertEqual(whole.usage.completion_tokens, 0)
+        self.assertEqual(whole.usage.prompt_tokens, len(ids))
+        self.assertEqual(len(lp.tokens), len(ids))
+        self.assertEqual(ch.text, "".join(lp.tokens))
+        self.assertIsNone(lp.token_logprobs[0])
+        self.assertIsNone(lp.top_logprobs[0])
+        at = 0
+        for tok, off in zip(lp.tokens, lp.text_offset):
+            self.assertEqual(off, at)
+            at += len(tok)
+        # Independently, the sampling path: each prefix as a request for one greedy token. Its top-5 are
+        # the echoed alternatives at that position (same model, same KV formats): within 1e-4.
+        worst = 0.0
+        for k in range(1, len(ids)):
+            g = self.c.completions.create(model=self.model, prompt=ids[:k], max_tokens=1, temperature=0, logprobs=5)
+            want = g.choices[0].logprobs.top_logprobs[0]
+            got = lp.top_logprobs[k]
+            self.assertEqual(set(want), set(got), f"position {k}")
+            worst = max([worst] + [abs(want[t] - got[t]) for t in want])
+            if lp.tokens[k] in want:  # the prompt's own token among them: the same logprob
+                self.assertAlmostEqual(lp.token_logprobs[k], want[lp.tokens[k]], delta=1e-4)
+            self.assertLessEqual(lp.token_logprobs[k], max(got.values()) + 1e-6)
+        self.assertLess(worst, 1e-4)
+        print(f"  echo logprobs: {len(ids) - 1} positions, max |echo - sampled| top-5 logprob {worst:.2g}")
+        # max_tokens 1 (the harness's other form): the prompt's entries, then the generated token's.
+        one = self.c.completions.create(model=self.model, prompt=ids, max_tokens=1, echo=True, logprobs=5,
+                                        temperature=0)
+        o = one.choices[0].logprobs
+        self.assertEqual(len(o.tokens), len(ids) + 1)
+        self.assertEqual(o.tokens[:-1], lp.tokens)
+        self.assertEqual(o.token_logprobs[:-1], lp.token_logprobs)
+        self.assertEqual(o.text_offset[-1], len(ch.text))
+        self.assertEqual(one.choices[0].text, ch.text + o.tokens[-1])
+        # A text prompt: the text echoed as sent, every token's offset points at its text.
+        prompt = "The capital of France is Paris."
+        t = self.c.completions.create(model=self.model, prompt=prompt, max_tokens=0, echo=True, logprobs=0)
+        tl = t.choices[0].logprobs
+        self.assertEqual(t.choices[0].text, prompt)
+        for tok, off in zip(tl.tokens, tl.text_offset):
+            self.assertEqual(prompt[off:off + len(tok)], tok)
+        self.assertTrue(all(x is not None and x <= 0 for x in tl.token_logprobs[1:]))
+        # Streamed: the first chunk is the echoed prompt with its logprobs, then the answer.
+        chunks = list(self.c.completions.create(model=self.model, prompt=ids, max_tokens=1, echo=True, logprobs=5,
+                                                temperature=0, stream=True))
+        first = chunks[0].choices[0]
+        self.assertEqual(first.text, ch.text)
+        self.assertEqual(first.logprobs.token_logprobs, lp.token_logprobs)
+        self.assertEqual("".join(c.choices[0].text for c in chunks if c.choices), one.choices[0].text)
+        # max_tokens 0 without echo is still a 400.
+        with self.assertRaises(openai.BadRequestError) as err:
+            self.c.completions.create(model=self.model, prompt=ids, max_tokens=0)
+        self.assertIn("max_tokens", str(err.exception))
+
     def test_responses_resume_prefills_only_the_new_input(self):
         import concurrent.futures as cf
         with open(os.path.join(ROOT, "examples", "du_fu.txt")) as f:
