@@ -2,7 +2,8 @@
 from PyPI on 127.0.0.1: the `openai` client (parallel tool calls whole and streamed, with each call's
 index, id and name in its first delta; a named tool_choice; response_format json_schema, 208 answers
 sampled at temperature 1 validated with `jsonschema`; an unsupported schema feature is a 400 naming
-it; logprobs and top_logprobs whole and streamed, logit_bias, frequency_penalty, n, echo) and the OpenAI Agents SDK (`openai-agents`), unchanged, running
+it; logprobs and top_logprobs whole and streamed, logit_bias, frequency_penalty, n whole and streamed, echo
+with the prompt's logprobs checked against the sampling path) and the OpenAI Agents SDK (`openai-agents`), unchanged, running
 a multi-agent workflow: a hand-off, an agent calling two tools in one turn, and an agent returning a
 pydantic-typed structured output. Greedy decoding (temperature 0), so a run is repeatable.
 
@@ -256,6 +257,62 @@ class ServeTools(unittest.TestCase):
         with self.assertRaises(openai.BadRequestError) as err:
             self.c.completions.create(model=self.model, prompt=ids, max_tokens=0)
         self.assertIn("max_tokens", str(err.exception))
+
+    def test_n_choices_streamed_equal_whole(self):
+        # n > 1 streamed: each choice's deltas carry its index, chunks of different choices interleave,
+        # each choice ends with its own finish_reason, and the reassembled choices equal the
+        # non-streamed ones for the same seed (choice i samples with seed + i); usage counts all once.
+        q = [{"role": "user", "content": "Tell me a short story about a cat."}]
+        kw = dict(model=self.model, messages=q, temperature=1.0, seed=7, n=3, max_tokens=24, logprobs=True)
+        whole = self.c.chat.completions.create(**kw)
+        self.assertEqual(len({c.message.content for c in whole.choices}), 3)  # sampled: three answers
+        text, lps, finish, order, usage = {}, {}, {}, [], None
+        for chunk in self.c.chat.completions.create(stream=True, stream_options={"include_usage": True}, **kw):
+            if chunk.usage:
+                usage = chunk.usage
+            for c in chunk.choices:
+                self.assertNotIn(c.index, finish, "a chunk after its choice finished")
+                if c.delta.content:
+                    text[c.index] = text.get(c.index, "") + c.delta.content
+                    order.append(c.index)
+                if c.logprobs:
+                    lps.setdefault(c.index, []).extend(t.token for t in c.logprobs.content)
+                if c.finish_reason:
+                    finish[c.index] = c.finish_reason
+        self.assertEqual(sorted(finish), [0, 1, 2])
+        for c in whole.choices:
+            self.assertEqual(text[c.index], c.message.content, c.index)
+            self.assertEqual(finish[c.index], c.finish_reason, c.index)
+            self.assertEqual(lps[c.index], [t.token for t in c.logprobs.content], c.index)
+        self.assertNotEqual(order, sorted(order), "the choices' chunks should interleave")
+        self.assertEqual(usage.completion_tokens, whole.usage.completion_tokens)
+        self.assertEqual(usage.prompt_tokens, whole.usage.prompt_tokens)
+        # Completions, with a stop string that ends some choices early and echo first.
+        kw = dict(model=self.model, prompt="Once upon a time", temperature=1.0, seed=11, n=4, max_tokens=20,
+                  stop=["."], echo=True)
+        whole = self.c.completions.create(**kw)
+        text, finish = {}, {}
+        for chunk in self.c.completions.create(stream=True, **kw):
+            for c in chunk.choices:
+                text[c.index] = text.get(c.index, "") + c.text
+                if c.finish_reason:
+                    finish[c.index] = c.finish_reason
+        self.assertEqual({c.index: c.text for c in whole.choices}, text)
+        self.assertEqual({c.index: c.finish_reason for c in whole.choices}, finish)
+        # Tools: each choice streams its own calls (index per call, per choice).
+        kw = dict(model=self.model, messages=ASK, temperature=0, n=2, max_tokens=120, tools=TOOLS,
+                  tool_choice="required")
+        whole = self.c.chat.completions.create(**kw)
+        calls = {}
+        for chunk in self.c.chat.completions.create(stream=True, **kw):
+            for c in chunk.choices:
+                for tc in c.delta.tool_calls or []:
+                    got = calls.setdefault(c.index, {}).setdefault(tc.index, {"name": "", "arguments": ""})
+                    got["name"] += tc.function.name or ""
+                    got["arguments"] += tc.function.arguments or ""
+        for c in whole.choices:
+            self.assertEqual([(t.function.name, t.function.arguments) for t in c.message.tool_calls],
+                             [(x["name"], x["arguments"]) for _, x in sorted(calls[c.index].items())])
 
     def test_responses_resume_prefills_only_the_new_input(self):
         import concurrent.futures as cf
