@@ -1,6 +1,7 @@
 // Request parsing and validation: every accepted field in range, every bad input one ApiError that
 // names the field; response and SSE shapes as OpenAI clients read them.
 #include "server/protocol.h"
+#include "server/responses.h"
 
 #include <gtest/gtest.h>
 
@@ -225,6 +226,19 @@ TEST(Protocol, EchoLogprobsShape) {
   EXPECT_TRUE(j["top_logprobs"][0].is_null());
   EXPECT_EQ(j["top_logprobs"][1], json({{"a", -0.5}}));
   EXPECT_EQ(j["text_offset"], json({0, 0, 2, 5}));
+}
+
+TEST(Protocol, ResponsesFieldsOfTheWrongTypeAreA400) {
+  // A "type" that is not a string once threw out of the parser (json::value): a 400 naming the field.
+  auto err = [](std::string_view body) {
+    auto p = ParseResponsesRequest(body, {});
+    EXPECT_TRUE(std::holds_alternative<ApiError>(p)) << body;
+    return std::holds_alternative<ApiError>(p) ? std::get<ApiError>(p) : ApiError{};
+  };
+  EXPECT_EQ(err(R"({"input":"x","tools":[{"type":5}]})").param, "tools[0].type");
+  EXPECT_EQ(err(R"({"input":"x","tool_choice":{"type":5,"name":"a"}})").param, "tool_choice");
+  EXPECT_EQ(err(R"({"input":"x","text":{"format":{"type":[1]}}})").param, "text.format");
+  EXPECT_TRUE(std::holds_alternative<ResponsesRequest>(ParseResponsesRequest(R"({"input":"x"})", {})));
 }
 
 TEST(Protocol, ContextRequests) {
