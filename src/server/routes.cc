@@ -145,7 +145,8 @@ void HttpServer::HandleEmbeddings(const Request& req, Response& res) {
   for (size_t i = 0; i < texts.size(); ++i)
     if (texts[i].empty() || !IsValidUtf8(texts[i]))
       return bad(400, fmt::format("input[{}]", i), "every input must be a non-empty UTF-8 string");
-  const std::string format = body.value("encoding_format", "float");
+  const json* ef = Field(body, "encoding_format");  // json::value would throw on a non-string
+  const std::string format = !ef ? "float" : ef->is_string() ? ef->get<std::string>() : ef->dump();
   if (format != "float" && format != "base64")
     return bad(400, "encoding_format", "'encoding_format' must be float or base64, got '" + format + "'");
   if (const auto d = body.find("dimensions"); d != body.end() && !d->is_null() && *d != embedder_->dim())

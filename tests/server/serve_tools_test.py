@@ -426,6 +426,9 @@ class ServeTools(unittest.TestCase):
         for bad in ([1, 2, 3], "", []):
             with self.assertRaises(openai.BadRequestError):
                 self.c.embeddings.create(model="all-MiniLM-L6-v2", input=bad, encoding_format="float")
+        with self.assertRaises(openai.BadRequestError) as err:  # not a string: a 400 naming it (it was a 500)
+            self.c.embeddings.create(model="all-MiniLM-L6-v2", input=texts[0], extra_body={"encoding_format": 5})
+        self.assertIn("encoding_format", str(err.exception))
 
     def test_agents_sdk_workflow(self):
         import agents_workflow  # the same script runs against llama-server: scripts/peer_agents.sh
