@@ -229,8 +229,9 @@ class ServeTools(unittest.TestCase):
             self.assertLessEqual(lp.token_logprobs[k], max(got.values()) + 1e-6)
         self.assertLess(worst, 1e-4)
         print(f"  echo logprobs: {len(ids) - 1} positions, max |echo - sampled| top-5 logprob {worst:.2g}")
-        # max_tokens 1 (the harness's other form): the prompt's entries, then the generated token's.
-        one = self.c.completions.create(model=self.model, prompt=ids, max_tokens=1, echo=True, logprobs=5,
+        # max_tokens 1, the prompt as a batch of one (lm-evaluation-harness's form with batch size 1): the
+        # prompt's entries, then the generated token's.
+        one = self.c.completions.create(model=self.model, prompt=[ids], max_tokens=1, echo=True, logprobs=5,
                                         temperature=0)
         o = one.choices[0].logprobs
         self.assertEqual(len(o.tokens), len(ids) + 1)
