@@ -444,15 +444,20 @@ class Engine {
 
   // Teacher-forced scoring of `text` as the continuation of a context (perplexity protocol):
   // the summed negative log-likelihood of its tokens 2..n (token 1 has no logits in the
-  // continuation) and their count. Nothing is kept afterwards.
+  // continuation) and their count. Nothing is kept afterwards. Context 0: none (the text starts
+  // the sequence; evaluation harnesses scoring a prompt, `echo` with `logprobs`).
   struct ScoreResult {
     double nll = 0;
     size_t count = 0;
+    // With top_logprobs >= 0 (at most 20): per scored token (tokens 2..n) its log-probability and
+    // the top_logprobs most likely tokens at that position, as AgentOptions::top_logprobs gives
+    // them for generated tokens (the model's logits, temperature 1).
+    std::vector<TokenLogprob> logprobs;
   };
   Result<ScoreResult> Score(ContextId context, std::string_view text);
   // The same for tokens given as ids (e.g. a prompt tokenized as Spawn does, with special tokens
   // parsed, then an answer's tokens): NLL of tokens[1..n-1], count n - 1.
-  Result<ScoreResult> Score(ContextId context, std::span<const int32_t> tokens);
+  Result<ScoreResult> Score(ContextId context, std::span<const int32_t> tokens, int top_logprobs = -1);
 
   EngineKvReport KvReport() const;
   // Everything a dashboard shows, walked from the live objects (cost: every running request, cache

@@ -396,15 +396,17 @@ void Engine::Impl::Release(ContextId context) {
   if (contexts_.Unref(context)) contexts_.Collect([this](ContextId c) { return scheduler_.Readers(c) > 0; });
 }
 
-Result<Engine::ScoreResult> Engine::Impl::Score(ContextId context, std::span<const int32_t> tokens) {
+Result<Engine::ScoreResult> Engine::Impl::Score(ContextId context, std::span<const int32_t> tokens, int top_logprobs) {
   EngineCore& m = *core_;
-  const Context* found = contexts_.Find(context);
+  static const Context kNoContext;  // context 0: the tokens start the sequence
+  const Context* found = context == 0 ? &kNoContext : contexts_.Find(context);
   if (!found) return Status::Error("unknown or freed context {}", context);
   const Context& ctx = *found;
   const size_t V = m.model->config().n_vocab;
   for (int32_t t : tokens)
     if (t < 0 || static_cast<size_t>(t) >= V) return Status::Error("token id {} outside the vocabulary", t);
   if (tokens.size() < 2) return Status::Error("the text to score needs at least 2 tokens");
+  if (top_logprobs > 20) return Status::Error("top_logprobs must be at most 20, got {}", top_logprobs);
   if (ctx.tokens.size() + tokens.size() > m.n_ctx)
     return Status::Error("context ({}) + text ({}) exceed the context of {}", ctx.tokens.size(), tokens.size(), m.n_ctx);
   // The context's full blocks are borrowed; its tail is prefilled, then the text is scored.
@@ -418,7 +420,8 @@ Result<Engine::ScoreResult> Engine::Impl::Score(ContextId context, std::span<con
     if (std::string why; !scheduler_.MakeRoom(need, &why))
       return Status::Error("scoring {} tokens needs up to {} bytes of KV, but {}", tokens.size(), need, why);
   }
-  auto seq = m.store->NewSequence(cap, {.tables = ctx.tables, .first = ctx.first});
+  auto seq = context == 0 ? m.store->NewSequence(cap, {})
+                          : m.store->NewSequence(cap, {.tables = ctx.tables, .first = ctx.first});
   PolicyLease lease(nullptr, m.comix.get(), seq->id());  // declared after seq: ends first
   if (m.comix)
     CHORUS_RETURN_IF_ERROR(lease.AddUnit(ctx.tokens.size() + tokens.size() - borrowed, borrowed, 1.0, "scored text"));
@@ -426,6 +429,7 @@ Result<Engine::ScoreResult> Engine::Impl::Score(ContextId context, std::span<con
     CHORUS_RETURN_IF_ERROR(m.fwd->Run(std::span<const int32_t>(ctx.tokens).subspan(borrowed), *seq, *m.pool,
                                       LogitsFor::kLast, nullptr));
   ScoreResult r;
+  if (top_logprobs >= 0) r.logprobs.reserve(tokens.size() - 1);
   std::vector<float> logits(std::min<size_t>(512, tokens.size()) * V);
   for (size_t done = 0, n = 0; done < tokens.size(); done += n) {
     // The first piece completes the context's partial block: every Append starts at a block
@@ -435,8 +439,11 @@ Result<Engine::ScoreResult> Engine::Impl::Score(ContextId context, std::span<con
     CHORUS_RETURN_IF_ERROR(m.fwd->Run(tokens.subspan(done, n), *seq, *m.pool, LogitsFor::kAll, logits.data()));
     for (size_t j = 0; j < n && done + j + 1 < tokens.size(); ++j) {
       const float* row = logits.data() + j * V;
-      r.nll -= row[tokens[done + j + 1]] - LogSumExp(row, V);
+      const int32_t next = tokens[done + j + 1];
+      r.nll -= row[next] - LogSumExp(row, V);
       ++r.count;
+      // The sampler's own log-softmax (unadjusted logits: the model's likelihood).
+      if (top_logprobs >= 0) r.logprobs.push_back(LogprobsOf(row, V, next, static_cast<size_t>(top_logprobs)));
     }
   }
   return r;
@@ -533,8 +540,8 @@ Result<Engine::ScoreResult> Engine::Score(ContextId context, std::string_view te
   const std::vector<int32_t> tokens = impl_->core().model->tokenizer().Encode(text, false, false);
   return Score(context, std::span<const int32_t>(tokens));
 }
-Result<Engine::ScoreResult> Engine::Score(ContextId context, std::span<const int32_t> tokens) {
-  return impl_->Score(context, tokens);
+Result<Engine::ScoreResult> Engine::Score(ContextId context, std::span<const int32_t> tokens, int top_logprobs) {
+  return impl_->Score(context, tokens, top_logprobs);
 }
 
 EngineKvReport Engine::KvReport() const { return impl_->KvReport(); }

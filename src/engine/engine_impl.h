@@ -45,7 +45,7 @@ struct Engine::Impl {
   Result<ContextId> ShareFor(std::string_view text, const std::vector<std::string>& queries,
                              const ShareOptions& options);
   void Release(ContextId context);
-  Result<ScoreResult> Score(ContextId context, std::span<const int32_t> tokens);
+  Result<ScoreResult> Score(ContextId context, std::span<const int32_t> tokens, int top_logprobs);
   EngineKvReport KvReport() const;
   EngineStats Stats() const;
   EngineSnapshot Snapshot(const SnapshotOptions& o) const;  // snapshot.cc

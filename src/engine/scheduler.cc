@@ -349,8 +349,6 @@ void Scheduler::InsertPromptBlocks(AgentId id, Request& a) {
 
 // ---- generation ----------------------------------------------------------------------------
 
-namespace {
-// The log-probability of `token` and the `top` most likely tokens under the logits r (temperature 1).
 TokenLogprob LogprobsOf(const float* r, size_t V, int32_t token, size_t top) {
   const double lse = LogSumExpFast(r, V);
   TokenLogprob lp{.token = token, .logprob = static_cast<float>(r[token] - lse)};
@@ -373,7 +371,6 @@ TokenLogprob LogprobsOf(const float* r, size_t V, int32_t token, size_t top) {
   for (const auto& [x, t] : best) lp.top.emplace_back(t, static_cast<float>(x - lse));
   return lp;
 }
-}  // namespace
 
 Scheduler::Pick Scheduler::PickFor(AgentId id, const float* row) {
   Request& a = requests_.at(id);

@@ -24,6 +24,10 @@
 
 namespace chorus {
 
+// The log-probability of `token` and the `top` most likely tokens under the logits `row`
+// (temperature 1): the sampler's AgentOptions::top_logprobs and Engine::Score's per-token logprobs.
+TokenLogprob LogprobsOf(const float* row, size_t V, int32_t token, size_t top);
+
 class Scheduler {
  public:
   Scheduler(EngineCore& core, ContextRegistry& contexts, RemotePrefetcher& remote)

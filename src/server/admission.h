@@ -2,6 +2,7 @@
 // makes it; the chat, completions and Responses handlers use it).
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,13 @@ struct HttpServer::Admission {
   size_t need = 0;     // the KV bytes EstimateBytes projects
   EngineGauges gauge;  // when it was admitted (the 503 message quotes it)
   ResponseIds ids;
+  // Completions with echo: the prompt's text, and with logprobs its tokens' (Engine::Score; the
+  // first has a NaN logprob: nothing predicts it). echo_unshown: leading prompt tokens the text
+  // does not show (a BOS the tokenizer added).
+  std::string echo;
+  std::vector<TokenLogprob> prompt_logprobs;
+  size_t echo_unshown = 0;
+  bool prompt_only = false;  // max_tokens 0 (with echo): nothing is generated or enqueued
 };
 
 }  // namespace chorus::server

@@ -3,6 +3,21 @@
 
 namespace chorus::server {
 
+void Doorbell::Ring() {
+  {
+    std::lock_guard lock(mu_);
+    rings_++;
+  }
+  cv_.notify_all();
+}
+
+bool Doorbell::WaitFor(uint64_t* seen, std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mu_);
+  if (!cv_.wait_for(lock, timeout, [&] { return rings_ != *seen; })) return false;
+  *seen = rings_;
+  return true;
+}
+
 void Channel::Publish(std::string_view delta, size_t completion_tokens, size_t cached_tokens, size_t reused_tokens,
                       StopReason stop, std::string_view error, int error_status, std::span<const TokenLogprob> logprobs,
                       std::span<const int32_t> tokens) {
@@ -23,6 +38,7 @@ void Channel::Publish(std::string_view delta, size_t completion_tokens, size_t c
   }
   version_++;
   cv_.notify_all();
+  if (doorbell) doorbell->Ring();  // under mu_: the reader sees the ring only after the news
 }
 
 void Channel::Finish(StopReason stop, std::string_view error, int error_status) {
@@ -34,6 +50,7 @@ void Channel::Finish(StopReason stop, std::string_view error, int error_status) 
   pending_.error_status = error_status;
   version_++;
   cv_.notify_all();
+  if (doorbell) doorbell->Ring();  // under mu_: the reader sees the ring only after the news
 }
 
 void Channel::MoveOut(ChannelUpdate* u) {

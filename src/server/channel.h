@@ -11,6 +11,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <span>
 #include <string>
@@ -38,6 +39,22 @@ struct ChannelUpdate {
   std::vector<int32_t> tokens;          // the new tokens' ids, like delta
 };
 
+// Rung after every publish and finish of the channels that share it, so one reader can wait for
+// any of them (the choices of a streamed n > 1 request). Lock order: a channel's mutex, then the
+// doorbell's; a reader never holds the doorbell's while it takes from a channel.
+class Doorbell {
+ public:
+  void Ring();
+  // Waits until it was rung after the ring *seen counts (true, *seen brought up to date) or for
+  // `timeout` (false).
+  bool WaitFor(uint64_t* seen, std::chrono::milliseconds timeout);
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t rings_ = 0;
+};
+
 class Channel {
  public:
   // Set before EngineLoop::Enqueue, read-only afterwards.
@@ -48,6 +65,7 @@ class Channel {
   std::string preview;              // the start of the client's text (dashboard; user text)
   std::string tenant;               // who sent it (its API key's tenant): who may see it
   std::atomic<bool> cancel{false};  // the client went away or a stop string ended it
+  std::shared_ptr<Doorbell> doorbell;  // none, or rung after each Publish / Finish
 
   // ---- the loop's side ----
   // Appends `delta`, sets the totals; with `stop` != kNone also finishes the channel in the same

@@ -154,10 +154,10 @@ std::optional<ApiError> ParseSampling(const json& obj, const ProtocolLimits& lim
     if (auto e = GetInt(obj, "logprobs", 0, 5, &v)) return e;
     if (v) r->top_logprobs = static_cast<int>(*v);
     if (auto e = GetBool(obj, "echo", &r->echo)) return e;
-    if (r->echo && v)
-      return Bad("echo", "'echo' with 'logprobs' (the prompt's log-probabilities) is not supported yet",
-                 "unsupported_value");
   }
+  if (r->max_tokens == 0 && !r->echo)  // ParseCommon let 0 through for completions
+    return Bad(Field(obj, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens",
+               "'max_tokens' must be at least 1 (0 only with 'echo': the prompt alone, e.g. to score it)");
   return std::nullopt;
 }
 
@@ -175,7 +175,9 @@ std::optional<ApiError> ParseCommon(const json& obj, const ProtocolLimits& limit
   if (v) r->top_k = static_cast<int>(*v);
   v.reset();
   const char* len_field = Field(obj, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
-  if (auto e = GetInt(obj, len_field, 1, static_cast<int64_t>(limits.max_tokens), &v)) return e;
+  // 0 on completions with echo (checked in ParseSampling): the prompt alone, scored.
+  const int64_t min_tokens = r->endpoint == Endpoint::kCompletion ? 0 : 1;
+  if (auto e = GetInt(obj, len_field, min_tokens, static_cast<int64_t>(limits.max_tokens), &v)) return e;
   if (v) r->max_tokens = static_cast<int>(*v);
   v.reset();
   if (auto e = GetInt(obj, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), &v)) return e;
@@ -211,6 +213,9 @@ std::optional<ApiError> ParseCommon(const json& obj, const ProtocolLimits& limit
       return e;
     }
   }
+  if (r->max_tokens == 0 && r->stream)
+    return Bad("stream", "'max_tokens' 0 (the echoed prompt alone) is not streamed: send 'stream': false",
+               "unsupported_value");
   if (auto e = GetBool(obj, "ignore_eos", &r->ignore_eos)) return e;
   if (const json* s = Field(obj, "cache_salt")) {
     if (!s->is_string() || s->get<std::string>().empty() || s->get<std::string>().size() > 1024)
@@ -447,7 +452,7 @@ json UsageChunk(const ResponseIds& ids, Endpoint endpoint, const Usage& usage) {
 }
 
 json LogprobsJson(Endpoint ep, const std::vector<TokenLogprob>& lps, const std::function<std::string(int32_t)>& piece,
-                  size_t text_offset) {
+                  size_t text_offset, size_t unshown) {
   auto bytes = [](const std::string& s) {
     json b = json::array();
     for (unsigned char c : s) b.push_back(c);
@@ -467,17 +472,28 @@ json LogprobsJson(Endpoint ep, const std::vector<TokenLogprob>& lps, const std::
     return {{"content", content}};
   }
   json tokens = json::array(), token_lps = json::array(), tops = json::array(), offsets = json::array();
-  for (const TokenLogprob& lp : lps) {
+  for (size_t i = 0; i < lps.size(); ++i) {
+    const TokenLogprob& lp = lps[i];
     const std::string p = piece(lp.token);
     tokens.push_back(p);
-    token_lps.push_back(lp.logprob);
+    const bool none = std::isnan(lp.logprob);  // the prompt's first token: nothing predicts it
+    token_lps.push_back(none ? json(nullptr) : json(lp.logprob));
     json top = json::object();
     for (const auto& [t, x] : lp.top) top[piece(t)] = x;
-    tops.push_back(top);
+    tops.push_back(none ? json(nullptr) : top);
     offsets.push_back(text_offset);
-    text_offset += p.size();
+    if (i >= unshown) text_offset += p.size();
   }
   return {{"tokens", tokens}, {"token_logprobs", token_lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
+}
+
+json EchoLogprobsJson(const std::vector<TokenLogprob>& prompt, size_t unshown, size_t echo_bytes,
+                      const std::vector<TokenLogprob>& answer, const std::function<std::string(int32_t)>& piece) {
+  json j = LogprobsJson(Endpoint::kCompletion, prompt, piece, 0, unshown);
+  const json more = LogprobsJson(Endpoint::kCompletion, answer, piece, echo_bytes);
+  for (const char* k : {"tokens", "token_logprobs", "top_logprobs", "text_offset"})
+    j[k].insert(j[k].end(), more[k].begin(), more[k].end());
+  return j;
 }
 
 json ErrorJson(const ApiError& e) {

@@ -79,7 +79,7 @@ struct GenerationRequest {
   std::vector<ChatTurn> messages;     // chat
   std::string prompt;                 // completion given as text
   std::vector<int32_t> prompt_tokens; // completion given as token ids (then prompt is empty)
-  std::optional<int> max_tokens;      // none: the server's default
+  std::optional<int> max_tokens;      // none: the server's default; 0 only with echo
   float temperature = 1.0f;           // [0, 2]; 0 = greedy
   float top_p = 1.0f;                 // (0, 1]
   int top_k = 0;                      // chorus/llama.cpp extension; 0 = off
@@ -93,7 +93,9 @@ struct GenerationRequest {
   float frequency_penalty = 0.0f;     // [-2, 2]
   std::vector<std::pair<int32_t, float>> logit_bias;  // token id → [-100, 100]
   int top_logprobs = -1;                              // -1: no logprobs; else logprobs with this many alternatives
-  bool echo = false;                                  // completions: the prompt's text before the answer
+  // Completions: the prompt's text before the answer; with logprobs also the prompt tokens' (the
+  // first null), as evaluation harnesses score prompts. max_tokens 0 is allowed with it (not streamed).
+  bool echo = false;
   // Extension "chorus": {"reuse": "exact" | "segments"}: whether spans of the prompt cached after
   // other text may be reused at their new offset (repaired), or only exact prefixes; "" = the server's.
   std::string reuse;
@@ -163,8 +165,18 @@ nlohmann::json UsageChunk(const ResponseIds& ids, Endpoint endpoint, const Usage
 
 // The logprobs object of one choice: chat {"content": [{token, logprob, bytes, top_logprobs}]},
 // completions {tokens, token_logprobs, top_logprobs, text_offset}; `piece` gives a token's text.
+// Completions with echo: lps starts with the prompt's tokens, the first with a NaN logprob (null
+// token_logprobs and top_logprobs entries: nothing predicts it); the first `unshown` tokens are
+// ones the echoed text does not show (a BOS the tokenizer added) and advance text_offset by nothing.
 nlohmann::json LogprobsJson(Endpoint ep, const std::vector<TokenLogprob>& lps,
-                            const std::function<std::string(int32_t)>& piece, size_t text_offset = 0);
+                            const std::function<std::string(int32_t)>& piece, size_t text_offset = 0,
+                            size_t unshown = 0);
+
+// Completions with echo and logprobs: the prompt's tokens (LogprobsJson's NaN first entry and
+// `unshown`), then the answer's, whose text_offset starts after the echoed text (echo_bytes).
+nlohmann::json EchoLogprobsJson(const std::vector<TokenLogprob>& prompt, size_t unshown, size_t echo_bytes,
+                                const std::vector<TokenLogprob>& answer,
+                                const std::function<std::string(int32_t)>& piece);
 
 nlohmann::json ErrorJson(const ApiError& e);
 // Server-sent events: "data: <json>\n\n" and the terminator "data: [DONE]\n\n".

@@ -79,6 +79,12 @@ std::variant<json, ApiError> Messages(const json& body) {
   return msgs;
 }
 
+// obj["type"] when it is a string, else "" (json::value would throw on another type).
+std::string TypeOf(const json& obj) {
+  const json* t = obj.is_object() ? Field(obj, "type") : nullptr;
+  return t && t->is_string() ? t->get<std::string>() : "";
+}
+
 // Names in the chat parser's errors → the Responses API's.
 ApiError Renamed(ApiError e) {
   auto swap = [](std::string& s, const std::string& from, const std::string& to) {
@@ -122,7 +128,7 @@ std::variant<ResponsesRequest, ApiError> ParseResponsesRequest(std::string_view 
     json ct = json::array();
     for (size_t i = 0; i < tools->size(); ++i) {
       const json& t = (*tools)[i];
-      if (!t.is_object() || t.value("type", "") != "function")
+      if (!t.is_object() || TypeOf(t) != "function")
         return Bad("tools[" + std::to_string(i) + "].type", "only function tools are supported", "unsupported_value");
       json fn = t;
       fn.erase("type");
@@ -131,14 +137,14 @@ std::variant<ResponsesRequest, ApiError> ParseResponsesRequest(std::string_view 
     chat["tools"] = ct;
   }
   if (const json* c = Field(obj, "tool_choice")) {
-    if (c->is_object() && c->value("type", "") == "function" && c->contains("name"))
+    if (TypeOf(*c) == "function" && c->contains("name"))
       chat["tool_choice"] = {{"type", "function"}, {"function", {{"name", (*c)["name"]}}}};
     else
       chat["tool_choice"] = *c;
   }
   if (const json* text = Field(obj, "text"); text && text->is_object() && Field(*text, "format")) {
     const json& f = (*text)["format"];
-    if (f.is_object() && f.value("type", "") == "json_schema") {
+    if (TypeOf(f) == "json_schema") {
       json js = {{"schema", f.contains("schema") ? f["schema"] : json()}};
       if (f.contains("name")) js["name"] = f["name"];
       chat["response_format"] = {{"type", "json_schema"}, {"json_schema", js}};

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <ctime>
+#include <limits>
 #include <random>
 #include <set>
 
@@ -144,7 +145,8 @@ void HttpServer::HandleEmbeddings(const Request& req, Response& res) {
   for (size_t i = 0; i < texts.size(); ++i)
     if (texts[i].empty() || !IsValidUtf8(texts[i]))
       return bad(400, fmt::format("input[{}]", i), "every input must be a non-empty UTF-8 string");
-  const std::string format = body.value("encoding_format", "float");
+  const json* ef = Field(body, "encoding_format");  // json::value would throw on a non-string
+  const std::string format = !ef ? "float" : ef->is_string() ? ef->get<std::string>() : ef->dump();
   if (format != "float" && format != "base64")
     return bad(400, "encoding_format", "'encoding_format' must be float or base64, got '" + format + "'");
   if (const auto d = body.find("dimensions"); d != body.end() && !d->is_null() && *d != embedder_->dim())
@@ -315,6 +317,7 @@ void HttpServer::HandleGenerate(const Request& req, Response& res, Endpoint ep) 
   auto admitted = Admit(g, ep, *t);
   if (auto* e = std::get_if<ApiError>(&admitted)) return Reply(res, *e), count(e->status);
   const Admission& a = std::get<Admission>(admitted);
+  if (a.prompt_only) return ReplyWhole(req, res, g, a);  // max_tokens 0: the echoed prompt, nothing to run
   bool queued = loop_.Enqueue(a.ch);
   for (size_t i = 0; queued && i < a.more.size(); ++i) queued = loop_.Enqueue(a.more[i]);
   if (!queued) {
@@ -403,10 +406,31 @@ std::variant<HttpServer::Admission, ApiError> HttpServer::Admit(const Generation
                                            a.need, n_prompt, max_tokens, a.gauge.kv_budget),
                     .param = "max_tokens",
                     .code = "kv_budget_exceeded"};
-  if (g.n > 1 && g.stream)
-    return ApiError{.message = "'n' > 1 with 'stream' is not supported yet: stream one choice per request",
-                    .param = "n",
-                    .code = "unsupported_value"};
+  a.prompt_only = max_tokens == 0;  // the parser allows it with echo only
+  if (g.echo) {
+    if (g.prompt_tokens.empty()) {
+      a.echo = g.prompt;
+      a.echo_unshown = engine_.Tokenize("", /*add_special=*/true, false).size();  // a BOS, or nothing
+    } else {
+      for (int32_t t : g.prompt_tokens) a.echo += engine_.TokenPiece(t);
+    }
+    if (g.top_logprobs >= 0) {
+      // The prompt's log-probabilities, scored on the loop thread between steps (the engine is
+      // single-threaded); the first token has none.
+      a.prompt_logprobs.push_back({.token = ch.prompt[0], .logprob = std::numeric_limits<float>::quiet_NaN()});
+      if (n_prompt >= 2) {
+        Result<Engine::ScoreResult> scored = Status::Error("the server is shutting down");
+        loop_.RunOnLoop([&](Engine& e) { scored = e.Score(0, ch.prompt, g.top_logprobs); });
+        if (!scored.ok())
+          return ApiError{
+              .status = 503,
+              .message = "scoring the prompt for 'echo' with 'logprobs' failed: " + scored.status().message(),
+              .type = "server_error",
+              .code = "prompt_scoring_failed"};
+        for (TokenLogprob& lp : scored->logprobs) a.prompt_logprobs.push_back(std::move(lp));
+      }
+    }
+  }
   const OutputConstraint constraint = ConstraintFor(g);
   if (Status s = engine_.CheckConstraint(constraint); !s.ok())
     return ApiError{
@@ -428,10 +452,12 @@ std::variant<HttpServer::Admission, ApiError> HttpServer::Admit(const Generation
                             .top_logprobs = g.top_logprobs,
                             .scope = RequestScope(tenant, g.cache_salt),
                             .kv_quota_bytes = tenant.kv_quota};
+  if (g.stream) ch.doorbell = std::make_shared<Doorbell>();  // ReplyStream waits on every choice at once
   for (int i = 1; i < g.n; ++i) {  // the prefix cache shares the prompt's blocks between them
     auto c = std::make_shared<Channel>();
     c->prompt = ch.prompt;
     c->options = ch.options;
+    c->doorbell = ch.doorbell;
     c->options.seed = ch.options.seed + static_cast<uint64_t>(i);
     a.more.push_back(std::move(c));
   }
@@ -468,20 +494,15 @@ void HttpServer::ReplyWhole(const Request& req, Response& res, const GenerationR
   json choices = json::array();
   Usage usage{.prompt_tokens = a.n_prompt};
   const auto piece = [this](int32_t t) { return engine_.TokenPiece(t); };
-  std::string echo;  // completions with echo: the prompt's text first
-  if (g.echo) {
-    if (g.prompt_tokens.empty())
-      echo = g.prompt;
-    else
-      for (int32_t t : g.prompt_tokens) echo += piece(t);
-  }
+  const std::string& echo = a.echo;  // completions with echo: the prompt's text first
   for (size_t i = 0; i < chs.size(); ++i) {
     Channel& ch = *chs[i];
     TextStream ts(g.stop);
     std::string text;  // the deltas appended: the whole answer so far
     std::vector<TokenLogprob> lps;
     ChannelUpdate u;
-    for (;;) {
+    if (a.prompt_only) u = {.done = true, .stop = StopReason::kMaxTokens};  // nothing was enqueued
+    for (; !a.prompt_only;) {
       ch.Take(&u);
       text += u.delta;
       lps.insert(lps.end(), std::make_move_iterator(u.logprobs.begin()), std::make_move_iterator(u.logprobs.end()));
@@ -515,7 +536,9 @@ void HttpServer::ReplyWhole(const Request& req, Response& res, const GenerationR
     }
     json& c = one["choices"][0];
     c["index"] = i;
-    if (g.top_logprobs >= 0) c["logprobs"] = LogprobsJson(g.endpoint, lps, piece, echo.size());
+    if (g.top_logprobs >= 0)
+      c["logprobs"] = g.echo ? EchoLogprobsJson(a.prompt_logprobs, a.echo_unshown, echo.size(), lps, piece)
+                             : LogprobsJson(g.endpoint, lps, piece);
     choices.push_back(std::move(c));
     if (i + 1 == chs.size()) {
       one["choices"] = std::move(choices);
@@ -526,91 +549,134 @@ void HttpServer::ReplyWhole(const Request& req, Response& res, const GenerationR
   metrics_.CountRequest(req.path, 200);
 }
 
-// Server-sent events: one provider call per publish (or a keep-alive comment every few seconds,
-// which also finds clients that went away). The provider runs on this request's HTTP thread.
+// Server-sent events: one provider call per round of news from any choice (or a keep-alive
+// comment every few seconds, which also finds clients that went away). The provider runs on this
+// request's HTTP thread. With n > 1 the choices' chunks interleave as their tokens come, each with
+// its index and its own finish_reason; the usage chunk, last, counts every choice once.
 void HttpServer::ReplyStream(Response& res, const GenerationRequest& g, const Admission& a) {
-  struct Stream {
+  struct Choice {
     std::shared_ptr<Channel> ch;
     TextStream ts;
     std::string text;  // the deltas appended
+    ToolCallParser calls;
+    std::vector<TokenLogprob> lps;  // received, not yet sent (they ride on the next text chunk)
+    size_t offset = 0;              // completions: bytes of text sent (text_offset)
+    bool done = false;
+    size_t completion_tokens = 0;
+  };
+  struct Stream {
+    std::vector<Choice> choices;
+    std::shared_ptr<Doorbell> bell;  // rung by every choice's channel (Admit set it)
+    uint64_t rung = 0;
     ResponseIds ids;
     bool chat;
     bool include_usage;
-    size_t n_prompt;
-    bool started = false;
-    bool tools = false;  // the answer is parsed for tool calls
-    ToolCallParser calls;
+    bool tools = false;  // the answers are parsed for tool calls
     int top_logprobs = -1;
-    std::vector<TokenLogprob> lps;  // received, not yet sent (they ride on the next text chunk)
+    bool started = false;
+    json first;  // completions with echo: each choice's first chunk, the prompt's text
+    Usage usage;
   };
-  auto st = std::make_shared<Stream>(Stream{.ch = a.ch,
-                                            .ts = TextStream(g.stop),
+  auto st = std::make_shared<Stream>(Stream{.bell = a.ch->doorbell,
                                             .ids = a.ids,
                                             .chat = g.endpoint == Endpoint::kChat,
                                             .include_usage = g.include_usage,
-                                            .n_prompt = a.n_prompt,
                                             .tools = g.endpoint == Endpoint::kChat && ToolsActive(g),
-                                            .top_logprobs = g.top_logprobs});
+                                            .top_logprobs = g.top_logprobs,
+                                            .usage = {.prompt_tokens = a.n_prompt}});
+  st->choices.push_back({.ch = a.ch, .ts = TextStream(g.stop), .offset = a.echo.size()});
+  for (const auto& c : a.more) st->choices.push_back({.ch = c, .ts = TextStream(g.stop), .offset = a.echo.size()});
+  if (g.echo) {
+    st->first = CompletionChunk(a.ids, a.echo, "");
+    if (g.top_logprobs >= 0)
+      st->first["choices"][0]["logprobs"] = LogprobsJson(
+          Endpoint::kCompletion, a.prompt_logprobs, [this](int32_t t) { return engine_.TokenPiece(t); }, 0,
+          a.echo_unshown);
+  }
   res.set_header("Cache-Control", "no-cache");
   const Engine* engine = &engine_;
   res.set_chunked_content_provider("text/event-stream", [st, engine](size_t, httplib::DataSink& sink) {
-    Channel& c = *st->ch;
+    auto cancel_all = [&] {
+      for (Choice& c : st->choices) c.ch->cancel = true;
+    };
     SseWriter sse([&](std::string_view bytes) {
       if (sink.write(bytes.data(), bytes.size())) return true;
-      c.cancel = true;  // the client went away: the engine drops the request at its next step
+      cancel_all();  // the client went away: the engine drops the requests at its next step
       return false;
     });
+    // One chunk of choice i (OpenAI's builders write index 0).
+    auto send = [&](size_t i, json j) {
+      j["choices"][0]["index"] = i;
+      return sse.Data(j);
+    };
     if (!st->started) {
       st->started = true;
-      if (st->chat && !sse.Data(ChatChunk(st->ids, "", true, ""))) return false;
-    }
-    ChannelUpdate u;
-    if (!c.TakeFor(&u, std::chrono::seconds(5))) return sse.KeepAlive();
-    st->text += u.delta;
-    st->lps.insert(st->lps.end(), std::make_move_iterator(u.logprobs.begin()),
-                   std::make_move_iterator(u.logprobs.end()));
-    const TextStream::Delta d = st->ts.Feed(st->text, u.done);
-    // A text chunk carries the logprobs received so far (the tokens behind it, or about to be).
-    auto text_chunk = [&](const std::string& text) {
-      json j = st->chat ? ChatChunk(st->ids, text, false, "") : CompletionChunk(st->ids, text, "");
-      if (st->top_logprobs >= 0 && !st->lps.empty()) {
-        j["choices"][0]["logprobs"] = LogprobsJson(st->chat ? Endpoint::kChat : Endpoint::kCompletion, st->lps,
-                                                   [engine](int32_t t) { return engine->TokenPiece(t); });
-        st->lps.clear();
+      for (size_t i = 0; i < st->choices.size(); ++i) {
+        if (st->chat && !send(i, ChatChunk(st->ids, "", true, ""))) return false;
+        if (!st->first.is_null() && !send(i, st->first)) return false;
       }
-      return j;
+    }
+    // Every choice's news since the last call; wait for a ring when there is none.
+    std::vector<std::pair<size_t, ChannelUpdate>> news;
+    auto collect = [&] {
+      for (size_t i = 0; i < st->choices.size(); ++i)
+        if (ChannelUpdate u; !st->choices[i].done && st->choices[i].ch->TakeFor(&u, std::chrono::milliseconds(0)))
+          news.emplace_back(i, std::move(u));
     };
-    if (st->tools) {
-      for (const ToolCallParser::Event& e : st->calls.Feed(st->ts.emitted(), u.done || d.stopped)) {
-        using K = ToolCallParser::Event::Kind;
-        const bool ok = e.kind == K::kText        ? sse.Data(text_chunk(e.text))
-                        : e.kind == K::kCallStart ? sse.Data(ToolCallChunk(st->ids, e.index, e.id, e.name, ""))
-                                                  : sse.Data(ToolCallChunk(st->ids, e.index, "", "", e.text));
-        if (!ok) return false;
+    collect();
+    if (news.empty() && st->bell->WaitFor(&st->rung, std::chrono::seconds(5))) collect();
+    if (news.empty()) return sse.KeepAlive();
+    for (auto& [i, u] : news) {
+      Choice& c = st->choices[i];
+      c.text += u.delta;
+      c.lps.insert(c.lps.end(), std::make_move_iterator(u.logprobs.begin()), std::make_move_iterator(u.logprobs.end()));
+      const TextStream::Delta d = c.ts.Feed(c.text, u.done);
+      // A text chunk carries the logprobs received so far (the tokens behind it, or about to be).
+      auto text_chunk = [&](const std::string& text) {
+        json j = st->chat ? ChatChunk(st->ids, text, false, "") : CompletionChunk(st->ids, text, "");
+        if (st->top_logprobs >= 0 && !c.lps.empty()) {
+          j["choices"][0]["logprobs"] = LogprobsJson(
+              st->chat ? Endpoint::kChat : Endpoint::kCompletion, c.lps,
+              [engine](int32_t t) { return engine->TokenPiece(t); }, c.offset);
+          c.lps.clear();
+        }
+        c.offset += text.size();
+        return j;
+      };
+      if (st->tools) {
+        for (const ToolCallParser::Event& e : c.calls.Feed(c.ts.emitted(), u.done || d.stopped)) {
+          using K = ToolCallParser::Event::Kind;
+          const bool ok = e.kind == K::kText        ? send(i, text_chunk(e.text))
+                          : e.kind == K::kCallStart ? send(i, ToolCallChunk(st->ids, e.index, e.id, e.name, ""))
+                                                    : send(i, ToolCallChunk(st->ids, e.index, "", "", e.text));
+          if (!ok) return false;
+        }
+      } else if (!d.text.empty() && !send(i, text_chunk(d.text))) {
+        return false;
       }
-    } else if (!d.text.empty() && !sse.Data(text_chunk(d.text))) {
-      return false;
+      if (!u.done && !d.stopped) continue;
+      c.done = true;
+      if (d.stopped) c.ch->cancel = true;
+      const char* finish = OpenAiFinishReason(u.stop, d.stopped);
+      if (!finish) {  // one choice failed: the answer is that error
+        cancel_all();
+        sse.Error({.status = u.error_status,
+                   .message = u.error,
+                   .type = u.error_status >= 500 ? "server_error" : "invalid_request_error",
+                   .code = u.error_status == 429 ? "kv_quota_exceeded" : ""});
+        sink.done();
+        return true;
+      }
+      if (st->tools && !c.calls.calls().empty() && std::string_view(finish) == "stop") finish = "tool_calls";
+      if (st->top_logprobs >= 0 && !c.lps.empty() && !d.stopped && !send(i, text_chunk(""))) return false;
+      if (!send(i, st->chat ? ChatChunk(st->ids, "", false, finish) : CompletionChunk(st->ids, "", finish)))
+        return false;
+      st->usage.completion_tokens += u.completion_tokens;
+      if (i == 0) st->usage.cached_tokens = u.cached_tokens, st->usage.reused_tokens = u.reused_tokens;
     }
-    if (!u.done && !d.stopped) return true;
-    if (d.stopped) c.cancel = true;
-    const char* finish = OpenAiFinishReason(u.stop, d.stopped);
-    if (!finish) {
-      sse.Error({.status = u.error_status,
-                 .message = u.error,
-                 .type = u.error_status >= 500 ? "server_error" : "invalid_request_error",
-                 .code = u.error_status == 429 ? "kv_quota_exceeded" : ""});
-      sink.done();
-      return true;
-    }
-    if (st->tools && !st->calls.calls().empty() && std::string_view(finish) == "stop") finish = "tool_calls";
-    if (st->top_logprobs >= 0 && !st->lps.empty() && !d.stopped && !sse.Data(text_chunk(""))) return false;
-    if (!sse.Data(st->chat ? ChatChunk(st->ids, "", false, finish) : CompletionChunk(st->ids, "", finish)))
-      return false;
-    const Usage usage{.prompt_tokens = st->n_prompt,
-                      .completion_tokens = u.completion_tokens,
-                      .cached_tokens = u.cached_tokens,
-                      .reused_tokens = u.reused_tokens};
-    if (st->include_usage && !sse.Data(UsageChunk(st->ids, st->chat ? Endpoint::kChat : Endpoint::kCompletion, usage)))
+    if (!std::all_of(st->choices.begin(), st->choices.end(), [](const Choice& c) { return c.done; })) return true;
+    if (st->include_usage &&
+        !sse.Data(UsageChunk(st->ids, st->chat ? Endpoint::kChat : Endpoint::kCompletion, st->usage)))
       return false;
     sse.Done();
     sink.done();

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 #include <thread>
 
@@ -76,6 +77,40 @@ TEST(Channel, ConcurrentReaderGetsTheWholeTextOnce) {
   EXPECT_EQ(got, want);
   EXPECT_EQ(ch.bytes_published(), want.size());
   EXPECT_EQ(u.completion_tokens, 2000u);
+}
+
+TEST(Channel, OneDoorbellWakesTheReaderOfEveryChoice) {
+  // A streamed n > 1 request: one reader waits for any of its choices' channels. Every publish and
+  // finish rings after the news is in the channel, so a ring never comes before what it announces,
+  // and no news is lost between a reader's takes and its next wait.
+  auto bell = std::make_shared<Doorbell>();
+  Channel a, b;
+  a.doorbell = b.doorbell = bell;
+  uint64_t seen = 0;
+  EXPECT_FALSE(bell->WaitFor(&seen, milliseconds(1)));
+  constexpr int kRounds = 2000;
+  std::thread writer([&] {
+    for (int i = 0; i < kRounds; ++i) (i % 2 ? b : a).Publish("x", size_t(i / 2 + 1), 0, 0);
+    a.Finish(StopReason::kMaxTokens, "", 500);
+    b.Publish("", kRounds / 2, 0, 0, StopReason::kEndOfGeneration);
+  });
+  std::string got[2];
+  bool done[2] = {false, false};
+  while (!(done[0] && done[1])) {
+    bool any = false;
+    for (int k = 0; k < 2; ++k) {
+      ChannelUpdate u;
+      if (!done[k] && (k ? b : a).TakeFor(&u, milliseconds(0))) {
+        got[k] += u.delta;
+        done[k] = u.done;
+        any = true;
+      }
+    }
+    if (!any) ASSERT_TRUE(bell->WaitFor(&seen, std::chrono::seconds(10))) << "a ring was lost";
+  }
+  writer.join();
+  EXPECT_EQ(got[0], std::string(kRounds / 2, 'x'));
+  EXPECT_EQ(got[1], std::string(kRounds / 2, 'x'));
 }
 
 TEST(Channel, StopReasonsMapToOpenAiFinishReasons) {

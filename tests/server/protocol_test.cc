@@ -1,8 +1,11 @@
 // Request parsing and validation: every accepted field in range, every bad input one ApiError that
 // names the field; response and SSE shapes as OpenAI clients read them.
 #include "server/protocol.h"
+#include "server/responses.h"
 
 #include <gtest/gtest.h>
+
+#include <limits>
 
 namespace chorus::server {
 namespace {
@@ -197,7 +200,45 @@ TEST(Protocol, CompletionPrompts) {
   EXPECT_EQ(ErrorOf(ParseCompletion(R"({"prompt":[1,-2]})")).param, "prompt");
   EXPECT_EQ(ErrorOf(ParseCompletion(R"({"prompt":{}})")).param, "prompt");
   EXPECT_EQ(ErrorOf(ParseCompletion(R"({"max_tokens":3})")).param, "prompt");
-  EXPECT_EQ(ErrorOf(ParseCompletion(R"({"prompt":"x","echo":true,"logprobs":2})")).param, "echo");
+  // echo with logprobs scores the prompt; max_tokens 0 only with echo (the prompt alone), not streamed.
+  r = RequestOf(ParseCompletion(R"({"prompt":"x","echo":true,"logprobs":2,"max_tokens":0})"));
+  EXPECT_TRUE(r.echo);
+  EXPECT_EQ(r.top_logprobs, 2);
+  EXPECT_EQ(*r.max_tokens, 0);
+  EXPECT_EQ(ErrorOf(ParseCompletion(R"({"prompt":"x","max_tokens":0})")).param, "max_tokens");
+  EXPECT_EQ(ErrorOf(ParseCompletion(R"({"prompt":"x","max_completion_tokens":0})")).param, "max_completion_tokens");
+  EXPECT_EQ(ErrorOf(ParseCompletion(R"({"prompt":"x","echo":true,"max_tokens":0,"stream":true})")).param, "stream");
+  EXPECT_EQ(ErrorOf(ParseCompletion(R"({"prompt":"x","echo":true,"max_tokens":-1})")).param, "max_tokens");
+}
+
+TEST(Protocol, EchoLogprobsShape) {
+  // The legacy logprobs object over the prompt then the answer: the first prompt token's entries
+  // are null, an unshown BOS takes no text, the answer's offsets follow the echoed text.
+  const auto piece = [](int32_t t) { return t == 0 ? std::string("<s>") : std::string(size_t(t), 'a'); };
+  const float none = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<TokenLogprob> prompt{{.token = 0, .logprob = none},
+                                         {.token = 2, .logprob = -1.5f, .top = {{1, -0.5f}}},
+                                         {.token = 3, .logprob = -2.0f, .top = {{3, -2.0f}}}};
+  const std::vector<TokenLogprob> answer{{.token = 1, .logprob = -0.25f, .top = {{1, -0.25f}}}};
+  json j = EchoLogprobsJson(prompt, /*unshown=*/1, /*echo_bytes=*/5, answer, piece);
+  EXPECT_EQ(j["tokens"], json({"<s>", "aa", "aaa", "a"}));
+  EXPECT_EQ(j["token_logprobs"], json({nullptr, -1.5, -2.0, -0.25}));
+  EXPECT_TRUE(j["top_logprobs"][0].is_null());
+  EXPECT_EQ(j["top_logprobs"][1], json({{"a", -0.5}}));
+  EXPECT_EQ(j["text_offset"], json({0, 0, 2, 5}));
+}
+
+TEST(Protocol, ResponsesFieldsOfTheWrongTypeAreA400) {
+  // A "type" that is not a string once threw out of the parser (json::value): a 400 naming the field.
+  auto err = [](std::string_view body) {
+    auto p = ParseResponsesRequest(body, {});
+    EXPECT_TRUE(std::holds_alternative<ApiError>(p)) << body;
+    return std::holds_alternative<ApiError>(p) ? std::get<ApiError>(p) : ApiError{};
+  };
+  EXPECT_EQ(err(R"({"input":"x","tools":[{"type":5}]})").param, "tools[0].type");
+  EXPECT_EQ(err(R"({"input":"x","tool_choice":{"type":5,"name":"a"}})").param, "tool_choice");
+  EXPECT_EQ(err(R"({"input":"x","text":{"format":{"type":[1]}}})").param, "text.format");
+  EXPECT_TRUE(std::holds_alternative<ResponsesRequest>(ParseResponsesRequest(R"({"input":"x"})", {})));
 }
 
 TEST(Protocol, ContextRequests) {

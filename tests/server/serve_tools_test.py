@@ -2,7 +2,8 @@
 from PyPI on 127.0.0.1: the `openai` client (parallel tool calls whole and streamed, with each call's
 index, id and name in its first delta; a named tool_choice; response_format json_schema, 208 answers
 sampled at temperature 1 validated with `jsonschema`; an unsupported schema feature is a 400 naming
-it; logprobs and top_logprobs whole and streamed, logit_bias, frequency_penalty, n, echo) and the OpenAI Agents SDK (`openai-agents`), unchanged, running
+it; logprobs and top_logprobs whole and streamed, logit_bias, frequency_penalty, n whole and streamed, echo
+with the prompt's logprobs checked against the sampling path) and the OpenAI Agents SDK (`openai-agents`), unchanged, running
 a multi-agent workflow: a hand-off, an agent calling two tools in one turn, and an agent returning a
 pydantic-typed structured output. Greedy decoding (temperature 0), so a run is repeatable.
 
@@ -196,6 +197,124 @@ class ServeTools(unittest.TestCase):
             self.chat(messages=q, logit_bias={"999999999": 5})
         self.assertIn("logit_bias", str(err.exception))
 
+    def test_echo_logprobs_score_the_prompt(self):
+        # What evaluation harnesses (lm-evaluation-harness) send: a prompt as token ids, echo, logprobs,
+        # max_tokens 0 (score only) or 1. 40 ids: a full 32-token block and a tail.
+        ids = [(504 + 97 * i) % 30000 + 100 for i in range(40)]
+        whole = self.c.completions.create(model=self.model, prompt=ids, max_tokens=0, echo=True, logprobs=5)
+        ch = whole.choices[0]
+        lp = ch.logprobs
+        self.assertEqual(ch.finish_reason, "length")
+        self.assertEqual(whole.usage.completion_tokens, 0)
+        self.assertEqual(whole.usage.prompt_tokens, len(ids))
+        self.assertEqual(len(lp.tokens), len(ids))
+        self.assertEqual(ch.text, "".join(lp.tokens))
+        self.assertIsNone(lp.token_logprobs[0])
+        self.assertIsNone(lp.top_logprobs[0])
+        at = 0
+        for tok, off in zip(lp.tokens, lp.text_offset):
+            self.assertEqual(off, at)
+            at += len(tok)
+        # Independently, the sampling path: each prefix as a request for one greedy token. Its top-5 are
+        # the echoed alternatives at that position (same model, same KV formats): within 1e-4.
+        worst = 0.0
+        for k in range(1, len(ids)):
+            g = self.c.completions.create(model=self.model, prompt=ids[:k], max_tokens=1, temperature=0, logprobs=5)
+            want = g.choices[0].logprobs.top_logprobs[0]
+            got = lp.top_logprobs[k]
+            self.assertEqual(set(want), set(got), f"position {k}")
+            worst = max([worst] + [abs(want[t] - got[t]) for t in want])
+            if lp.tokens[k] in want:  # the prompt's own token among them: the same logprob
+                self.assertAlmostEqual(lp.token_logprobs[k], want[lp.tokens[k]], delta=1e-4)
+            self.assertLessEqual(lp.token_logprobs[k], max(got.values()) + 1e-6)
+        self.assertLess(worst, 1e-4)
+        print(f"  echo logprobs: {len(ids) - 1} positions, max |echo - sampled| top-5 logprob {worst:.2g}")
+        # max_tokens 1, the prompt as a batch of one (lm-evaluation-harness's form with batch size 1): the
+        # prompt's entries, then the generated token's.
+        one = self.c.completions.create(model=self.model, prompt=[ids], max_tokens=1, echo=True, logprobs=5,
+                                        temperature=0)
+        o = one.choices[0].logprobs
+        self.assertEqual(len(o.tokens), len(ids) + 1)
+        self.assertEqual(o.tokens[:-1], lp.tokens)
+        self.assertEqual(o.token_logprobs[:-1], lp.token_logprobs)
+        self.assertEqual(o.text_offset[-1], len(ch.text))
+        self.assertEqual(one.choices[0].text, ch.text + o.tokens[-1])
+        # A text prompt: the text echoed as sent, every token's offset points at its text.
+        prompt = "The capital of France is Paris."
+        t = self.c.completions.create(model=self.model, prompt=prompt, max_tokens=0, echo=True, logprobs=0)
+        tl = t.choices[0].logprobs
+        self.assertEqual(t.choices[0].text, prompt)
+        for tok, off in zip(tl.tokens, tl.text_offset):
+            self.assertEqual(prompt[off:off + len(tok)], tok)
+        self.assertTrue(all(x is not None and x <= 0 for x in tl.token_logprobs[1:]))
+        # Streamed: the first chunk is the echoed prompt with its logprobs, then the answer.
+        chunks = list(self.c.completions.create(model=self.model, prompt=ids, max_tokens=1, echo=True, logprobs=5,
+                                                temperature=0, stream=True))
+        first = chunks[0].choices[0]
+        self.assertEqual(first.text, ch.text)
+        self.assertEqual(first.logprobs.token_logprobs, lp.token_logprobs)
+        self.assertEqual("".join(c.choices[0].text for c in chunks if c.choices), one.choices[0].text)
+        # max_tokens 0 without echo is still a 400.
+        with self.assertRaises(openai.BadRequestError) as err:
+            self.c.completions.create(model=self.model, prompt=ids, max_tokens=0)
+        self.assertIn("max_tokens", str(err.exception))
+
+    def test_n_choices_streamed_equal_whole(self):
+        # n > 1 streamed: each choice's deltas carry its index, chunks of different choices interleave,
+        # each choice ends with its own finish_reason, and the reassembled choices equal the
+        # non-streamed ones for the same seed (choice i samples with seed + i); usage counts all once.
+        q = [{"role": "user", "content": "Tell me a short story about a cat."}]
+        kw = dict(model=self.model, messages=q, temperature=1.0, seed=7, n=3, max_tokens=24, logprobs=True)
+        whole = self.c.chat.completions.create(**kw)
+        self.assertEqual(len({c.message.content for c in whole.choices}), 3)  # sampled: three answers
+        text, lps, finish, order, usage = {}, {}, {}, [], None
+        for chunk in self.c.chat.completions.create(stream=True, stream_options={"include_usage": True}, **kw):
+            if chunk.usage:
+                usage = chunk.usage
+            for c in chunk.choices:
+                self.assertNotIn(c.index, finish, "a chunk after its choice finished")
+                if c.delta.content:
+                    text[c.index] = text.get(c.index, "") + c.delta.content
+                    order.append(c.index)
+                if c.logprobs:
+                    lps.setdefault(c.index, []).extend(t.token for t in c.logprobs.content)
+                if c.finish_reason:
+                    finish[c.index] = c.finish_reason
+        self.assertEqual(sorted(finish), [0, 1, 2])
+        for c in whole.choices:
+            self.assertEqual(text[c.index], c.message.content, c.index)
+            self.assertEqual(finish[c.index], c.finish_reason, c.index)
+            self.assertEqual(lps[c.index], [t.token for t in c.logprobs.content], c.index)
+        self.assertNotEqual(order, sorted(order), "the choices' chunks should interleave")
+        self.assertEqual(usage.completion_tokens, whole.usage.completion_tokens)
+        self.assertEqual(usage.prompt_tokens, whole.usage.prompt_tokens)
+        # Completions, with a stop string that ends some choices early and echo first.
+        kw = dict(model=self.model, prompt="Once upon a time", temperature=1.0, seed=11, n=4, max_tokens=20,
+                  stop=["."], echo=True)
+        whole = self.c.completions.create(**kw)
+        text, finish = {}, {}
+        for chunk in self.c.completions.create(stream=True, **kw):
+            for c in chunk.choices:
+                text[c.index] = text.get(c.index, "") + c.text
+                if c.finish_reason:
+                    finish[c.index] = c.finish_reason
+        self.assertEqual({c.index: c.text for c in whole.choices}, text)
+        self.assertEqual({c.index: c.finish_reason for c in whole.choices}, finish)
+        # Tools: each choice streams its own calls (index per call, per choice).
+        kw = dict(model=self.model, messages=ASK, temperature=0, n=2, max_tokens=120, tools=TOOLS,
+                  tool_choice="required")
+        whole = self.c.chat.completions.create(**kw)
+        calls = {}
+        for chunk in self.c.chat.completions.create(stream=True, **kw):
+            for c in chunk.choices:
+                for tc in c.delta.tool_calls or []:
+                    got = calls.setdefault(c.index, {}).setdefault(tc.index, {"name": "", "arguments": ""})
+                    got["name"] += tc.function.name or ""
+                    got["arguments"] += tc.function.arguments or ""
+        for c in whole.choices:
+            self.assertEqual([(t.function.name, t.function.arguments) for t in c.message.tool_calls],
+                             [(x["name"], x["arguments"]) for _, x in sorted(calls[c.index].items())])
+
     def test_responses_resume_prefills_only_the_new_input(self):
         import concurrent.futures as cf
         with open(os.path.join(ROOT, "examples", "du_fu.txt")) as f:
@@ -308,6 +427,9 @@ class ServeTools(unittest.TestCase):
         for bad in ([1, 2, 3], "", []):
             with self.assertRaises(openai.BadRequestError):
                 self.c.embeddings.create(model="all-MiniLM-L6-v2", input=bad, encoding_format="float")
+        with self.assertRaises(openai.BadRequestError) as err:  # not a string: a 400 naming it (it was a 500)
+            self.c.embeddings.create(model="all-MiniLM-L6-v2", input=texts[0], extra_body={"encoding_format": 5})
+        self.assertIn("encoding_format", str(err.exception))
 
     def test_agents_sdk_workflow(self):
         import agents_workflow  # the same script runs against llama-server: scripts/peer_agents.sh
