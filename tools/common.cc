@@ -1,7 +1,6 @@
 // Shared command-line helpers.
 #include "tools/common.h"
 
-#include "model/chat_template.h"  // ApplyChatTemplate
 #include "ops/cpu_target.h"       // SetCpuTargetByName, kCpuTargetNames
 #include "ops/matmul.h"           // MatMulPath
 
@@ -17,25 +16,6 @@ namespace chorus::cli {
 int Fail(const Status& s) {
   std::fprintf(stderr, "error: %s\n", s.message().c_str());
   return 1;
-}
-
-Result<std::unique_ptr<Model>> LoadModel(const std::string& path, const ModelLoadOptions& options) {
-  if (path.empty()) return Status::Error("no model given (use -m MODEL.gguf; scripts/fetch_model.sh fetches one)");
-  return Model::Load(path, options);
-}
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-Result<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::Error("cannot read file '{}'", path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 Result<std::string> ReadDefaultText(const std::string& path, const char* flag) {
@@ -120,17 +100,6 @@ Result<KvConfig> KvConfigFor(const KvPolicy& policy, const KvFlags& flags, const
 Status CheckEngineWindowFlag(const std::string& value) {
   if (value == "auto" || ParseWindowFormat(value).ok()) return Status::Ok();
   return Status::Error("--kv-window: unknown window format '{}'; valid: auto, f16, q8", value);
-}
-
-Result<std::pair<std::string, std::string>> ChatFrame(const Model& model) {
-  const std::string mark = "\x01CHORUS_CONTENT\x01";
-  auto tmpl = model.chat_template();
-  if (!tmpl) return std::pair<std::string, std::string>{"", "\nAnswer:"};
-  std::vector<ChatMessage> msgs{{"user", mark}};
-  auto text = ApplyChatTemplate(*tmpl, msgs, true);
-  if (!text.ok()) return text.status();
-  const size_t at = text->find(mark);
-  return std::pair<std::string, std::string>{text->substr(0, at), text->substr(at + mark.size())};
 }
 
 void PrintJson(const nlohmann::json& j) {

@@ -14,12 +14,14 @@
 #include "chorus/engine.h"     // Engine, ChunkMapReport
 #include "engine/kv_config.h"  // KvConfig
 #include "eval/divergence.h"   // KlFromLogProbs
+#include "eval/harness.h"      // LoadModel, ReadFile, Median, ChatFrame
 #include "model/model.h"       // Model
 #include "util/status.h"
 
 namespace chorus::cli {
 
 using eval::KlFromLogProbs;  // eval/divergence.h
+using eval::LoadModel, eval::ReadFile, eval::Median, eval::ChatFrame;  // eval/harness.h
 
 // Each subcommand registers itself on the app and returns the function that runs it.
 using RunFn = std::function<int()>;
@@ -39,14 +41,6 @@ std::pair<CLI::App*, RunFn> AddSegmentEval(CLI::App* eval);
 // Prints "error: <message>" on one line to stderr and returns exit code 1.
 int Fail(const Status& s);
 
-// Loads a model or returns an error naming the path and problem.
-Result<std::unique_ptr<Model>> LoadModel(const std::string& path, const ModelLoadOptions& options = {});
-
-// The median of repeated measurements (the upper middle for an even count; 0 for none).
-double Median(std::vector<double> v);
-
-// Reads a whole text file (error names the path).
-Result<std::string> ReadFile(const std::string& path);
 // WikiText-2's test split where docs/EVAL.md puts it (beside the checkout, not in it): the default
 // text of `bench --doc-file` and `comix -f`.
 inline constexpr const char* kWikiTextTest = "../shared/data/wikitext-2/test.txt";
@@ -95,10 +89,6 @@ Result<size_t> ParseBytes(const std::string& text);
 // An engine window flag (`EngineOptions::kv_window`: "auto", "f16" or "q8"), checked before the
 // model loads: an error names the flag and the valid values.
 Status CheckEngineWindowFlag(const std::string& value);
-
-// The model's chat template split around a user turn's content: (before, after); without a
-// template, ("", "\nAnswer:").
-Result<std::pair<std::string, std::string>> ChatFrame(const Model& model);
 
 // --kv-sink / --kv-window: the sink blocks and window rows of every sequence (the formats of sealed
 // blocks are the policy's: PolicyFlags).
