@@ -1,6 +1,8 @@
 // Shared command-line helpers.
 #include "tools/common.h"
 
+#include "eval/eval_kv.h"  // UniformKvConfig
+
 #include "ops/cpu_target.h"       // SetCpuTargetByName, kCpuTargetNames
 #include "ops/matmul.h"           // MatMulPath
 
@@ -85,16 +87,7 @@ void AddKvFlags(CLI::App* cmd, KvFlags& flags) {
 
 Result<KvConfig> KvConfigFor(const KvPolicy& policy, const KvFlags& flags, const ModelConfig& model,
                              std::string_view what) {
-  const auto* u = std::get_if<KvPolicy::Uniform>(&policy.rule);
-  if (u == nullptr)
-    return Status::Error("{} takes uniform formats (K/V, e.g. q8/tq3), not policy {}", what, FormatSpec(policy));
-  auto c = MakeKvConfig(u->k, u->v, model);
-  if (!c.ok()) return c.status();
-  c->sink_blocks = u->sink_blocks >= 0 ? size_t(u->sink_blocks) : flags.sink_blocks;
-  auto w = ParseWindowFormat(flags.window);
-  if (!w.ok()) return w.status().Context("--kv-window");
-  c->window = *w;
-  return c;
+  return eval::UniformKvConfig(policy, flags.sink_blocks, flags.window, model, what);
 }
 
 Status CheckEngineWindowFlag(const std::string& value) {
