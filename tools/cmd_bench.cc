@@ -5,13 +5,13 @@
 #include <sstream>
 #include <tuple>
 
+#include "eval/policy_cost_bench.h"
 #include "model/forward.h"
 #include "model/sampler.h"  // ArgMax
+#include "ops/matmul.h"     // MatMulPath
 #include "tools/bench_agents.h"
 #include "tools/bench_depth.h"
-#include "tools/bench_policy_cost.h"
 #include "tools/bench_roofline.h"
-#include "ops/matmul.h"  // MatMulPath
 #include "tools/common.h"
 #include "util/timer.h"
 
@@ -112,10 +112,22 @@ int RunBench(const BenchArgs& a) {
     if (a.policy_cost) {
       auto frame = ChatFrame(model);
       if (!frame.ok()) return Fail(frame.status());
-      PolicyCostArgs p{.model = a.model, .doc = model.tokenizer().Decode(toks), .question = a.question,
-                       .frame = *frame, .configs = a.policy_configs, .encoder = a.encoder,
-                       .threads = a.threads.back(), .tg = a.tg, .reps = a.reps, .json = a.json};
-      return RunPolicyCostBench(p);
+      auto r = eval::RunPolicyCost({.model = a.model,
+                                    .doc = model.tokenizer().Decode(toks),
+                                    .question = a.question,
+                                    .frame = *frame,
+                                    .configs = a.policy_configs,
+                                    .encoder = a.encoder,
+                                    .threads = a.threads.back(),
+                                    .tg = a.tg,
+                                    .reps = a.reps,
+                                    .log = stderr});
+      if (!r.ok()) return Fail(r.status());
+      if (a.json)
+        PrintJson(eval::ToJson(*r));
+      else
+        eval::PrintTable(*r, stdout);
+      return 0;
     }
     AgentsBenchArgs g{.model = a.model, .python = a.python, .agents = a.agents, .doc_tokens = a.doc_tokens,
                       .kv = a.kv.size() == 1 && a.kv[0] == "f16/f16" ? std::vector<std::string>{"q8/tq3", "f16/f16"} : a.kv,

@@ -2,6 +2,7 @@
 #include "tools/common.h"
 
 #include "eval/eval_kv.h"  // UniformKvConfig
+#include "eval/harness.h"  // LoadAverage
 
 #include "ops/cpu_target.h"       // SetCpuTargetByName, kCpuTargetNames
 #include "ops/matmul.h"           // MatMulPath
@@ -70,10 +71,7 @@ size_t ResidentBytes() {
   return 0;
 }
 
-double LoadAverage() {
-  double l[1];
-  return getloadavg(l, 1) == 1 ? l[0] : -1.0;
-}
+double LoadAverage() { return eval::LoadAverage(); }
 
 void AddKvFlags(CLI::App* cmd, KvFlags& flags) {
   cmd->add_option("--kv-sink", flags.sink_blocks,

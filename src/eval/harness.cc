@@ -2,6 +2,7 @@
 #include "eval/harness.h"
 
 #include <algorithm>
+#include <cstdlib>  // getloadavg
 #include <fstream>
 #include <sstream>
 
@@ -26,6 +27,11 @@ double Median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
+}
+
+double LoadAverage() {
+  double l[1];
+  return getloadavg(l, 1) == 1 ? l[0] : -1.0;
 }
 
 Result<std::pair<std::string, std::string>> ChatFrame(const Model& model) {

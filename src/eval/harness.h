@@ -17,6 +17,8 @@ Result<std::unique_ptr<Model>> LoadModel(const std::string& path, const ModelLoa
 Result<std::string> ReadFile(const std::string& path);
 // The median of repeated measurements (the upper middle for an even count; 0 for none).
 double Median(std::vector<double> v);
+// The 1-minute load average (getloadavg), -1 if unknown: benchmarks record it beside their numbers.
+double LoadAverage();
 // The model's chat template split around a user turn's content: (before, after); without a
 // template, ("", "\nAnswer:").
 Result<std::pair<std::string, std::string>> ChatFrame(const Model& model);
