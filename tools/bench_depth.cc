@@ -5,10 +5,10 @@
 #include <sstream>
 
 #include "engine/kv_config.h"
+#include "eval/roofline.h"
 #include "model/forward.h"
 #include "model/sampler.h"  // ArgMax
 #include "tools/bench_depth.h"
-#include "tools/bench_roofline.h"
 #include "util/timer.h"
 
 namespace chorus::cli {
@@ -96,12 +96,12 @@ int RunDepthBench(const Model& model, const DepthBenchArgs& a) {
                            {"load_average_before", LoadAverage()}};
   ThreadPool pool(a.threads);
   const MachineLimits limits = ProbeMachine(pool);
-  report["machine"] = MachineJson(limits);
+  report["machine"] = eval::MachineJson(limits);
   struct RoofRow {
     size_t depth;
     std::string format;
     double measured, bytes;
-    Roof roof;
+    eval::Roof roof;
   };
   std::vector<RoofRow> roofs;
   std::vector<std::string> peer_settings;  // the winning llama.cpp settings per cell
@@ -125,12 +125,14 @@ int RunDepthBench(const Model& model, const DepthBenchArgs& a) {
       const std::string name = std::string(KvFormatName(cfg.k)) + "/" + std::string(KvFormatName(cfg.v));
       // KV read per step: the live store's bytes after the run, scaled to the run's mean depth.
       const double mean_depth = d + a.tg / 2.0;
-      StepCost cost = DecodeStepCost(model, static_cast<size_t>(mean_depth), bytes / (d + a.tg + 1.0));
-      cost.attn_int8_ops = cost.attn_ops * Int8AttentionShare(cfg.k, cfg.v, model.config().head_dim);
-      const Roof roof = RoofFor(cost, 1, limits);
+      eval::StepCost cost = eval::DecodeStepCost(model, static_cast<size_t>(mean_depth), bytes / (d + a.tg + 1.0));
+      cost.attn_int8_ops = cost.attn_ops * eval::Int8AttentionShare(cfg.k, cfg.v, model.config().head_dim);
+      const eval::Roof roof = eval::RoofFor(cost, 1, limits);
       roofs.push_back({d, name, r.value(), cost.bytes, roof});
-      row["chorus"][name] = {{"tg", r.value()}, {"kv_bytes", bytes}, {"rss_growth_bytes", rss_growth},
-                             {"roofline", RoofJson(cost, 1, roof, r.value())}};
+      row["chorus"][name] = {{"tg", r.value()},
+                             {"kv_bytes", bytes},
+                             {"rss_growth_bytes", rss_growth},
+                             {"roofline", eval::RoofJson(cost, 1, roof, r.value())}};
       std::fprintf(out, " %16.1f", r.value());
       std::fflush(stdout);
     }
@@ -152,10 +154,13 @@ int RunDepthBench(const Model& model, const DepthBenchArgs& a) {
   }
   report["load_average_after"] = LoadAverage();
   for (const std::string& line : peer_settings) std::fprintf(out, "llama.cpp best at %s\n", line.c_str());
-  std::fprintf(out, "\nroofline (read %.1f GB/s: %s, 1 plain stream %.1f; %s %.1f GOP/s; attention at f32 %.1f GFLOP/s, the integer KV kernels' share at int8; %s; load average %.2f -> %.2f)\n",
+  std::fprintf(out,
+               "\nroofline (read %.1f GB/s: %s, 1 plain stream %.1f; %s %.1f GOP/s; attention at f32 %.1f GFLOP/s, the "
+               "integer KV kernels' share at int8; %s; load average %.2f -> %.2f)\n",
                limits.read_bytes_per_s * 1e-9, limits.read_pattern.c_str(), limits.read_sequential_bytes_per_s * 1e-9,
-               Int8PeakName(limits), Int8Peak(limits) * 1e-9, limits.f32_flops_per_s * 1e-9, limits.simd.c_str(),
-               report["load_average_before"].get<double>(), report["load_average_after"].get<double>());
+               eval::Int8PeakName(limits), eval::Int8Peak(limits) * 1e-9, limits.f32_flops_per_s * 1e-9,
+               limits.simd.c_str(), report["load_average_before"].get<double>(),
+               report["load_average_after"].get<double>());
   std::fprintf(out, "%-8s %-16s %10s %10s %11s %8s  %s\n", "depth", "K/V", "tok/s", "MB/token", "roof tok/s", "% roof",
                "bound");
   for (const RoofRow& r : roofs)
