@@ -5,13 +5,13 @@
 #include <sstream>
 #include <tuple>
 
+#include "eval/depth_bench.h"
 #include "eval/policy_cost_bench.h"
 #include "eval/roofline.h"
 #include "model/forward.h"
 #include "model/sampler.h"  // ArgMax
 #include "ops/matmul.h"     // MatMulPath
 #include "tools/bench_agents.h"
-#include "tools/bench_depth.h"
 #include "tools/common.h"
 #include "util/timer.h"
 
@@ -143,10 +143,18 @@ int RunBench(const BenchArgs& a) {
     return RunAgentsBench(model, model.tokenizer().Decode(toks), g);
   }
   if (!a.depths.empty()) {
-    DepthBenchArgs d{.model = a.model, .python = a.python, .depths = a.depths, .kv = a.kv,
-                     .peer_kv = a.no_peer ? std::vector<std::string>{} : a.peer_kv, .threads = a.threads.back(),
-                     .tg = a.tg, .reps = a.reps, .json = a.json};
-    return RunDepthBench(model, d);
+    auto r = eval::RunDepthBench(model, {.model = a.model,
+                                         .python = a.python,
+                                         .depths = a.depths,
+                                         .kv = a.kv,
+                                         .peer_kv = a.no_peer ? std::vector<std::string>{} : a.peer_kv,
+                                         .threads = a.threads.back(),
+                                         .tg = a.tg,
+                                         .reps = a.reps,
+                                         .table = a.json ? stderr : stdout});  // --json: stdout is the JSON
+    if (!r.ok()) return Fail(r.status());
+    if (a.json) PrintJson(eval::ToJson(*r));
+    return 0;
   }
   nlohmann::json report = {{"model", a.model}, {"pp_tokens", a.pp}, {"tg_tokens", a.tg}, {"reps", a.reps}};
   std::map<int, Speeds> ours;

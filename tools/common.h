@@ -15,6 +15,7 @@
 #include "engine/kv_config.h"  // KvConfig
 #include "eval/divergence.h"   // KlFromLogProbs
 #include "eval/harness.h"      // LoadModel, ReadFile, Median, ChatFrame
+#include "eval/peer.h"         // RunPeerJson, RunBestPeerJson, ResidentBytes
 #include "model/model.h"       // Model
 #include "util/status.h"
 
@@ -22,6 +23,7 @@ namespace chorus::cli {
 
 using eval::KlFromLogProbs;  // eval/divergence.h
 using eval::LoadModel, eval::ReadFile, eval::Median, eval::ChatFrame;  // eval/harness.h
+using eval::RunPeerJson, eval::RunBestPeerJson, eval::ResidentBytes;   // eval/peer.h
 
 // Each subcommand registers itself on the app and returns the function that runs it.
 using RunFn = std::function<int()>;
@@ -51,23 +53,8 @@ Result<std::string> ReadDefaultText(const std::string& path, const char* flag);
 // empty or only whitespace (agents would read the chat frame alone).
 Result<std::string> ReadDocument(const std::string& path, const char* flag = "--doc");
 
-// Runs a llama.cpp reference script (scripts/ref/, llama-cpp-python) and parses the JSON object it
-// prints; the error names the command and says how to install the peer.
-Result<nlohmann::json> RunPeerJson(const std::string& command);
-
-// llama.cpp at its best when its own tools are built, else llama-cpp-python: runs best_cmd (a
-// scripts/ref/*_best.py over llama-bench / llama-batched-bench) and keeps its JSON if `usable` accepts
-// it; otherwise (tools not built, a failed run, no usable row) runs fallback_cmd and sets *note to why
-// and what the fallback is (fallback_what). An empty best_cmd runs the fallback alone, note empty.
-Result<nlohmann::json> RunBestPeerJson(const std::string& best_cmd, const std::string& fallback_cmd,
-                                       const std::string& fallback_what, std::string* note,
-                                       const std::function<bool(const nlohmann::json&)>& usable = {});
-
 // Default thread count: the machine's cores (at least 1).
 int DefaultThreads();
-
-// Current resident set size of this process in bytes (from /proc/self/status), 0 if unknown.
-size_t ResidentBytes();
 
 // The 1-minute load average (getloadavg), -1 if unknown: benchmarks record it beside their numbers.
 double LoadAverage();
