@@ -7,8 +7,8 @@
 #include <sstream>
 
 #include "chorus/engine.h"
+#include "eval/roofline.h"
 #include "tools/bench_agents.h"
-#include "tools/bench_roofline.h"
 #include "util/timer.h"
 
 namespace chorus::cli {
@@ -129,18 +129,18 @@ int RunAgentsBench(const Model& model, const std::string& doc_text, const Agents
     ThreadPool pool(a.threads);
     limits = ProbeMachine(pool);
   }
-  report["machine"] = MachineJson(limits);
+  report["machine"] = eval::MachineJson(limits);
   // One batched step of n agents reads the weights once and every KV byte held once (the shared
   // document once for all its readers), and computes n tokens.
   const ModelConfig& mc = model.config();
   auto step_cost = [&](const ChorusRow& r, size_t n, const std::string& kv) {
-    StepCost c = WeightCost(model);
+    eval::StepCost c = eval::WeightCost(model);
     c.ops *= static_cast<double>(n);
     c.bytes += r.mean_kv_bytes;
     c.attn_ops = 4.0 * mc.n_layer * mc.n_head * mc.head_dim * (a.doc_tokens + a.tg / 2.0) * n;
     const size_t slash = kv.find('/');  // checked by RunChorusConfig
     const Result<KvFormat> k = ParseKvFormat(kv.substr(0, slash)), v = ParseKvFormat(kv.substr(slash + 1));
-    if (k.ok() && v.ok()) c.attn_int8_ops = c.attn_ops * Int8AttentionShare(k.value(), v.value(), mc.head_dim);
+    if (k.ok() && v.ok()) c.attn_int8_ops = c.attn_ops * eval::Int8AttentionShare(k.value(), v.value(), mc.head_dim);
     c.ops += c.attn_ops;
     return c;
   };
@@ -186,11 +186,13 @@ int RunAgentsBench(const Model& model, const std::string& doc_text, const Agents
     for (const auto& kv : a.kv) {
       const ChorusRow& r = chorus[kv][n];
       std::fprintf(out, " %18.1f", r.tps);
-      const StepCost c = step_cost(r, n, kv);
+      const eval::StepCost c = step_cost(r, n, kv);
       report["rows"][std::to_string(n)]["chorus"][kv] = {
-          {"decode_tokens_per_s", r.tps}, {"spread", {r.tps_min, r.tps_max}},
-          {"peak_kv_bytes", r.peak_kv_bytes}, {"mean_kv_bytes", r.mean_kv_bytes},
-          {"roofline", RoofJson(c, n, RoofFor(c, n, limits), r.tps)}};
+          {"decode_tokens_per_s", r.tps},
+          {"spread", {r.tps_min, r.tps_max}},
+          {"peak_kv_bytes", r.peak_kv_bytes},
+          {"mean_kv_bytes", r.mean_kv_bytes},
+          {"roofline", eval::RoofJson(c, n, eval::RoofFor(c, n, limits), r.tps)}};
     }
     for (const auto& t : peer_cols) {
       const double v = peer_tps(t, n);
@@ -243,15 +245,15 @@ int RunAgentsBench(const Model& model, const std::string& doc_text, const Agents
   std::fprintf(out,
                "\nroofline: %% of min(read %.1f GB/s / bytes per step, 1 / (matmul ops / %s %.1f GOP/s + attention "
                "ops / f32 %.1f GFLOP/s, the integer KV kernels' share at the int8 peak)) x agents\n%-8s",
-               limits.read_bytes_per_s * 1e-9, Int8PeakName(limits), Int8Peak(limits) * 1e-9, limits.f32_flops_per_s * 1e-9,
-               "agents");
+               limits.read_bytes_per_s * 1e-9, eval::Int8PeakName(limits), eval::Int8Peak(limits) * 1e-9,
+               limits.f32_flops_per_s * 1e-9, "agents");
   for (const auto& kv : a.kv) std::fprintf(out, " %18s", ("chorus " + kv).c_str());
   std::fprintf(out, "\n");
   for (size_t n : a.agents) {
     std::fprintf(out, "%-8zu", n);
     for (const auto& kv : a.kv) {
       const ChorusRow& r = chorus[kv][n];
-      const Roof roof = RoofFor(step_cost(r, n, kv), n, limits);
+      const eval::Roof roof = eval::RoofFor(step_cost(r, n, kv), n, limits);
       char cell[64];
       std::snprintf(cell, sizeof cell, "%.0f%% of %.0f %s", 100 * r.tps / roof.tok_s, roof.tok_s,
                     roof.bound[0] == 'm' ? "mem" : "cpu");

@@ -5,13 +5,13 @@
 #include <sstream>
 #include <tuple>
 
+#include "eval/depth_bench.h"
+#include "eval/policy_cost_bench.h"
+#include "eval/roofline.h"
 #include "model/forward.h"
 #include "model/sampler.h"  // ArgMax
+#include "ops/matmul.h"     // MatMulPath
 #include "tools/bench_agents.h"
-#include "tools/bench_depth.h"
-#include "tools/bench_policy_cost.h"
-#include "tools/bench_roofline.h"
-#include "ops/matmul.h"  // MatMulPath
 #include "tools/common.h"
 #include "util/timer.h"
 
@@ -96,7 +96,14 @@ Result<nlohmann::json> MeasurePeer(const BenchArgs& a, std::string* note) {
 }
 
 int RunBench(const BenchArgs& a) {
-  if (a.machine) return RunMachineProbe(a.threads, a.json);
+  if (a.machine) {
+    const eval::MachineReport m = eval::ProbeMachines(a.threads, a.json ? nullptr : stdout);
+    if (a.json)
+      PrintJson(eval::ToJson(m));
+    else
+      eval::PrintReadPatterns(m, stdout);
+    return 0;
+  }
   if (a.model.empty()) return Fail(Status::Error("--model is required (except with --machine)"));
   if (!a.window.empty())
     if (Status s = CheckEngineWindowFlag(a.window); !s.ok()) return Fail(s);
@@ -112,10 +119,22 @@ int RunBench(const BenchArgs& a) {
     if (a.policy_cost) {
       auto frame = ChatFrame(model);
       if (!frame.ok()) return Fail(frame.status());
-      PolicyCostArgs p{.model = a.model, .doc = model.tokenizer().Decode(toks), .question = a.question,
-                       .frame = *frame, .configs = a.policy_configs, .encoder = a.encoder,
-                       .threads = a.threads.back(), .tg = a.tg, .reps = a.reps, .json = a.json};
-      return RunPolicyCostBench(p);
+      auto r = eval::RunPolicyCost({.model = a.model,
+                                    .doc = model.tokenizer().Decode(toks),
+                                    .question = a.question,
+                                    .frame = *frame,
+                                    .configs = a.policy_configs,
+                                    .encoder = a.encoder,
+                                    .threads = a.threads.back(),
+                                    .tg = a.tg,
+                                    .reps = a.reps,
+                                    .log = stderr});
+      if (!r.ok()) return Fail(r.status());
+      if (a.json)
+        PrintJson(eval::ToJson(*r));
+      else
+        eval::PrintTable(*r, stdout);
+      return 0;
     }
     AgentsBenchArgs g{.model = a.model, .python = a.python, .agents = a.agents, .doc_tokens = a.doc_tokens,
                       .kv = a.kv.size() == 1 && a.kv[0] == "f16/f16" ? std::vector<std::string>{"q8/tq3", "f16/f16"} : a.kv,
@@ -124,10 +143,18 @@ int RunBench(const BenchArgs& a) {
     return RunAgentsBench(model, model.tokenizer().Decode(toks), g);
   }
   if (!a.depths.empty()) {
-    DepthBenchArgs d{.model = a.model, .python = a.python, .depths = a.depths, .kv = a.kv,
-                     .peer_kv = a.no_peer ? std::vector<std::string>{} : a.peer_kv, .threads = a.threads.back(),
-                     .tg = a.tg, .reps = a.reps, .json = a.json};
-    return RunDepthBench(model, d);
+    auto r = eval::RunDepthBench(model, {.model = a.model,
+                                         .python = a.python,
+                                         .depths = a.depths,
+                                         .kv = a.kv,
+                                         .peer_kv = a.no_peer ? std::vector<std::string>{} : a.peer_kv,
+                                         .threads = a.threads.back(),
+                                         .tg = a.tg,
+                                         .reps = a.reps,
+                                         .table = a.json ? stderr : stdout});  // --json: stdout is the JSON
+    if (!r.ok()) return Fail(r.status());
+    if (a.json) PrintJson(eval::ToJson(*r));
+    return 0;
   }
   nlohmann::json report = {{"model", a.model}, {"pp_tokens", a.pp}, {"tg_tokens", a.tg}, {"reps", a.reps}};
   std::map<int, Speeds> ours;
@@ -145,11 +172,11 @@ int RunBench(const BenchArgs& a) {
     ours[t] = s.value();
     report["chorus"][std::to_string(t)] = {{"pp", s->pp}, {"tg", s->tg}, {"pp_spread", {s->pp_min, s->pp_max}},
                                            {"tg_spread", {s->tg_min, s->tg_max}}};
-    report["machine"][std::to_string(t)] = MachineJson(limits[t]);
+    report["machine"][std::to_string(t)] = eval::MachineJson(limits[t]);
   }
   // Roofline: pp = one pass over the prompt; tg = a decode step at the run's mean depth (tg / 2).
-  const StepCost pp_cost = PrefillCost(model, a.pp);
-  auto tg_cost = [&](int t) { return DecodeStepCost(model, a.tg / 2, ours[t].kv_bytes_per_token); };
+  const eval::StepCost pp_cost = eval::PrefillCost(model, a.pp);
+  auto tg_cost = [&](int t) { return eval::DecodeStepCost(model, a.tg / 2, ours[t].kv_bytes_per_token); };
   report["rss_bytes"] = ResidentBytes();
   report["model_file_weight_bytes"] = model.weight_bytes();
   nlohmann::json peer;
@@ -179,8 +206,9 @@ int RunBench(const BenchArgs& a) {
     const std::string ts = std::to_string(t);
     const double ppp = peer_rate(t, "pp"), ptg = peer_rate(t, "tg");
     if (ppp > 0) report["ratio"][ts] = {{"pp", ours[t].pp / ppp}, {"tg", ours[t].tg / ptg}};
-    report["roofline"][ts] = {{"pp", RoofJson(pp_cost, a.pp, RoofFor(pp_cost, a.pp, limits[t]), ours[t].pp)},
-                              {"tg", RoofJson(tg_cost(t), 1, RoofFor(tg_cost(t), 1, limits[t]), ours[t].tg)}};
+    report["roofline"][ts] = {
+        {"pp", eval::RoofJson(pp_cost, a.pp, eval::RoofFor(pp_cost, a.pp, limits[t]), ours[t].pp)},
+        {"tg", eval::RoofJson(tg_cost(t), 1, eval::RoofFor(tg_cost(t), 1, limits[t]), ours[t].tg)}};
   }
   report["load_average_after"] = LoadAverage();
   if (a.json) {
@@ -195,9 +223,9 @@ int RunBench(const BenchArgs& a) {
       const double mine = k == 0 ? ours[t].pp : ours[t].tg;
       const double theirs = peer_rate(t, k == 0 ? "pp" : "tg");
       const std::string name = (k == 0 ? "pp" : "tg") + std::to_string(k == 0 ? a.pp : a.tg);
-      const StepCost cost = k == 0 ? pp_cost : tg_cost(t);
+      const eval::StepCost cost = k == 0 ? pp_cost : tg_cost(t);
       const size_t n = k == 0 ? a.pp : 1;
-      const Roof roof = RoofFor(cost, n, limits[t]);
+      const eval::Roof roof = eval::RoofFor(cost, n, limits[t]);
       char peer_s[32] = "-", ratio_s[32] = "-", peer_pct[32] = "-";
       if (theirs > 0) {
         std::snprintf(peer_s, sizeof peer_s, "%.1f", theirs);

@@ -1,174 +1,57 @@
-// `chorus eval ppl|logits`: perplexity the way llama.cpp's llama-perplexity computes it, and a
-// full-logits dump for comparing against a reference implementation.
-#include <cmath>
-#include <algorithm>
-#include <fstream>
+// `chorus eval ppl|logits|kld|sensitivity|...`: the flags of every eval subcommand, each run by one
+// call into src/eval (perplexity_eval.h: perplexity, KLD, logits dumps).
+#include <unistd.h>  // isatty
 
-#include "engine/kv_config.h"  // MakeKvConfig, MakeKvRuntime
-#include "model/forward.h"
-#include "ops/elementwise.h"  // LogSumExp
-#include "tools/eval_args.h"  // EvalArgs, LoadInputs, RunKld
-#include "tools/eval_kv.h"  // EvalKv: uniform formats or --policy comix|cocktail|cocktail-paper
-#include "util/timer.h"
+#include "eval/perplexity_eval.h"
+#include "tools/eval_args.h"
 
 namespace chorus::cli {
 
-// The text file and the model of an eval command (errors name the path).
-Result<EvalInputs> LoadInputs(const EvalArgs& a) {
-  auto text = ReadFile(a.file);
-  if (!text.ok()) return text.status();
-  auto model = LoadModel(a.model, {.f32_weights = a.f32_weights});
-  if (!model.ok()) return model.status();
-  return EvalInputs{std::move(text).value(), std::move(model).value()};
+eval::ChunkedText ChunkedTextOf(const EvalArgs& a) {
+  return {.model_path = a.model,
+          .text_path = a.file,
+          .ctx = size_t(a.ctx),
+          .chunks = size_t(a.chunks),
+          .threads = a.threads,
+          .f32_weights = a.f32_weights};
 }
 
-Result<EvalChunks> LoadEvalChunks(const EvalArgs& a) {
-  auto in = LoadInputs(a);
-  if (!in.ok()) return in.status();
-  EvalChunks e;
-  static_cast<EvalInputs&>(e) = std::move(in).value();
-  const ModelConfig& c = e.model->config();
-  if (static_cast<size_t>(a.ctx) > c.n_ctx_train)
-    return Status::Error("-c {} exceeds the model's training context of {}", a.ctx, c.n_ctx_train);
-  Timer t_tok;
-  // As llama.cpp's -f: the whole file with add_special (a BOS first when the model adds one, e.g.
-  // Gemma); each chunk's first token is then replaced by BOS (Chunk).
-  e.tokens = e.model->tokenizer().Encode(e.text, /*add_special=*/true, false);
-  e.tokenize_seconds = t_tok.Seconds();
-  e.n_ctx = a.ctx;
-  e.n_chunks = e.tokens.size() / e.n_ctx;
-  if (e.n_chunks == 0)
-    return Status::Error("'{}' has {} tokens, fewer than one chunk of -c {}", a.file, e.tokens.size(), e.n_ctx);
-  if (a.chunks > 0) e.n_chunks = std::min<size_t>(e.n_chunks, a.chunks);
-  if (e.model->tokenizer().add_bos()) e.bos = e.model->tokenizer().bos();
-  return e;
-}
-
-std::vector<int32_t> EvalChunks::Chunk(size_t ch) const {
-  std::vector<int32_t> chunk(tokens.begin() + ch * n_ctx, tokens.begin() + (ch + 1) * n_ctx);
-  if (bos) chunk[0] = *bos;
-  return chunk;
+eval::EvalKvOptions KvOptionsOf(const EvalArgs& a) {
+  return {.policy = a.pol.policy,
+          .budget_bytes = a.pol.budget_bytes,
+          .encoder = a.pol.encoder,
+          .query = a.pol.query,
+          .sink_blocks = a.kv.sink_blocks,
+          .window = a.kv.window};
 }
 
 namespace {
 
-// Perplexity over non-overlapping chunks of n_ctx tokens, each from an empty cache, scoring the
-// second half of each chunk (logits n_ctx/2 .. n_ctx-2 predict the next token: 255 per chunk at
-// 512, exactly as llama-perplexity), the first token replaced by BOS when the model adds one.
 int RunPpl(const EvalArgs& a) {
-  auto in = LoadEvalChunks(a);
-  if (!in.ok()) return Fail(in.status());
-  const Model& model = *in->model;
-  const ModelConfig& c = model.config();
-  const double tok_s = in->tokenize_seconds;
-  const size_t n_ctx = in->n_ctx, n_chunks = in->n_chunks;
-
-  ThreadPool pool(a.threads);
-  ForwardPass enc_fwd(model, 512);
-  auto ekv = EvalKv::Open(a.pol, a.kv, model, a.model, enc_fwd, pool);
-  if (!ekv.ok()) return Fail(ekv.status());
-  ForwardPass fwd(model, (*ekv)->micro_batch());
-  std::vector<float> logits(n_ctx * c.n_vocab);
-  const size_t first = n_ctx / 2;
-  KvUsage usage;
-  double nll = 0, nll2 = 0;
-  size_t count = 0;
-  // A terminal gets one line rewritten per chunk; a log file (scripts, --json runs of an hour) one
-  // line per tenth of the chunks, so a long evaluation is never silent.
-  const bool tty = isatty(2);
-  Timer t_eval;
-  for (size_t ch = 0; ch < n_chunks; ++ch) {
-    const std::vector<int32_t> chunk = in->Chunk(ch);
-    auto kv = (*ekv)->Begin(chunk);
-    if (!kv.ok()) return Fail(kv.status());
-    if (Status s = fwd.Run(chunk, **kv, pool, LogitsFor::kAll, logits.data()); !s.ok()) return Fail(s);
-    (*ekv)->End(**kv);
-    usage = (*ekv)->last_usage();
-    for (size_t j = first; j + 1 < n_ctx; ++j) {  // llama-perplexity: logits first..n_ctx-2
-      const float* row = logits.data() + j * c.n_vocab;
-      const double lp = row[chunk[j + 1]] - LogSumExp(row, c.n_vocab);
-      nll -= lp;
-      nll2 += lp * lp;
-      ++count;
-    }
-    const bool tenth = n_chunks >= 10 && (ch + 1) % (n_chunks / 10) == 0;
-    if (tty || tenth || ch + 1 == n_chunks) {
-      const double eta = t_eval.Seconds() / (ch + 1) * (n_chunks - ch - 1);
-      std::fprintf(stderr, "%s[%zu/%zu] ppl %.4f  (%.0f tok/s, ETA %.0f s)%s", tty ? "\r" : "", ch + 1, n_chunks,
-                   std::exp(nll / count), (ch + 1) * n_ctx / t_eval.Seconds(), eta, tty ? "   " : "\n");
-    }
-  }
-  if (tty) std::fprintf(stderr, "\n");
-  const double mean = nll / count;
-  const double var = nll2 / count - mean * mean;
-  const double ppl = std::exp(mean);
-  const double ppl_err = ppl * std::sqrt(std::max(0.0, var) / (count - 1 > 0 ? count - 1 : 1));
-  const double secs = t_eval.Seconds();
-  if (a.json) {
-    nlohmann::json j = {{"ppl", ppl},
-                        {"ppl_stderr", ppl_err},
-                        {"ctx", n_ctx},
-                        {"chunks", n_chunks},
-                        {"scored_tokens", count},
-                        {"file_tokens", in->tokens.size()},
-                        {"seconds", secs},
-                        {"tokenize_seconds", tok_s},
-                        {"threads", a.threads},
-                        {"kv_sink_blocks", a.kv.sink_blocks},
-                        {"kv_bytes_per_chunk", usage.total()},
-                        {"kv_bits_per_element", KvBitsPerElement(usage.total(), n_ctx, c)}};
-    if (const auto* u = std::get_if<KvPolicy::Uniform>(&a.pol.policy.rule)) j["kv_k"] = u->k, j["kv_v"] = u->v;
-    if ((*ekv)->has_policy()) {  // chunks differ under a policy: their mean
-      j["kv_k"] = j["kv_v"] = (*ekv)->Name();
-      j["kv_bytes_per_chunk"] = (*ekv)->mean_bytes();
-      j["kv_bits_per_element"] = KvBitsPerElement((*ekv)->mean_bytes(), n_ctx, c);
-      j["kv_policy"] = (*ekv)->ReportJson(n_ctx);
-    }
-    PrintJson(j);
-  } else {
-    std::printf("perplexity %.4f ± %.4f over %zu chunks of %zu tokens (%zu scored) in %.1f s\n", ppl, ppl_err,
-                n_chunks, n_ctx, count, secs);
-    if ((*ekv)->has_policy()) (*ekv)->PrintReport(stdout, n_ctx);
-    else
-      std::printf("%s\n", DescribeKvUsage(KvConfigFor(a.pol.policy, a.kv, c).value(), usage, n_ctx, c).c_str());
-  }
+  auto r = eval::RunPerplexity({.text = ChunkedTextOf(a), .kv = KvOptionsOf(a), .log = stderr});
+  if (!r.ok()) return Fail(r.status());
+  if (a.json)
+    PrintJson(eval::ToJson(*r));
+  else
+    eval::PrintText(*r, stdout);
   return 0;
 }
 
-// Dumps raw little-endian f32 logits (n_tokens, n_vocab) for the first n tokens of a file, run as
-// one sequence from position 0.
 int RunLogits(const EvalArgs& a) {
-  auto in = LoadInputs(a);
-  if (!in.ok()) return Fail(in.status());
-  const Model& model = *in->model;
-  const std::string& text = in->text;
-  const ModelConfig& c = model.config();
-  std::vector<int32_t> tokens = model.tokenizer().Encode(text, /*add_special=*/true, false);  // as llama_logits.py
-  if (tokens.size() < static_cast<size_t>(a.n_tokens))
-    return Fail(Status::Error("'{}' has only {} tokens, fewer than -n {}", a.file, tokens.size(), a.n_tokens));
-  tokens.resize(a.n_tokens);
-  if (tokens.size() > c.n_ctx_train)
-    return Fail(Status::Error("-n {} exceeds the model's training context of {}", a.n_tokens, c.n_ctx_train));
-  ThreadPool pool(a.threads);
-  ForwardPass fwd(model, 512);
-  auto kv_config = KvConfigFor(a.pol.policy, a.kv, c, "eval logits");
-  if (!kv_config.ok()) return Fail(kv_config.status());
-  KvRuntime kv_rt = MakeKvRuntime(c, kv_config.value());
-  auto kv = kv_rt.store->NewSequence(tokens.size());
-  std::vector<float> logits(tokens.size() * c.n_vocab);
-  if (Status s = fwd.Run(tokens, *kv, pool, LogitsFor::kAll, logits.data()); !s.ok()) return Fail(s);
-  std::ofstream out(a.out, std::ios::binary);
-  if (!out) return Fail(Status::Error("cannot write '{}'", a.out));
-  out.write(reinterpret_cast<const char*>(logits.data()), logits.size() * sizeof(float));
-  if (!out) return Fail(Status::Error("writing '{}' failed", a.out));
-  if (a.json) {
-    PrintJson({{"out", a.out}, {"n_tokens", tokens.size()}, {"n_vocab", c.n_vocab}, {"tokens", tokens}});
-  } else {
-    std::printf("wrote %zu x %zu f32 logits to %s\n", tokens.size(), c.n_vocab, a.out.c_str());
-  }
+  auto r = eval::RunLogits({.model_path = a.model,
+                            .text_path = a.file,
+                            .out_path = a.out,
+                            .n_tokens = size_t(a.n_tokens),
+                            .kv = KvOptionsOf(a),
+                            .threads = a.threads,
+                            .f32_weights = a.f32_weights});
+  if (!r.ok()) return Fail(r.status());
+  if (a.json)
+    PrintJson(eval::ToJson(*r));
+  else
+    std::printf("wrote %zu x %zu f32 logits to %s\n", r->tokens.size(), r->n_vocab, r->out.c_str());
   return 0;
 }
-
 
 }  // namespace
 

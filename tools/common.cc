@@ -1,7 +1,9 @@
 // Shared command-line helpers.
 #include "tools/common.h"
 
-#include "model/chat_template.h"  // ApplyChatTemplate
+#include "eval/eval_kv.h"  // UniformKvConfig
+#include "eval/harness.h"  // LoadAverage
+
 #include "ops/cpu_target.h"       // SetCpuTargetByName, kCpuTargetNames
 #include "ops/matmul.h"           // MatMulPath
 
@@ -17,25 +19,6 @@ namespace chorus::cli {
 int Fail(const Status& s) {
   std::fprintf(stderr, "error: %s\n", s.message().c_str());
   return 1;
-}
-
-Result<std::unique_ptr<Model>> LoadModel(const std::string& path, const ModelLoadOptions& options) {
-  if (path.empty()) return Status::Error("no model given (use -m MODEL.gguf; scripts/fetch_model.sh fetches one)");
-  return Model::Load(path, options);
-}
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-Result<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::Error("cannot read file '{}'", path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 Result<std::string> ReadDefaultText(const std::string& path, const char* flag) {
@@ -79,19 +62,7 @@ int DefaultThreads() {
   return n == 0 ? 1 : static_cast<int>(n);
 }
 
-size_t ResidentBytes() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
-  }
-  return 0;
-}
-
-double LoadAverage() {
-  double l[1];
-  return getloadavg(l, 1) == 1 ? l[0] : -1.0;
-}
+double LoadAverage() { return eval::LoadAverage(); }
 
 void AddKvFlags(CLI::App* cmd, KvFlags& flags) {
   cmd->add_option("--kv-sink", flags.sink_blocks,
@@ -105,32 +76,12 @@ void AddKvFlags(CLI::App* cmd, KvFlags& flags) {
 
 Result<KvConfig> KvConfigFor(const KvPolicy& policy, const KvFlags& flags, const ModelConfig& model,
                              std::string_view what) {
-  const auto* u = std::get_if<KvPolicy::Uniform>(&policy.rule);
-  if (u == nullptr)
-    return Status::Error("{} takes uniform formats (K/V, e.g. q8/tq3), not policy {}", what, FormatSpec(policy));
-  auto c = MakeKvConfig(u->k, u->v, model);
-  if (!c.ok()) return c.status();
-  c->sink_blocks = u->sink_blocks >= 0 ? size_t(u->sink_blocks) : flags.sink_blocks;
-  auto w = ParseWindowFormat(flags.window);
-  if (!w.ok()) return w.status().Context("--kv-window");
-  c->window = *w;
-  return c;
+  return eval::UniformKvConfig(policy, flags.sink_blocks, flags.window, model, what);
 }
 
 Status CheckEngineWindowFlag(const std::string& value) {
   if (value == "auto" || ParseWindowFormat(value).ok()) return Status::Ok();
   return Status::Error("--kv-window: unknown window format '{}'; valid: auto, f16, q8", value);
-}
-
-Result<std::pair<std::string, std::string>> ChatFrame(const Model& model) {
-  const std::string mark = "\x01CHORUS_CONTENT\x01";
-  auto tmpl = model.chat_template();
-  if (!tmpl) return std::pair<std::string, std::string>{"", "\nAnswer:"};
-  std::vector<ChatMessage> msgs{{"user", mark}};
-  auto text = ApplyChatTemplate(*tmpl, msgs, true);
-  if (!text.ok()) return text.status();
-  const size_t at = text->find(mark);
-  return std::pair<std::string, std::string>{text->substr(0, at), text->substr(at + mark.size())};
 }
 
 void PrintJson(const nlohmann::json& j) {
@@ -161,43 +112,6 @@ void AddCpuTargetFlag(CLI::App& app, std::string* value) {
 Status ApplyCpuTargetFlag(const std::string& value) {
   if (value.empty()) return Status::Ok();
   return SetCpuTargetByName(value).Context("--cpu-target " + value);
-}
-
-}  // namespace chorus::cli
-
-namespace chorus::cli {
-
-Result<nlohmann::json> RunPeerJson(const std::string& command) {
-  FILE* p = popen(command.c_str(), "r");
-  if (!p) return Status::Error("cannot start the llama.cpp peer: {}", command);
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int rc = pclose(p);
-  if (rc != 0)
-    return Status::Error("the llama.cpp peer failed (exit {}); is llama-cpp-python installed? "
-                         "(scripts/setup.sh --with-peer). Command: {}", rc, command);
-  const size_t brace = out.find('{');
-  if (brace == std::string::npos) return Status::Error("the llama.cpp peer printed no JSON: {}", command);
-  try {
-    return nlohmann::json::parse(out.substr(brace));
-  } catch (const std::exception& e) {
-    return Status::Error("cannot parse the peer's output ({}): {}", e.what(), command);
-  }
-}
-
-Result<nlohmann::json> RunBestPeerJson(const std::string& best_cmd, const std::string& fallback_cmd,
-                                       const std::string& fallback_what, std::string* note,
-                                       const std::function<bool(const nlohmann::json&)>& usable) {
-  note->clear();
-  if (!best_cmd.empty()) {
-    auto r = RunPeerJson(best_cmd);
-    if (r.ok() && (!usable || usable(r.value()))) return r;
-    *note = "llama.cpp's own tools not used (" + (r.ok() ? std::string("no usable row in their output") : r.status().message()) +
-            "); peer = " + fallback_what;
-  }
-  return RunPeerJson(fallback_cmd);
 }
 
 }  // namespace chorus::cli

@@ -14,12 +14,16 @@
 #include "chorus/engine.h"     // Engine, ChunkMapReport
 #include "engine/kv_config.h"  // KvConfig
 #include "eval/divergence.h"   // KlFromLogProbs
+#include "eval/harness.h"      // LoadModel, ReadFile, Median, ChatFrame
+#include "eval/peer.h"         // RunPeerJson, RunBestPeerJson, ResidentBytes
 #include "model/model.h"       // Model
 #include "util/status.h"
 
 namespace chorus::cli {
 
 using eval::KlFromLogProbs;  // eval/divergence.h
+using eval::LoadModel, eval::ReadFile, eval::Median, eval::ChatFrame;  // eval/harness.h
+using eval::RunPeerJson, eval::RunBestPeerJson, eval::ResidentBytes;   // eval/peer.h
 
 // Each subcommand registers itself on the app and returns the function that runs it.
 using RunFn = std::function<int()>;
@@ -39,14 +43,6 @@ std::pair<CLI::App*, RunFn> AddSegmentEval(CLI::App* eval);
 // Prints "error: <message>" on one line to stderr and returns exit code 1.
 int Fail(const Status& s);
 
-// Loads a model or returns an error naming the path and problem.
-Result<std::unique_ptr<Model>> LoadModel(const std::string& path, const ModelLoadOptions& options = {});
-
-// The median of repeated measurements (the upper middle for an even count; 0 for none).
-double Median(std::vector<double> v);
-
-// Reads a whole text file (error names the path).
-Result<std::string> ReadFile(const std::string& path);
 // WikiText-2's test split where docs/EVAL.md puts it (beside the checkout, not in it): the default
 // text of `bench --doc-file` and `comix -f`.
 inline constexpr const char* kWikiTextTest = "../shared/data/wikitext-2/test.txt";
@@ -57,23 +53,8 @@ Result<std::string> ReadDefaultText(const std::string& path, const char* flag);
 // empty or only whitespace (agents would read the chat frame alone).
 Result<std::string> ReadDocument(const std::string& path, const char* flag = "--doc");
 
-// Runs a llama.cpp reference script (scripts/ref/, llama-cpp-python) and parses the JSON object it
-// prints; the error names the command and says how to install the peer.
-Result<nlohmann::json> RunPeerJson(const std::string& command);
-
-// llama.cpp at its best when its own tools are built, else llama-cpp-python: runs best_cmd (a
-// scripts/ref/*_best.py over llama-bench / llama-batched-bench) and keeps its JSON if `usable` accepts
-// it; otherwise (tools not built, a failed run, no usable row) runs fallback_cmd and sets *note to why
-// and what the fallback is (fallback_what). An empty best_cmd runs the fallback alone, note empty.
-Result<nlohmann::json> RunBestPeerJson(const std::string& best_cmd, const std::string& fallback_cmd,
-                                       const std::string& fallback_what, std::string* note,
-                                       const std::function<bool(const nlohmann::json&)>& usable = {});
-
 // Default thread count: the machine's cores (at least 1).
 int DefaultThreads();
-
-// Current resident set size of this process in bytes (from /proc/self/status), 0 if unknown.
-size_t ResidentBytes();
 
 // The 1-minute load average (getloadavg), -1 if unknown: benchmarks record it beside their numbers.
 double LoadAverage();
@@ -95,10 +76,6 @@ Result<size_t> ParseBytes(const std::string& text);
 // An engine window flag (`EngineOptions::kv_window`: "auto", "f16" or "q8"), checked before the
 // model loads: an error names the flag and the valid values.
 Status CheckEngineWindowFlag(const std::string& value);
-
-// The model's chat template split around a user turn's content: (before, after); without a
-// template, ("", "\nAnswer:").
-Result<std::pair<std::string, std::string>> ChatFrame(const Model& model);
 
 // --kv-sink / --kv-window: the sink blocks and window rows of every sequence (the formats of sealed
 // blocks are the policy's: PolicyFlags).

@@ -1,17 +1,20 @@
-// `chorus bench --depths ... --kv ...`: decode tokens/s after D tokens of context for several KV
-// formats, beside llama.cpp with f16 / q8_0 / q4_0 KV at the same depths and threads, in one run.
+// Decode tokens/s at depth beside llama.cpp (see depth_bench.h).
 #include <algorithm>
 #include <cstdio>
 #include <sstream>
 
+#include "eval/depth_bench.h"
+
 #include "engine/kv_config.h"
+#include "eval/harness.h"  // LoadAverage
+#include "eval/peer.h"     // RunBestPeerJson, ResidentBytes
+#include "eval/report.h"   // Versioned
+#include "eval/roofline.h"
 #include "model/forward.h"
 #include "model/sampler.h"  // ArgMax
-#include "tools/bench_depth.h"
-#include "tools/bench_roofline.h"
 #include "util/timer.h"
 
-namespace chorus::cli {
+namespace chorus::eval {
 namespace {
 
 std::vector<int32_t> RandomTokens(size_t n, size_t n_vocab, uint64_t seed) {
@@ -24,7 +27,7 @@ std::vector<int32_t> RandomTokens(size_t n, size_t n_vocab, uint64_t seed) {
 }
 
 // Median decode tokens/s over reps runs of tg single-token steps after `depth` tokens.
-Result<double> OursAtDepth(const Model& model, const KvConfig& cfg, size_t depth, const DepthBenchArgs& a,
+Result<double> OursAtDepth(const Model& model, const KvConfig& cfg, size_t depth, const DepthBenchConfig& a,
                            ThreadPool& pool, size_t* kv_bytes, long* rss_growth) {
   const ModelConfig& c = model.config();
   ForwardPass fwd(model, 512);
@@ -53,7 +56,7 @@ Result<double> OursAtDepth(const Model& model, const KvConfig& cfg, size_t depth
 // Q4_0 / Q8_0 conversions, flash attention on and off (scripts/ref/llama_best.py); the winner's
 // settings go to *settings. Without llama.cpp's tools: llama-cpp-python, flash attention auto.
 Result<double> PeerAtDepth(const std::string& model, const std::string& kv_type, size_t depth, int threads,
-                           const DepthBenchArgs& a, std::string* settings) {
+                           const DepthBenchConfig& a, std::string* settings) {
   const std::string ts = std::to_string(threads);
   std::ostringstream best, fallback;
   best << a.python << " scripts/ref/llama_best.py -m '" << model << "' --threads " << threads << " --pp 0 --tg " << a.tg
@@ -78,25 +81,24 @@ Result<double> PeerAtDepth(const std::string& model, const std::string& kv_type,
 
 }  // namespace
 
-int RunDepthBench(const Model& model, const DepthBenchArgs& a) {
+Result<DepthBenchReport> RunDepthBench(const Model& model, const DepthBenchConfig& a) {
   const ModelConfig& c = model.config();
   std::vector<KvConfig> configs;
   for (const std::string& spec : a.kv) {
     const size_t slash = spec.find('/');
-    if (slash == std::string::npos) return Fail(Status::Error("--kv entry '{}' must be K/V, e.g. q8/tq3", spec));
+    if (slash == std::string::npos) return Status::Error("--kv entry '{}' must be K/V, e.g. q8/tq3", spec);
     auto cfg = MakeKvConfig(spec.substr(0, slash), spec.substr(slash + 1), c);
-    if (!cfg.ok()) return Fail(cfg.status().Context(spec));
+    if (!cfg.ok()) return cfg.status().Context(spec);
     configs.push_back(cfg.value());
   }
   for (size_t d : a.depths)
     if (d + a.tg + 1 > c.n_ctx_train)
-      return Fail(Status::Error("depth {} + {} generated tokens exceed the model's context of {}", d, a.tg,
-                                c.n_ctx_train));
-  nlohmann::json report = {{"model", a.model}, {"tg", a.tg}, {"reps", a.reps}, {"threads", a.threads},
-                           {"load_average_before", LoadAverage()}};
+      return Status::Error("depth {} + {} generated tokens exceed the model's context of {}", d, a.tg, c.n_ctx_train);
+  DepthBenchReport report{
+      .model = a.model, .tg = a.tg, .reps = a.reps, .threads = a.threads, .load_average_before = LoadAverage()};
   ThreadPool pool(a.threads);
   const MachineLimits limits = ProbeMachine(pool);
-  report["machine"] = MachineJson(limits);
+  report.machine = limits;
   struct RoofRow {
     size_t depth;
     std::string format;
@@ -105,9 +107,9 @@ int RunDepthBench(const Model& model, const DepthBenchArgs& a) {
   };
   std::vector<RoofRow> roofs;
   std::vector<std::string> peer_settings;  // the winning llama.cpp settings per cell
-  FILE* out = a.json ? stderr : stdout;  // --json: stdout is the one JSON object
-  std::fprintf(out, "decode tokens/s after D tokens of context (%d threads, %d tokens, median of %d)\n", a.threads, a.tg,
-              a.reps);
+  FILE* out = a.table;
+  std::fprintf(out, "decode tokens/s after D tokens of context (%d threads, %d tokens, median of %d)\n", a.threads,
+               a.tg, a.reps);
   std::fprintf(out, "%-8s", "depth");
   for (const auto& cfg : configs)
     std::fprintf(out, " %16s", (std::string(KvFormatName(cfg.k)) + "/" + std::string(KvFormatName(cfg.v))).c_str());
@@ -121,7 +123,7 @@ int RunDepthBench(const Model& model, const DepthBenchArgs& a) {
       size_t bytes = 0;
       long rss_growth = 0;
       auto r = OursAtDepth(model, cfg, d, a, pool, &bytes, &rss_growth);
-      if (!r.ok()) return Fail(r.status());
+      if (!r.ok()) return r.status();
       const std::string name = std::string(KvFormatName(cfg.k)) + "/" + std::string(KvFormatName(cfg.v));
       // KV read per step: the live store's bytes after the run, scaled to the run's mean depth.
       const double mean_depth = d + a.tg / 2.0;
@@ -129,7 +131,9 @@ int RunDepthBench(const Model& model, const DepthBenchArgs& a) {
       cost.attn_int8_ops = cost.attn_ops * Int8AttentionShare(cfg.k, cfg.v, model.config().head_dim);
       const Roof roof = RoofFor(cost, 1, limits);
       roofs.push_back({d, name, r.value(), cost.bytes, roof});
-      row["chorus"][name] = {{"tg", r.value()}, {"kv_bytes", bytes}, {"rss_growth_bytes", rss_growth},
+      row["chorus"][name] = {{"tg", r.value()},
+                             {"kv_bytes", bytes},
+                             {"rss_growth_bytes", rss_growth},
                              {"roofline", RoofJson(cost, 1, roof, r.value())}};
       std::fprintf(out, " %16.1f", r.value());
       std::fflush(stdout);
@@ -141,28 +145,42 @@ int RunDepthBench(const Model& model, const DepthBenchArgs& a) {
         row["llama_cpp"][t] = r.value();
         row["llama_cpp_settings"][t] = settings;
         peer_settings.push_back("depth " + std::to_string(d) + ", KV " + t + ": " + settings);
-      }
-      else row["llama_cpp_error"][t] = r.status().message();
-      if (r.ok()) std::fprintf(out, " %16.1f", r.value());
-      else std::fprintf(out, " %16s", "n/a");
+      } else
+        row["llama_cpp_error"][t] = r.status().message();
+      if (r.ok())
+        std::fprintf(out, " %16.1f", r.value());
+      else
+        std::fprintf(out, " %16s", "n/a");
       std::fflush(stdout);
     }
     std::fprintf(out, "\n");
-    report["rows"].push_back(row);
+    report.rows.push_back(row);
   }
-  report["load_average_after"] = LoadAverage();
+  report.load_average_after = LoadAverage();
   for (const std::string& line : peer_settings) std::fprintf(out, "llama.cpp best at %s\n", line.c_str());
-  std::fprintf(out, "\nroofline (read %.1f GB/s: %s, 1 plain stream %.1f; %s %.1f GOP/s; attention at f32 %.1f GFLOP/s, the integer KV kernels' share at int8; %s; load average %.2f -> %.2f)\n",
+  std::fprintf(out,
+               "\nroofline (read %.1f GB/s: %s, 1 plain stream %.1f; %s %.1f GOP/s; attention at f32 %.1f GFLOP/s, the "
+               "integer KV kernels' share at int8; %s; load average %.2f -> %.2f)\n",
                limits.read_bytes_per_s * 1e-9, limits.read_pattern.c_str(), limits.read_sequential_bytes_per_s * 1e-9,
                Int8PeakName(limits), Int8Peak(limits) * 1e-9, limits.f32_flops_per_s * 1e-9, limits.simd.c_str(),
-               report["load_average_before"].get<double>(), report["load_average_after"].get<double>());
+               report.load_average_before, report.load_average_after);
   std::fprintf(out, "%-8s %-16s %10s %10s %11s %8s  %s\n", "depth", "K/V", "tok/s", "MB/token", "roof tok/s", "% roof",
                "bound");
   for (const RoofRow& r : roofs)
     std::fprintf(out, "%-8zu %-16s %10.1f %10.2f %11.1f %7.0f%%  %s\n", r.depth, r.format.c_str(), r.measured,
                  r.bytes * 1e-6, r.roof.tok_s, 100 * r.measured / r.roof.tok_s, r.roof.bound);
-  if (a.json) PrintJson(report);
-  return 0;
+  return report;
 }
 
-}  // namespace chorus::cli
+nlohmann::json ToJson(const DepthBenchReport& r) {
+  return Versioned("depth", {{"model", r.model},
+                             {"tg", r.tg},
+                             {"reps", r.reps},
+                             {"threads", r.threads},
+                             {"load_average_before", r.load_average_before},
+                             {"machine", MachineJson(r.machine)},
+                             {"rows", r.rows},
+                             {"load_average_after", r.load_average_after}});
+}
+
+}  // namespace chorus::eval

@@ -1,15 +1,16 @@
-// Roofline arithmetic for `chorus bench` rows (see bench_roofline.h).
-#include "tools/bench_roofline.h"
+// Roofline arithmetic for `chorus bench` rows (see roofline.h).
+#include "eval/roofline.h"
 
 #include <algorithm>
 #include <cstdio>
 
-#include "kv/kv_kernels.h"  // GetKvBlockKernels (Int8AttentionShare)
-#include "ops/cpu_target.h"  // CpuModel
-#include "tools/common.h"  // PrintJson
+#include "eval/harness.h"    // LoadAverage
+#include "eval/report.h"     // Versioned
+#include "kv/kv_kernels.h"   // GetKvBlockKernels (Int8AttentionShare)
+#include "ops/cpu_target.h"  // CpuModel (the probe table's first line)
 #include "util/thread_pool.h"
 
-namespace chorus::cli {
+namespace chorus::eval {
 
 StepCost WeightCost(const Model& model) {
   const ModelWeights& w = model.weights();
@@ -58,7 +59,9 @@ StepCost PrefillCost(const Model& model, size_t n) {
 }
 
 double Int8Peak(const MachineLimits& m) { return std::max(m.int8_ops_per_s, m.amx_int8_ops_per_s); }
-const char* Int8PeakName(const MachineLimits& m) { return m.amx_int8_ops_per_s > m.int8_ops_per_s ? "AMX int8" : "int8"; }
+const char* Int8PeakName(const MachineLimits& m) {
+  return m.amx_int8_ops_per_s > m.int8_ops_per_s ? "AMX int8" : "int8";
+}
 
 Roof RoofFor(const StepCost& cost, size_t tokens, const MachineLimits& m) {
   Roof r;
@@ -77,7 +80,8 @@ Roof RoofFor(const StepCost& cost, size_t tokens, const MachineLimits& m) {
 
 nlohmann::json MachineJson(const MachineLimits& m) {
   nlohmann::json reads = nlohmann::json::array();
-  for (const ReadRate& r : m.reads) reads.push_back({{"streams", r.streams}, {"prefetch_ahead_bytes", r.ahead}, {"bytes_per_s", r.bytes_per_s}});
+  for (const ReadRate& r : m.reads)
+    reads.push_back({{"streams", r.streams}, {"prefetch_ahead_bytes", r.ahead}, {"bytes_per_s", r.bytes_per_s}});
   return {{"threads", m.threads},
           {"read_bytes_per_s", m.read_bytes_per_s},
           {"read_pattern", m.read_pattern},
@@ -91,42 +95,58 @@ nlohmann::json MachineJson(const MachineLimits& m) {
 }
 
 nlohmann::json RoofJson(const StepCost& cost, size_t tokens, const Roof& r, double measured_tok_s) {
-  return {{"bytes", cost.bytes},          {"ops", cost.ops}, {"attention_ops", cost.attn_ops}, {"attention_int8_ops", cost.attn_int8_ops},
-          {"tokens", tokens},             {"roof_tok_s", r.tok_s},
-          {"memory_roof_tok_s", r.memory_tok_s}, {"compute_roof_tok_s", r.compute_tok_s},
-          {"bound", r.bound},             {"percent_of_roof", r.tok_s > 0 ? 100.0 * measured_tok_s / r.tok_s : 0.0}};
+  return {{"bytes", cost.bytes},
+          {"ops", cost.ops},
+          {"attention_ops", cost.attn_ops},
+          {"attention_int8_ops", cost.attn_int8_ops},
+          {"tokens", tokens},
+          {"roof_tok_s", r.tok_s},
+          {"memory_roof_tok_s", r.memory_tok_s},
+          {"compute_roof_tok_s", r.compute_tok_s},
+          {"bound", r.bound},
+          {"percent_of_roof", r.tok_s > 0 ? 100.0 * measured_tok_s / r.tok_s : 0.0}};
 }
 
-int RunMachineProbe(const std::vector<int>& threads, bool json) {
-  nlohmann::json report = {{"load_average", LoadAverage()}};
-  if (!json) {
-    std::printf("cpu: %s\n", CpuModel().c_str());
-    std::printf("%-8s %16s %14s %14s %14s  %s\n", "threads", "read GB/s", "f32 GFLOP/s", "int8 GOP/s", "AMX GOP/s",
-                "SIMD / int8 path");
+MachineReport ProbeMachines(const std::vector<int>& threads, std::FILE* table) {
+  MachineReport report{.load_average = LoadAverage()};
+  if (table) {
+    std::fprintf(table, "cpu: %s\n", CpuModel().c_str());
+    std::fprintf(table, "%-8s %16s %14s %14s %14s  %s\n", "threads", "read GB/s", "f32 GFLOP/s", "int8 GOP/s",
+                 "AMX GOP/s", "SIMD / int8 path");
   }
   for (int t : threads) {
     ThreadPool pool(t);
     const MachineLimits m = ProbeMachine(pool);
-    report["machine"].push_back(MachineJson(m));
-    if (!json)
-      std::printf("%-8d %16.1f %14.1f %14.1f %14.1f  %s / %s\n", t, m.read_bytes_per_s * 1e-9, m.f32_flops_per_s * 1e-9,
-                  m.int8_ops_per_s * 1e-9, m.amx_int8_ops_per_s * 1e-9, m.simd.c_str(),
-                  m.int8_path.empty() ? "none" : m.int8_path.c_str());
+    report.machines.push_back(m);
+    if (table)
+      std::fprintf(table, "%-8d %16.1f %14.1f %14.1f %14.1f  %s / %s\n", t, m.read_bytes_per_s * 1e-9,
+                   m.f32_flops_per_s * 1e-9, m.int8_ops_per_s * 1e-9, m.amx_int8_ops_per_s * 1e-9, m.simd.c_str(),
+                   m.int8_path.empty() ? "none" : m.int8_path.c_str());
   }
-  if (json) {
-    PrintJson(report);
-    return 0;
-  }
-  std::printf("read GB/s per pattern (each thread's slice read as N streams side by side, 64 B of each per step):\n");
-  for (const auto& m : report["machine"]) {
-    for (const auto& r : m["reads"])
-      std::printf("  %d thread(s)  %-44s %6.1f\n", m["threads"].get<int>(),
-                  ReadPatternName(r["streams"].get<size_t>(), r["prefetch_ahead_bytes"].get<size_t>()).c_str(),
-                  r["bytes_per_s"].get<double>() * 1e-9);
-  }
-  std::printf("read GB/s above = the best pattern (the roofs' bandwidth); load average %.2f (a loaded machine lowers every figure)\n",
-              LoadAverage());
-  return 0;
+  report.load_average_end = LoadAverage();
+  return report;
 }
 
-}  // namespace chorus::cli
+nlohmann::json ToJson(const MachineReport& report) {
+  nlohmann::json j = {{"load_average", report.load_average}};
+  for (const MachineLimits& m : report.machines) j["machine"].push_back(MachineJson(m));
+  return Versioned("machine", std::move(j));
+}
+
+void PrintReadPatterns(const MachineReport& report, std::FILE* out) {
+  std::fprintf(out,
+               "read GB/s per pattern (each thread's slice read as N streams side by side, 64 B of each per step):\n");
+  for (const MachineLimits& machine : report.machines) {
+    const nlohmann::json m = MachineJson(machine);
+    for (const auto& r : m["reads"])
+      std::fprintf(out, "  %d thread(s)  %-44s %6.1f\n", m["threads"].get<int>(),
+                   ReadPatternName(r["streams"].get<size_t>(), r["prefetch_ahead_bytes"].get<size_t>()).c_str(),
+                   r["bytes_per_s"].get<double>() * 1e-9);
+  }
+  std::fprintf(out,
+               "read GB/s above = the best pattern (the roofs' bandwidth); load average %.2f (a loaded machine lowers "
+               "every figure)\n",
+               report.load_average_end);
+}
+
+}  // namespace chorus::eval

@@ -1,16 +1,16 @@
 // EvalKv: uniform / CoMix / Cocktail KV for one evaluated chunk at a time (see eval_kv.h).
-#include "tools/eval_kv.h"
+#include "eval/eval_kv.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 
-#include "engine/cocktail_plan.h"    // PlanCocktail, OpenCocktailEncoder
+#include "engine/cocktail_plan.h"      // PlanCocktail, OpenCocktailEncoder
 #include "engine/kv_policy_options.h"  // AllocatorComixOptions
 #include "engine/model_fingerprint.h"  // ModelFingerprint (the calibrated table)
-#include "policy/cocktail_policy.h"  // CocktailPolicy, ChunkMapString
+#include "policy/cocktail_policy.h"    // CocktailPolicy, ChunkMapString
 
-namespace chorus::cli {
+namespace chorus::eval {
 
 class EvalKv::Slot : public PrecisionPolicy {
  public:
@@ -20,19 +20,35 @@ class EvalKv::Slot : public PrecisionPolicy {
 
 EvalKv::~EvalKv() = default;
 
-Result<std::unique_ptr<EvalKv>> EvalKv::Open(const PolicyFlags& flags, const KvFlags& kv, const Model& model,
+Result<KvConfig> UniformKvConfig(const KvPolicy& policy, size_t sink_blocks, const std::string& window,
+                                 const ModelConfig& model, std::string_view what) {
+  const auto* u = std::get_if<KvPolicy::Uniform>(&policy.rule);
+  if (u == nullptr)
+    return Status::Error("{} takes uniform formats (K/V, e.g. q8/tq3), not policy {}", what, FormatSpec(policy));
+  auto c = MakeKvConfig(u->k, u->v, model);
+  if (!c.ok()) return c.status();
+  c->sink_blocks = u->sink_blocks >= 0 ? size_t(u->sink_blocks) : sink_blocks;
+  auto w = ParseWindowFormat(window);
+  if (!w.ok()) return w.status().Context("--kv-window");
+  c->window = *w;
+  return c;
+}
+
+Result<std::unique_ptr<EvalKv>> EvalKv::Open(const EvalKvOptions& flags, const Model& model,
                                              const std::string& model_path, ForwardPass& fwd, ThreadPool& pool) {
   std::unique_ptr<EvalKv> e(new EvalKv());
   e->flags_ = flags;
   e->model_ = &model;
   const ModelConfig& c = model.config();
   if (flags.policy.is_uniform()) {
-    CHORUS_ASSIGN_OR_RETURN(const KvConfig uniform_cfg, KvConfigFor(flags.policy, kv, c));
+    CHORUS_ASSIGN_OR_RETURN(const KvConfig uniform_cfg,
+                            UniformKvConfig(flags.policy, flags.sink_blocks, flags.window, c));
     e->sink_blocks_ = uniform_cfg.sink_blocks;
     e->uniform_ = MakeKvRuntime(c, uniform_cfg);
     return e;
   }
-  CHORUS_ASSIGN_OR_RETURN(const KvConfig uniform, KvConfigFor(KvPolicy{}, kv, c));  // sink and window
+  CHORUS_ASSIGN_OR_RETURN(const KvConfig uniform,
+                          UniformKvConfig(KvPolicy{}, flags.sink_blocks, flags.window, c));  // sink and window
   e->sink_blocks_ = uniform.sink_blocks;
   KvStoreOptions so{.n_layer = c.n_layer,
                     .shape = {.n_head = c.n_head, .n_head_kv = c.n_head_kv, .head_dim = c.head_dim},
@@ -70,9 +86,12 @@ Result<std::unique_ptr<KvSequence>> EvalKv::Begin(std::span<const int32_t> token
   if (slot_) {
     auto plan = PlanCocktail(model_->tokenizer(), tokens, {flags_.query}, *encoder_, co);
     if (!plan.ok()) return plan.status().Context(fmt::format("cocktail plan of chunk {}", index + 1));
-    CocktailChunk ch{.map = ChunkMapString(plan->blocks, sink_blocks_), .s_min = plan->thresholds.s_min,
-                     .s_max = plan->thresholds.s_max, .t_low = plan->thresholds.t_low,
-                     .t_high = plan->thresholds.t_high, .search_seconds = plan->search_seconds};
+    CocktailChunk ch{.map = ChunkMapString(plan->blocks, sink_blocks_),
+                     .s_min = plan->thresholds.s_min,
+                     .s_max = plan->thresholds.s_max,
+                     .t_low = plan->thresholds.t_low,
+                     .t_high = plan->thresholds.t_high,
+                     .search_seconds = plan->search_seconds};
     for (size_t b = 0; b < tokens.size() / kBlockTokens; ++b)  // sealed blocks only
       (ch.map[b] == 'S' ? ch.sink : ch.map[b] == 'F' ? ch.fp16 : ch.map[b] == '4' ? ch.int4 : ch.int2)++;
     cocktail_chunks_.push_back(std::move(ch));
@@ -126,7 +145,9 @@ void EvalKv::End(const KvSequence& seq) {
         ++k_formats_[std::string(KvFormatName(pool.meta(id).k_format))];
         ++v_formats_[std::string(KvFormatName(pool.meta(id).v_format))];
       }
-    ComixChunk ch{.k_bits = BitsLine(seq, false), .v_bits = BitsLine(seq, true), .relevance = relevance_,
+    ComixChunk ch{.k_bits = BitsLine(seq, false),
+                  .v_bits = BitsLine(seq, true),
+                  .relevance = relevance_,
                   .bytes = last_usage_.total()};
     if (encoder_)  // the value bits per block of the middle layer: where the relevance put them
       for (BlockId id : seq.blocks(model_->config().n_layer / 2)) {
@@ -202,7 +223,8 @@ void EvalKv::PrintReport(std::FILE* out, size_t chunk_tokens) const {
                      ch.v_bits.c_str(), KvBitsPerElement(ch.bytes, chunk_tokens, c),
                      ch.relevance.empty() ? ""
                                           : fmt::format("\n            relevance {}\n            V bits    {}",
-                                                        ch.relevance, ch.v_blocks).c_str());
+                                                        ch.relevance, ch.v_blocks)
+                                                .c_str());
       else if (i == 16)
         std::fprintf(out, "  ... (%zu more chunks; --json lists them all)\n", comix_chunks_.size() - 16);
     }
@@ -211,10 +233,11 @@ void EvalKv::PrintReport(std::FILE* out, size_t chunk_tokens) const {
     const ComixTiming t = comix_->Timing();
     std::fprintf(out, "  %zu reallocations, %.1f us mean, %.1f us max\n", t.count, t.mean_us, t.max_us);
   }
-  std::fprintf(out, "  measured KV: %.2f MiB mean, %.2f MiB peak per %zu-token chunk = %.2f bits/element mean "
-                    "(fp16 KV: %.2f MiB)%s\n",
-               mean / 1048576.0, peak_bytes_ / 1048576.0, chunk_tokens,
-               KvBitsPerElement(size_t(mean), chunk_tokens, c), Fp16KvBytes(chunk_tokens, c) / 1048576.0,
+  std::fprintf(out,
+               "  measured KV: %.2f MiB mean, %.2f MiB peak per %zu-token chunk = %.2f bits/element mean "
+               "(fp16 KV: %.2f MiB)%s\n",
+               mean / 1048576.0, peak_bytes_ / 1048576.0, chunk_tokens, KvBitsPerElement(size_t(mean), chunk_tokens, c),
+               Fp16KvBytes(chunk_tokens, c) / 1048576.0,
                comix_ && flags_.budget_bytes ? fmt::format("; budget {} bytes", flags_.budget_bytes).c_str() : "");
 }
 
@@ -244,8 +267,11 @@ nlohmann::json EvalKv::ReportJson(size_t chunk_tokens) const {
       j["encoder"] = encoder_->name();
     }
     for (const ComixChunk& ch : comix_chunks_)
-      j["chunk_bits"].push_back({{"k", ch.k_bits}, {"v", ch.v_bits}, {"relevance", ch.relevance},
-                                 {"v_bits_per_block", ch.v_blocks}, {"kv_bytes", ch.bytes},
+      j["chunk_bits"].push_back({{"k", ch.k_bits},
+                                 {"v", ch.v_bits},
+                                 {"relevance", ch.relevance},
+                                 {"v_bits_per_block", ch.v_blocks},
+                                 {"kv_bytes", ch.bytes},
                                  {"bits_per_element", KvBitsPerElement(ch.bytes, chunk_tokens, c)}});
     j["k_formats"] = k_formats_;
     j["v_formats"] = v_formats_;
@@ -258,12 +284,20 @@ nlohmann::json EvalKv::ReportJson(size_t chunk_tokens) const {
     j["chunk_tokens"] = flags_.policy.chunk_tokens();
     j["encoder"] = encoder_->name();
     for (const CocktailChunk& ch : cocktail_chunks_)
-      j["chunk_maps"].push_back({{"map", ch.map}, {"sink", ch.sink}, {"fp16", ch.fp16}, {"int4", ch.int4},
-                                 {"int2", ch.int2}, {"s_min", ch.s_min}, {"s_max", ch.s_max}, {"t_low", ch.t_low},
-                                 {"t_high", ch.t_high}, {"search_seconds", ch.search_seconds}, {"kv_bytes", ch.bytes},
+      j["chunk_maps"].push_back({{"map", ch.map},
+                                 {"sink", ch.sink},
+                                 {"fp16", ch.fp16},
+                                 {"int4", ch.int4},
+                                 {"int2", ch.int2},
+                                 {"s_min", ch.s_min},
+                                 {"s_max", ch.s_max},
+                                 {"t_low", ch.t_low},
+                                 {"t_high", ch.t_high},
+                                 {"search_seconds", ch.search_seconds},
+                                 {"kv_bytes", ch.bytes},
                                  {"bits_per_element", KvBitsPerElement(ch.bytes, chunk_tokens, c)}});
   }
   return j;
 }
 
-}  // namespace chorus::cli
+}  // namespace chorus::eval

@@ -1,6 +1,6 @@
 // CoMix benchmark harness: staggered agents in one KvStore, batched teacher-forced decode, scoring
 // against the full-KV run (see header).
-#include "tools/bench_comix.h"
+#include "eval/comix_bench.h"
 
 #include <fmt/format.h>
 
@@ -11,16 +11,16 @@
 #include <sstream>
 
 #include "chorus/kv_policy.h"       // KvPolicy (the config spec)
+#include "eval/divergence.h"        // KlFromLogProbs
 #include "kv/kv_batch.h"            // KvBatch
 #include "kv/kv_store.h"            // KvStore
 #include "model/forward.h"          // ForwardPass
 #include "ops/elementwise.h"        // LogSumExp
 #include "policy/comix_policy.h"    // ComixPolicy
 #include "policy/uniform_policy.h"  // UniformPolicy
-#include "tools/common.h"  // KlFromLogProbs
 #include "util/timer.h"
 
-namespace chorus::cli {
+namespace chorus::eval {
 
 Result<ComixBenchConfig> ParseComixBenchConfig(const std::string& spec) {
   ComixBenchConfig c;
@@ -78,13 +78,23 @@ Result<ComixBenchResult> RunComixBench(const Model& model, const ComixBenchSetup
   std::unique_ptr<PrecisionPolicy> policy;
   ComixPolicy* comix = nullptr;
   if (cfg.comix) {
-    ComixOptions co{.n_layer = c.n_layer, .n_head = c.n_head, .n_head_kv = c.n_head_kv, .head_dim = c.head_dim,
+    ComixOptions co{.n_layer = c.n_layer,
+                    .n_head = c.n_head,
+                    .n_head_kv = c.n_head_kv,
+                    .head_dim = c.head_dim,
                     .family = cfg.family == "kivi" ? ComixFamily::kKivi : ComixFamily::kTq,
-                    .budget_bytes = cfg.fixed_budget ? cfg.budget_bytes : 0, .avg_bits = cfg.avg_bits,
-                    .sink_blocks = setup.sink_blocks, .worst_case = cfg.worst_case,
-                    .split_kv = !cfg.joint, .window = setup.window, .threads = size_t(setup.threads),
-                    .prefill_tokens = kBlockTokens, .tiers = cfg.tiers, .min_k_bits = cfg.min_k_bits,
-                    .calibrated = cfg.calibrated, .measured = cfg.sensitivity};
+                    .budget_bytes = cfg.fixed_budget ? cfg.budget_bytes : 0,
+                    .avg_bits = cfg.avg_bits,
+                    .sink_blocks = setup.sink_blocks,
+                    .worst_case = cfg.worst_case,
+                    .split_kv = !cfg.joint,
+                    .window = setup.window,
+                    .threads = size_t(setup.threads),
+                    .prefill_tokens = kBlockTokens,
+                    .tiers = cfg.tiers,
+                    .min_k_bits = cfg.min_k_bits,
+                    .calibrated = cfg.calibrated,
+                    .measured = cfg.sensitivity};
     CHORUS_RETURN_IF_ERROR(ComixPolicy::Validate(co));
     auto p = std::make_unique<ComixPolicy>(co);
     comix = p.get();
@@ -206,14 +216,14 @@ Result<ComixBenchResult> RunComixBench(const Model& model, const ComixBenchSetup
       r.realloc_mean_us += e.micros;
       r.realloc_max_us = std::max(r.realloc_max_us, e.micros);
       if (e.why.rfind("join", 0) == 0 || e.why.rfind("finish", 0) == 0 || r.events.size() < 4)
-        r.events.push_back(fmt::format("{:<34} units {:>2}  avg bits K {:.2f} V {:.2f}  future {} / {} B  {} changed  "
-                                       "{:.0f} us",
-                                       e.why, e.units, e.avg_k_bits, e.avg_v_bits, e.projected, e.capacity, e.changed,
-                                       e.micros));
+        r.events.push_back(
+            fmt::format("{:<34} units {:>2}  avg bits K {:.2f} V {:.2f}  future {} / {} B  {} changed  "
+                        "{:.0f} us",
+                        e.why, e.units, e.avg_k_bits, e.avg_v_bits, e.projected, e.capacity, e.changed, e.micros));
     }
     if (!ev.empty()) r.realloc_mean_us /= double(ev.size());
   }
   return r;
 }
 
-}  // namespace chorus::cli
+}  // namespace chorus::eval

@@ -10,16 +10,16 @@
 #include "model/tokenizer.h"  // Tokenizer
 #include "util/status.h"
 
-namespace chorus::cli {
+namespace chorus::eval {
 
 struct NeedleCase {
-  std::string document;    // the excerpt with the facts planted
-  std::string question;    // "What is the access code for the north gate?"
-  std::string answer;      // "4817"
-  std::string lead;        // the assistant's answer start: "The access code for the north gate is"
-  double depth = 0;        // where the asked fact sits, as a fraction of the document (0 = start)
+  std::string document;  // the excerpt with the facts planted
+  std::string question;  // "What is the access code for the north gate?"
+  std::string answer;    // "4817"
+  std::string lead;      // the assistant's answer start: "The access code for the north gate is"
+  double depth = 0;      // where the asked fact sits, as a fraction of the document (0 = start)
   size_t target_tokens = 0;
-  std::string kind;        // --cases-file: what generated it (e.g. "needle:wiki", "read:article"); "" here
+  std::string kind;  // --cases-file: what generated it (e.g. "needle:wiki", "read:article"); "" here
 };
 
 struct NeedleOptions {
@@ -33,4 +33,4 @@ struct NeedleOptions {
 Result<std::vector<NeedleCase>> MakeNeedleCases(const std::string& corpus, const Tokenizer& tok,
                                                 const NeedleOptions& options);
 
-}  // namespace chorus::cli
+}  // namespace chorus::eval

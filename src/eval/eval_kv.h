@@ -1,5 +1,5 @@
-// EvalKv: the KV of `chorus eval ppl|kld` — one fresh sequence per evaluated chunk, under uniform
-// formats (--kv-k/--kv-v: exactly MakeKvRuntime, as before --policy existed), CoMix (one unit per
+// EvalKv: the KV of the perplexity and KLD harnesses (`chorus eval ppl|kld`) — one fresh sequence
+// per evaluated chunk, beside the engine's KV stack, under uniform formats (exactly MakeKvRuntime), CoMix (one unit per
 // chunk, registered while it is evaluated; --kv-budget or --kv-avg-bits), Cocktail (the same CoMix
 // unit, each 32-token block's error weighted by its chunk's similarity to --query: PlanCocktail's
 // encoder and cosine) or Cocktail-paper (each chunk is the document: its 32-token blocks get
@@ -16,24 +16,39 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
-#include "encoder/text_encoder.h"    // TextEncoder
-#include "engine/kv_config.h"        // KvConfig, KvRuntime
-#include "kv/kv_store.h"             // KvStore, KvSequence, KvUsage
-#include "model/forward.h"           // ForwardPass
-#include "model/model.h"             // Model
-#include "policy/comix_policy.h"     // ComixPolicy
-#include "tools/common.h"            // KvFlags
-#include "tools/policy_flags.h"      // PolicyFlags
+#include "chorus/kv_policy.h"
+#include "encoder/text_encoder.h"  // TextEncoder
+#include "engine/kv_config.h"      // KvConfig, KvRuntime
+#include "kv/kv_store.h"           // KvStore, KvSequence, KvUsage
+#include "model/forward.h"         // ForwardPass
+#include "model/model.h"           // Model
+#include "policy/comix_policy.h"   // ComixPolicy
 
-namespace chorus::cli {
+namespace chorus::eval {
+
+// What an evaluated chunk's KV is stored under: the policy and the settings that go with it.
+struct EvalKvOptions {
+  KvPolicy policy;             // uniform formats, the allocator (comix, cocktail) or cocktail-paper
+  size_t budget_bytes = 0;     // the allocator's byte budget (0 = its average bits)
+  std::string encoder;         // the Cocktails' sentence encoder ("" = installed MiniLM, else the fallback)
+  std::string query;           // the Cocktails' question
+  size_t sink_blocks = 1;      // leading 32-token blocks kept f16 (a uniform spec's :sN wins)
+  std::string window = "f16";  // rows of the newest < 32 tokens: f16 or q8
+};
+
+// A uniform policy's formats with the sink (the spec's :sN wins) and window, validated against the
+// model (errors list valid formats); another kind of policy is an error naming `what`.
+Result<KvConfig> UniformKvConfig(const KvPolicy& policy, size_t sink_blocks, const std::string& window,
+                                 const ModelConfig& model, std::string_view what = "this command");
 
 class EvalKv {
  public:
-  // flags.policy decides (uniform: its formats with kv's sink and window); fwd/pool run the
+  // options.policy decides (uniform: its formats with the sink and window); fwd/pool run the
   // fallback encoder (cocktail) and must outlive this object.
-  static Result<std::unique_ptr<EvalKv>> Open(const PolicyFlags& flags, const KvFlags& kv, const Model& model,
+  static Result<std::unique_ptr<EvalKv>> Open(const EvalKvOptions& options, const Model& model,
                                               const std::string& model_path, ForwardPass& fwd, ThreadPool& pool);
   ~EvalKv();
 
@@ -78,16 +93,16 @@ class EvalKv {
   std::string BitsLine(const KvSequence& seq, bool v) const;
   KvPolicy::CocktailPaper Paper() const;  // the paper's thresholds (defaults under another policy)
 
-  PolicyFlags flags_;
+  EvalKvOptions flags_;
   const Model* model_ = nullptr;
   size_t sink_blocks_ = 1;
-  KvRuntime uniform_;                       // uniform formats
-  std::unique_ptr<ComixPolicy> comix_;      // comix
-  std::unique_ptr<Slot> slot_;              // cocktail-paper
-  std::unique_ptr<TextEncoder> encoder_;    // cocktail, cocktail-paper
-  std::string relevance_;                   // cocktail: the live chunk's relevance levels
-  std::unique_ptr<KvStore> store_;          // comix / cocktail
-  uint64_t unit_ = 0;                       // comix: the live chunk's sequence id
+  KvRuntime uniform_;                     // uniform formats
+  std::unique_ptr<ComixPolicy> comix_;    // comix
+  std::unique_ptr<Slot> slot_;            // cocktail-paper
+  std::unique_ptr<TextEncoder> encoder_;  // cocktail, cocktail-paper
+  std::string relevance_;                 // cocktail: the live chunk's relevance levels
+  std::unique_ptr<KvStore> store_;        // comix / cocktail
+  uint64_t unit_ = 0;                     // comix: the live chunk's sequence id
   size_t chunks_ = 0;
   KvUsage last_usage_;
   size_t peak_bytes_ = 0, total_bytes_ = 0;
@@ -96,4 +111,4 @@ class EvalKv {
   std::vector<ComixChunk> comix_chunks_;
 };
 
-}  // namespace chorus::cli
+}  // namespace chorus::eval

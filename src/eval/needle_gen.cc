@@ -1,17 +1,17 @@
 // Needle case generator (see needle_gen.h).
-#include "tools/needle_gen.h"
+#include "eval/needle_gen.h"
 
 #include <algorithm>
 #include <random>
 
 #include <fmt/format.h>
 
-namespace chorus::cli {
+namespace chorus::eval {
 namespace {
 
-constexpr const char* kKeys[] = {"north gate",  "blue warehouse", "east tower",  "river laboratory",
-                                 "old library", "red bunker",     "west harbor", "glass dome",
-                                 "south bridge", "iron vault",    "green depot", "silver hangar"};
+constexpr const char* kKeys[] = {"north gate",   "blue warehouse", "east tower",  "river laboratory",
+                                 "old library",  "red bunker",     "west harbor", "glass dome",
+                                 "south bridge", "iron vault",     "green depot", "silver hangar"};
 
 size_t Draw(std::mt19937_64& rng, size_t lo, size_t hi) { return lo + rng() % (hi - lo + 1); }  // [lo, hi]
 
@@ -81,4 +81,4 @@ Result<std::vector<NeedleCase>> MakeNeedleCases(const std::string& corpus, const
   return out;
 }
 
-}  // namespace chorus::cli
+}  // namespace chorus::eval

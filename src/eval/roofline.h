@@ -2,7 +2,9 @@
 // caches) and compute, against the machine's measured limits (ops/machine_probe.h).
 #pragma once
 #include <cstddef>
+#include <cstdio>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -10,12 +12,12 @@
 #include "model/model.h"
 #include "ops/machine_probe.h"
 
-namespace chorus::cli {
+namespace chorus::eval {
 
 struct StepCost {
-  double bytes = 0;     // bytes the step must read at least once
-  double ops = 0;       // multiply-adds × 2 (matmuls + attention)
-  double attn_ops = 0;  // the part of ops that is attention, at the f32 peak ...
+  double bytes = 0;          // bytes the step must read at least once
+  double ops = 0;            // multiply-adds × 2 (matmuls + attention)
+  double attn_ops = 0;       // the part of ops that is attention, at the f32 peak ...
   double attn_int8_ops = 0;  // ... but for this part of it, which the integer KV kernels do (int8 peak)
 };
 
@@ -36,11 +38,11 @@ StepCost DecodeStepCost(const Model& model, size_t depth, double kv_bytes_per_to
 StepCost PrefillCost(const Model& model, size_t n);
 
 struct Roof {
-  double tok_s = 0;        // the faster of the two roofs cannot be beaten: min(memory, compute)
-  double memory_tok_s = 0; // read_bytes_per_s / bytes per token
-  double compute_tok_s = 0;// tokens / (matmul ops / int8 (or f32 where no int8 path) ops/s + attention ops / f32
-                           // flops/s, its integer-kernel part / int8 ops/s)
-  const char* bound = "";  // "memory" or "compute"
+  double tok_s = 0;          // the faster of the two roofs cannot be beaten: min(memory, compute)
+  double memory_tok_s = 0;   // read_bytes_per_s / bytes per token
+  double compute_tok_s = 0;  // tokens / (matmul ops / int8 (or f32 where no int8 path) ops/s + attention ops / f32
+                             // flops/s, its integer-kernel part / int8 ops/s)
+  const char* bound = "";    // "memory" or "compute"
 };
 // cost covers `tokens` tokens (1 for a decode step, n for a prefill).
 // The int8 peak the roof uses: AMX tile products where the CPU has them (the engine's int8 matmuls
@@ -52,7 +54,16 @@ Roof RoofFor(const StepCost& cost, size_t tokens, const MachineLimits& m);
 nlohmann::json MachineJson(const MachineLimits& m);
 nlohmann::json RoofJson(const StepCost& cost, size_t tokens, const Roof& r, double measured_tok_s);
 
-// `chorus bench --machine`: probes each thread count, prints a table (or JSON).
-int RunMachineProbe(const std::vector<int>& threads, bool json);
+// `chorus bench --machine`: each thread count's measured limits.
+struct MachineReport {
+  double load_average = 0;      // before probing (getloadavg, -1 unknown)
+  double load_average_end = 0;  // after (the text report's last line)
+  std::vector<MachineLimits> machines;
+};
+// Probes each thread count; `table` non-null: the text table, a row as each probe finishes.
+MachineReport ProbeMachines(const std::vector<int>& threads, std::FILE* table);
+nlohmann::json ToJson(const MachineReport& report);  // kind "machine"
+// The text report's tail: read bandwidth per pattern and the load average.
+void PrintReadPatterns(const MachineReport& report, std::FILE* out);
 
-}  // namespace chorus::cli
+}  // namespace chorus::eval
