@@ -97,8 +97,6 @@ def check_server():
 # step 2/3: each goes as its command becomes flags plus one call). Remove an entry when its include goes.
 TOOLS_EXCEPTIONS = {
     ("tools/agents_roles.cc", "util/timer.h"),
-    ("tools/bench_agents.cc", "util/timer.h"),
-    ("tools/bench_agents.h", "model/model.h"),
     ("tools/cmd_agents.cc", "model/chat_template.h"),
     ("tools/cmd_agents.cc", "util/timer.h"),
     ("tools/cmd_bench.cc", "model/forward.h"),
