@@ -120,8 +120,6 @@ TOOLS_EXCEPTIONS = {
     ("tools/common.h", "model/model.h"),
     ("tools/common.h", "util/status.h"),
     ("tools/generate_args.h", "model/sampler.h"),
-    ("tools/generate_policy.cc", "model/chat_template.h"),
-    ("tools/generate_policy.cc", "util/timer.h"),
     ("tools/policy_flags.h", "policy/comix_sensitivity.h"),
     ("tools/policy_flags.h", "util/status.h"),
 }
