@@ -5,13 +5,13 @@
 #include <sstream>
 #include <tuple>
 
+#include "eval/agents_bench.h"
 #include "eval/depth_bench.h"
 #include "eval/policy_cost_bench.h"
 #include "eval/roofline.h"
 #include "model/forward.h"
 #include "model/sampler.h"  // ArgMax
 #include "ops/matmul.h"     // MatMulPath
-#include "tools/bench_agents.h"
 #include "tools/common.h"
 #include "util/timer.h"
 
@@ -136,11 +136,22 @@ int RunBench(const BenchArgs& a) {
         eval::PrintTable(*r, stdout);
       return 0;
     }
-    AgentsBenchArgs g{.model = a.model, .python = a.python, .agents = a.agents, .doc_tokens = a.doc_tokens,
-                      .kv = a.kv.size() == 1 && a.kv[0] == "f16/f16" ? std::vector<std::string>{"q8/tq3", "f16/f16"} : a.kv,
-                      .peer_kv = a.no_peer ? std::vector<std::string>{} : a.peer_kv, .threads = a.threads.back(),
-                      .tg = a.tg, .reps = a.reps, .json = a.json, .window = a.window};
-    return RunAgentsBench(model, model.tokenizer().Decode(toks), g);
+    auto r = eval::RunAgentsBench(
+        model, {.model = a.model,
+                .python = a.python,
+                .doc = model.tokenizer().Decode(toks),
+                .agents = a.agents,
+                .doc_tokens = a.doc_tokens,
+                .kv = a.kv.size() == 1 && a.kv[0] == "f16/f16" ? std::vector<std::string>{"q8/tq3", "f16/f16"} : a.kv,
+                .peer_kv = a.no_peer ? std::vector<std::string>{} : a.peer_kv,
+                .threads = a.threads.back(),
+                .tg = a.tg,
+                .reps = a.reps,
+                .window = a.window,
+                .table = a.json ? stderr : stdout});  // --json: stdout is the one JSON object
+    if (!r.ok()) return Fail(r.status());
+    if (a.json) PrintJson(eval::ToJson(*r));
+    return 0;
   }
   if (!a.depths.empty()) {
     auto r = eval::RunDepthBench(model, {.model = a.model,

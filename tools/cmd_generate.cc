@@ -2,15 +2,65 @@
 #include <random>
 
 #include "engine/kv_config.h"     // MakeKvConfig, MakeKvRuntime
+#include "eval/policy_generate.h"  // RunPolicyGenerate
 #include "model/chat_template.h"  // ApplyChatTemplate
 #include "model/forward.h"        // ForwardPass
 #include "model/sampler.h"        // Sampler
 #include "tools/common.h"
-#include "tools/generate_args.h"  // GenerateArgs, RunGenerateWithPolicy
+#include "tools/generate_args.h"  // GenerateArgs
 #include "util/timer.h"
 
 namespace chorus::cli {
 namespace {
+
+// --policy comix|cocktail|cocktail-paper: one agent of the Engine, streamed (eval/policy_generate.h).
+int RunGenerateWithPolicy(const GenerateArgs& a) {
+  SamplingOptions so = a.sampling;
+  so.seed = a.seed >= 0 ? static_cast<uint64_t>(a.seed) : std::random_device{}();
+  std::string question = a.prompt, doc;
+  if (!a.prompt_file.empty()) {
+    auto text = ReadFile(a.prompt_file);
+    if (!text.ok()) return Fail(text.status());
+    question = text.value();
+  }
+  if (!a.doc.empty()) {
+    auto text = ReadDocument(a.doc);
+    if (!text.ok()) return Fail(text.status());
+    doc = text.value();
+  }
+  auto r = eval::RunPolicyGenerate(
+      {.model = a.model,
+       .policy = a.pol.policy,
+       .budget_bytes = a.pol.budget_bytes,
+       .encoder = a.pol.encoder,
+       .sink_blocks = a.kv.sink_blocks,
+       .question = question,
+       .doc = doc,
+       .system = a.system,
+       .chat = a.chat,
+       .n_predict = a.n_predict,
+       .threads = a.threads,
+       .ctx = a.ctx,
+       .sampling = so,
+       .on_text =
+           [&](std::string_view piece) {
+             if (a.json) return;
+             std::fwrite(piece.data(), 1, piece.size(), stdout);
+             std::fflush(stdout);
+           },
+       .on_chunk_map =
+           [&](const Engine& engine, const ChunkMapReport& map, size_t shared_bytes, size_t doc_tokens) {
+             if (!a.json) PrintChunkMap(map, shared_bytes, doc_tokens, engine, stderr);
+           }});
+  if (!r.ok()) return Fail(r.status());
+  if (a.json) {
+    PrintJson(eval::ToJson(*r));
+    return 0;
+  }
+  std::printf("\n");
+  eval::PrintSummary(*r, stderr);
+  return 0;
+}
 
 int RunGenerate(const GenerateArgs& a) {
   if (!a.pol.policy.is_uniform()) return RunGenerateWithPolicy(a);

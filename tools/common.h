@@ -13,6 +13,7 @@
 
 #include "chorus/engine.h"     // Engine, ChunkMapReport
 #include "engine/kv_config.h"  // KvConfig
+#include "eval/chunk_map.h"    // PrintChunkMap, ChunkMapJson
 #include "eval/divergence.h"   // KlFromLogProbs
 #include "eval/harness.h"      // LoadModel, ReadFile, Median, ChatFrame
 #include "eval/peer.h"         // RunPeerJson, RunBestPeerJson, ResidentBytes
@@ -23,6 +24,7 @@ namespace chorus::cli {
 
 using eval::KlFromLogProbs;  // eval/divergence.h
 using eval::LoadModel, eval::ReadFile, eval::Median, eval::ChatFrame;  // eval/harness.h
+using eval::PrintChunkMap, eval::ChunkMapJson;                         // eval/chunk_map.h
 using eval::RunPeerJson, eval::RunBestPeerJson, eval::ResidentBytes;   // eval/peer.h
 
 // Each subcommand registers itself on the app and returns the function that runs it.
@@ -88,11 +90,5 @@ void AddKvFlags(CLI::App* cmd, KvFlags& flags);
 // against the model (errors list valid formats); another kind of policy is an error naming `what`.
 Result<KvConfig> KvConfigFor(const KvPolicy& policy, const KvFlags& flags, const ModelConfig& model,
                              std::string_view what = "this command");
-
-// Cocktail's chunk map: which blocks got which precision, the similarity range, the measured
-// bits per element of the context (shared_bytes of `tokens` tokens), and which encoder ran.
-void PrintChunkMap(const ChunkMapReport& m, size_t shared_bytes, size_t tokens, const Engine& engine,
-                   std::FILE* out = stdout);
-nlohmann::json ChunkMapJson(const ChunkMapReport& m);
 
 }  // namespace chorus::cli

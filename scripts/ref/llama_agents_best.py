@@ -22,7 +22,7 @@ Usage: scripts/ref/llama_agents_best.py -m MODEL [--doc-tokens 4096] [--agents 1
 --json prints one JSON object: {"agents": {"15": {"decode_tokens_per_s": best median, "settings": "...",
 "spread": [min, max], "prefill_seconds": the winner's median}}, "prefill_best": {"seconds": the fastest
 median prefill of any variant and agent count, "settings"}, "variants": [...], "command": ...}
-(tools/bench_agents.cc reads "agents"/N/"decode_tokens_per_s", "settings" and "prefill_seconds").
+(src/eval/agents_bench.cc reads "agents"/N/"decode_tokens_per_s", "settings" and "prefill_seconds").
 Progress goes to stderr.
 """
 from __future__ import annotations

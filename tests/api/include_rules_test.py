@@ -7,6 +7,11 @@
   include_rules_test.py server       every file of src/server includes only chorus/* (include/chorus),
                                      its own folder's files and system or third-party <headers>,
                                      never a header of src/ below it (engine/, kv/, util/, ...)
+  include_rules_test.py tools        every file of tools/ includes only chorus/*, eval/* (the evaluation
+                                     library), tools/* and system or third-party <headers>; the includes
+                                     of src/ internals that remain are listed in TOOLS_EXCEPTIONS, and the
+                                     test fails on one not listed and on a listed one that is gone, so the
+                                     list can only shrink
 
 Run from the repository root (ctest does). Exit 1 with one line per offending include.
 """
@@ -88,13 +93,77 @@ def check_server():
     return errors
 
 
+# (file, include) pairs of tools/ that still reach below the public API and the eval library (issue 43
+# step 2/3: each goes as its command becomes flags plus one call). Remove an entry when its include goes.
+TOOLS_EXCEPTIONS = {
+    ("tools/agents_roles.cc", "util/timer.h"),
+    ("tools/cmd_agents.cc", "model/chat_template.h"),
+    ("tools/cmd_agents.cc", "util/timer.h"),
+    ("tools/cmd_bench.cc", "model/forward.h"),
+    ("tools/cmd_bench.cc", "model/sampler.h"),
+    ("tools/cmd_bench.cc", "ops/matmul.h"),
+    ("tools/cmd_bench.cc", "util/timer.h"),
+    ("tools/cmd_embed.cc", "encoder/minilm_encoder.h"),
+    ("tools/cmd_generate.cc", "engine/kv_config.h"),
+    ("tools/cmd_generate.cc", "model/chat_template.h"),
+    ("tools/cmd_generate.cc", "model/forward.h"),
+    ("tools/cmd_generate.cc", "model/sampler.h"),
+    ("tools/cmd_generate.cc", "util/timer.h"),
+    ("tools/cmd_inspect.cc", "gguf/gguf.h"),
+    ("tools/cmd_inspect.cc", "ops/cpu_target.h"),
+    ("tools/cmd_inspect.cc", "ops/matmul.h"),
+    ("tools/cmd_serve.cc", "server/http_server.h"),
+    ("tools/cmd_sensitivity.cc", "util/timer.h"),
+    ("tools/common.cc", "ops/cpu_target.h"),
+    ("tools/common.cc", "ops/matmul.h"),
+    ("tools/common.h", "engine/kv_config.h"),
+    ("tools/common.h", "model/model.h"),
+    ("tools/common.h", "util/status.h"),
+    ("tools/generate_args.h", "model/sampler.h"),
+    ("tools/policy_flags.h", "policy/comix_sensitivity.h"),
+    ("tools/policy_flags.h", "util/status.h"),
+}
+
+
+def check_tools():
+    errors = []
+    tools = ROOT / "tools"
+    layers = {p.name for p in (ROOT / "src").iterdir() if p.is_dir()} - {"eval"}
+    files = sorted(p for p in tools.iterdir() if p.suffix in (".h", ".cc", ".inc"))
+    seen = set()
+    for f in files:
+        rel = f.relative_to(ROOT).as_posix()
+        for kind, name in includes(f):
+            first = name.split("/")[0]
+            if ".." in name.split("/"):
+                errors.append(f"{rel}: #include {kind}{name} climbs out of the folder")
+                continue
+            if (rel, name) in TOOLS_EXCEPTIONS:
+                seen.add((rel, name))
+                continue
+            if kind == '"':
+                ok = ((name.startswith("chorus/") and (ROOT / "include" / name).is_file()) or
+                      (first in ("eval", "tools") and (ROOT / ("src" if first == "eval" else "") / name).is_file()))
+                if not ok:
+                    errors.append(f'{rel}: #include "{name}" is neither chorus/*, eval/* nor tools/*')
+            elif first in layers:
+                errors.append(f"{rel}: #include <{name}> reaches src/{first} (use include/chorus or eval/)")
+    for rel, name in sorted(TOOLS_EXCEPTIONS - seen):
+        errors.append(f"{rel}: no longer includes {name}: remove it from TOOLS_EXCEPTIONS")
+    if not files:
+        errors.append("no files in tools")
+    return errors
+
+
 def main():
     if len(sys.argv) >= 2 and sys.argv[1] == "public" and len(sys.argv) == 3:
         errors = check_public(sys.argv[2])
     elif sys.argv[1:] == ["server"]:
         errors = check_server()
+    elif sys.argv[1:] == ["tools"]:
+        errors = check_tools()
     else:
-        print("usage: include_rules_test.py public CXX | server", file=sys.stderr)
+        print("usage: include_rules_test.py public CXX | server | tools", file=sys.stderr)
         return 2
     for e in errors:
         print(e)

@@ -1,12 +1,14 @@
-// Printing Cocktail's chunk map (tools/common.h): the paper's scheme — the per-block precision
+// Printing Cocktail's chunk map (see chunk_map.h): the paper's scheme — the per-block precision
 // string, counts, the similarity range and thresholds — or chorus's cocktail (the allocator with
 // relevance) — each block's relevance level and the bits its K and V got per layer; then measured
 // bits/element, the encoder that ran, and timings.
+#include "eval/chunk_map.h"
+
 #include <array>
+#include <string>
+#include <vector>
 
-#include "tools/common.h"
-
-namespace chorus::cli {
+namespace chorus::eval {
 namespace {
 
 // Stored maps (F f16, else bits) → counts per code over all layers, e.g. "3: 400, 4: 50, F (f16): 30".
@@ -25,8 +27,9 @@ std::string CountBits(const std::vector<std::string>& maps) {
 
 void PrintChunkMap(const ChunkMapReport& m, size_t shared_bytes, size_t tokens, const Engine& engine, std::FILE* out) {
   if (m.policy == KvPolicyKind::kRelevance) {
-    std::fprintf(out, "cocktail (the allocator, weighted by relevance): relevance per 32-token block (%zu chunks of %zu "
-                      "tokens; S sink f16, 0..8 = min-max scaled relevance; similarity [%.4f, %.4f]):\n  %s\n",
+    std::fprintf(out,
+                 "cocktail (the allocator, weighted by relevance): relevance per 32-token block (%zu chunks of %zu "
+                 "tokens; S sink f16, 0..8 = min-max scaled relevance; similarity [%.4f, %.4f]):\n  %s\n",
                  m.chunks, m.chunk_tokens, m.s_min, m.s_max, m.blocks.c_str());
     const size_t n = m.stored_k.size();
     for (size_t l : {size_t{0}, n / 2, n - 1}) {
@@ -36,18 +39,21 @@ void PrintChunkMap(const ChunkMapReport& m, size_t shared_bytes, size_t tokens, 
     std::fprintf(out, "  blocks x layers stored: K %s; V %s\n", CountBits(m.stored_k).c_str(),
                  CountBits(m.stored_v).c_str());
   } else {
-    std::fprintf(out, "cocktail chunk map (%zu chunks of %zu tokens → 32-token blocks; S sink f16, F fp16, 4 int4, 2 int2):\n"
-                "  %s\n",
-                m.chunks, m.chunk_tokens, m.blocks.c_str());
-    std::fprintf(out, "  sealed blocks: %zu sink, %zu fp16, %zu int4, %zu int2; similarity [%.4f, %.4f], T_low %.4f, "
-                "T_high %.4f\n",
-                m.sink, m.fp16, m.int4, m.int2, m.s_min, m.s_max, m.t_low, m.t_high);
+    std::fprintf(
+        out,
+        "cocktail chunk map (%zu chunks of %zu tokens → 32-token blocks; S sink f16, F fp16, 4 int4, 2 int2):\n"
+        "  %s\n",
+        m.chunks, m.chunk_tokens, m.blocks.c_str());
+    std::fprintf(out,
+                 "  sealed blocks: %zu sink, %zu fp16, %zu int4, %zu int2; similarity [%.4f, %.4f], T_low %.4f, "
+                 "T_high %.4f\n",
+                 m.sink, m.fp16, m.int4, m.int2, m.s_min, m.s_max, m.t_low, m.t_high);
   }
   const double fp16 = double(engine.Fp16Bytes(tokens));
-  std::fprintf(out, "  measured: %.2f MiB for %zu tokens = %.2f bits/element (%.1f %% of fp16)\n", shared_bytes / 1048576.0,
-              tokens, 16.0 * shared_bytes / fp16, 100.0 * shared_bytes / fp16);
+  std::fprintf(out, "  measured: %.2f MiB for %zu tokens = %.2f bits/element (%.1f %% of fp16)\n",
+               shared_bytes / 1048576.0, tokens, 16.0 * shared_bytes / fp16, 100.0 * shared_bytes / fp16);
   std::fprintf(out, "  encoder: %s; search %.2f s, prefill+seal %.2f s, reorder %.2g s\n", m.encoder.c_str(),
-              m.search_seconds, m.prefill_seconds, m.reorder_seconds);
+               m.search_seconds, m.prefill_seconds, m.reorder_seconds);
 }
 
 nlohmann::json ChunkMapJson(const ChunkMapReport& m) {
@@ -72,4 +78,4 @@ nlohmann::json ChunkMapJson(const ChunkMapReport& m) {
   return j;
 }
 
-}  // namespace chorus::cli
+}  // namespace chorus::eval
