@@ -9,6 +9,9 @@ PNGs beside them, which the results pages embed.
   tok-s-vs-depth.png         decode tok/s vs context depth per KV format (kv-speed-depth.json)
   comix-bits-heatmap.png     CoMix bits per (agent, layer), K and V (the heat map in comix.md)
   cocktail-chunk-map.png     Cocktail chunk maps (the maps printed in cocktail.md)
+  defaults-bytes-vs-kld.png  KV bytes (% of f16, measured) vs mean KLD against f16 KV for every configuration
+                             measured for the default, per model and corpus at 2K and 8K, with llama.cpp's
+                             q8_0 / q4_0 KV beside them (defaults/*.json, defaults/peer.json)
   segments-curve.png         segment reuse: answer KLD and time to first token vs the repair fraction, per
                              model and corpus, the full prefill's own distance to f16 as a line
                              (segments/eval-*-seed41.json)
@@ -210,11 +213,46 @@ def segments_curve(out):
     save(fig, out, "segments-curve.png")
 
 
+def defaults_bytes_vs_kld(out):
+    d = os.path.join(RES, "defaults")
+    runs = sorted(f for f in os.listdir(d) if f.endswith(".json") and f != "peer.json") if os.path.isdir(d) else []
+    if not runs:
+        return
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
+    marks = {"wiki": "o", "code": "s", "docs": "^", "chat": "D"}
+    colors = {}
+    for name in runs:  # MODEL-CORPUS-cCTX.json (`chorus eval kld --json`)
+        model, corpus, ctx = name[:-5].split("-")
+        ax = axes[0 if model == "smol" else 1]
+        for r in load(os.path.join("defaults", name))["configs"]:
+            cfg = r.get("policy") or (r["k"] if r["k"] == r["v"] and "-" in r["k"] else f'{r["k"]}/{r["v"]}')
+            c = colors.setdefault(cfg, f"C{len(colors)}")
+            ax.scatter(100 * r["bits_per_element"] / 16, r["kld_mean"], color=c, marker=marks.get(corpus, "x"),
+                       s=28 if ctx == "c2048" else 60, facecolors="none" if ctx != "c2048" else c)
+    if os.path.exists(os.path.join(d, "peer.json")):
+        for r in load(os.path.join("defaults", "peer.json"))["rows"]:
+            c = colors.setdefault("llama.cpp " + r["kv"], f"C{len(colors)}")
+            axes[0].scatter(100 * r["bits_per_element"] / 16, r["kld_mean"], color=c, marker="*", s=90)
+    for cfg, c in colors.items():
+        axes[0].scatter([], [], color=c, label=cfg)
+    axes[0].set_title("SmolLM2-135M (filled: 2K, hollow: 8K; *: llama.cpp, wiki 2K)\n"
+                      "o wiki, square code, triangle docs, diamond chat")
+    axes[1].set_title("Gemma 3 270M (2K)\no wiki, square code, triangle docs, diamond chat")
+    for ax in axes:
+        ax.set_xlabel("KV bytes, % of f16 (measured)")
+        ax.set_ylabel("mean KLD vs f16 KV (nats)")
+        ax.set_yscale("log")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=7)
+    save(fig, out, "defaults-bytes-vs-kld.png")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=RES)
     a = ap.parse_args()
-    for f in (kv_bytes_vs_agents, tok_s_vs_agents, tok_s_vs_depth, comix_heatmap, cocktail_chunk_map, segments_curve):
+    for f in (kv_bytes_vs_agents, tok_s_vs_agents, tok_s_vs_depth, comix_heatmap, cocktail_chunk_map, segments_curve,
+              defaults_bytes_vs_kld):
         f(a.out)
 
 

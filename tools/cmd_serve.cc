@@ -97,6 +97,7 @@ int RunServe(const ServeArgs& a) {
   auto engine_r = Engine::Open(eo);
   if (!engine_r.ok()) return Fail(engine_r.status());
   Engine& engine = *engine_r.value();
+  std::fprintf(stderr, "chorus serve: KV %s\n", engine.KvSettings().c_str());  // the policy, its table or fallback
   const bool store_up = engine.Stats().remote.up;  // before the engine loop starts (Bind)
   const size_t need = engine.EstimateBytes(32, a.max_tokens);
   if (budget != 0 && need > budget)

@@ -67,7 +67,7 @@ struct EngineOptions {
   int threads = 0;           // 0 = every core
   size_t n_ctx = 0;          // positions per agent (document + prompt + answer); 0 = min(training, 8192)
   // What picks the formats of shared (prompt and context) blocks: KvPolicy::Parse("chorus") = uniform
-  // tq4/tq3 (include/chorus/kv_policy.h has the grammar and the presets). An allocator policy's
+  // kivi4/tq3 (include/chorus/kv_policy.h has the grammar and the presets). An allocator policy's
   // bytes come from kv_budget_bytes, or its average-bits target when the budget is 0.
   KvPolicy policy;
   std::string private_k = "q8", private_v = "q8";   // formats of each agent's own blocks

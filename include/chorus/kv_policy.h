@@ -39,7 +39,7 @@ const char* ToString(KvPolicyKind kind);
 
 struct KvPolicy {
   struct Uniform {
-    std::string k = "tq4", v = "tq3";  // measured: docs/results/polykv.md
+    std::string k = "kivi4", v = "tq3";  // the `chorus` preset: docs/results/defaults.md
     int sink_blocks = -1;              // -1: EngineOptions::sink_blocks
     bool operator==(const Uniform&) const = default;
   };
@@ -98,7 +98,7 @@ struct KvPolicyPreset {
   const char* what;  // one line for --help
 };
 std::span<const KvPolicyPreset> KvPolicyPresets();
-// "chorus (tq4/tq3: ...)\n..." — the presets for a flag's help text.
+// "chorus (kivi4/tq3: ...)\n..." — the presets for a flag's help text.
 std::string KvPolicyHelp();
 
 }  // namespace chorus

@@ -13,7 +13,7 @@ namespace chorus {
 namespace {
 
 constexpr KvPolicyPreset kPresets[] = {
-    {"chorus", "tq4/tq3", "the default: shared blocks tq4 keys / tq3 values, sink f16 (docs/results/polykv.md)"},
+    {"chorus", "kivi4/tq3", "the default: shared blocks kivi4 keys / tq3 values, sink f16 (docs/results/defaults.md)"},
     {"polykv", "q8/tq3", "8-bit keys, tq3 values"},
     {"polykv-paper", "polykv-paper/tq3:s0", "the PolyKV paper's format: no sink block"},
     {"comix", "comix-tq:3", "CoMix: bits per (sequence, layer, K/V) under one budget, 3 bits on average"},

@@ -359,7 +359,7 @@ def case_truncated(st):
 
 def case_forged(st):
     redis = st.add(RedisServer())
-    p = serve(st, "--kv-store", redis.url)  # tq4/tq3, the default
+    p = serve(st, "--kv-store", redis.url)  # kivi4/tq3, the default
     o = serve(st, "--kv-store", redis.url, "--policy", "q8/q8")  # another configuration
     b = serve(st, "--kv-store", redis.url)  # cold, same configuration as p
     r = redis.client()

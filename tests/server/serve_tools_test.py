@@ -409,7 +409,7 @@ class ServeTools(unittest.TestCase):
     def test_embeddings_and_models(self):
         import math
         models = {m.id: m for m in self.c.models.list().data}
-        self.assertEqual(models[self.model].model_extra["kv"]["policy"], "tq4/tq3")
+        self.assertEqual(models[self.model].model_extra["kv"]["policy"], "kivi4/tq3")
         self.assertGreater(models[self.model].model_extra["context_length"], 0)
         self.assertIn("all-MiniLM-L6-v2", models)  # scripts/fetch_encoder.sh installs it next to the model
         texts = ["Du Fu was a Tang dynasty poet.", "Li Bai wrote Chinese poems.", "The stock market fell today."]
