@@ -379,8 +379,9 @@ def case_forged(st):
 
     def attempt(doc, forge, kind):
         by, salts = publish(doc)
-        # Which salt is p's: the one whose block 3 has tq4 keys (format id 5) in its layer table.
-        ps = [s for s in salts if by[s][3][1][HEADER.size] == 5][0]
+        # Which salt is p's: the one whose block 3 does not have o's q8 keys (format id 1) in its
+        # layer table (p runs the default, whose keys are not q8).
+        ps = [s for s in salts if by[s][3][1][HEADER.size] != 1][0]
         os_ = [s for s in salts if s != ps][0]
         pkey, pval = by[ps][3]
         _, oval = by[os_][3]
