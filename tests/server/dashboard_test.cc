@@ -137,13 +137,13 @@ TEST(Dashboard, SharedContextReadByTwoAgents) {
   EXPECT_EQ(doc_run["readers"].get<size_t>(), 2u);
   EXPECT_EQ(doc_run["hits"].get<size_t>(), 2u);
   EXPECT_EQ(j["counts"]["contexts"].get<size_t>(), 1u);
-  // Default formats: the sink block f16, the rest tq4 (K) / tq3 (V), on every layer.
+  // Default formats: the sink block f16, the rest kivi4 (K) / tq3 (V), on every layer.
   std::map<std::string, std::string> code;
   for (const json& f : j["formats"]) code[f["name"]] = f["code"];
   for (const json& line : doc_run["map"]["k"]) {
     const std::string s = line.get<std::string>();
     EXPECT_EQ(s[0], code["f16"][0]);
-    for (size_t i = 1; i < s.size(); ++i) EXPECT_EQ(s[i], code["tq4"][0]);
+    for (size_t i = 1; i < s.size(); ++i) EXPECT_EQ(s[i], code["kivi4"][0]);
   }
   for (const json& line : doc_run["map"]["v"]) EXPECT_EQ(line.get<std::string>().back(), code["tq3"][0]);
   // fp16 copies of two agents' sequences exceed what chorus holds for them.
