@@ -11,24 +11,14 @@
 #include <filesystem>
 #include <string>
 
-#include "../model/synthetic_model.h"
 #include "eval/report.h"  // kEvalSchema
+#include "tiny_model.h"   // TinyModelDir
 
 namespace chorus::eval {
 namespace {
 
 TEST(AgentsBench, EveryConfigAtEveryAgentCount) {
-  const std::string dir = std::string(::testing::TempDir()) + "/agents_bench." + std::to_string(getpid());
-  std::filesystem::create_directories(dir);
-  testing::SyntheticSpec s{.name = "agents",
-                           .n_layer = 2,
-                           .n_embd = 64,
-                           .n_head = 2,
-                           .n_head_kv = 1,
-                           .head_dim = 32,
-                           .n_ff = 128,
-                           .n_vocab = 300};
-  ASSERT_TRUE(testing::SyntheticModel(s).WriteFile(dir + "/tiny.gguf").ok());
+  const std::string dir = TinyModelDir("agents_bench");  // holds tiny.gguf
   auto model = Model::Load(dir + "/tiny.gguf");
   ASSERT_TRUE(model.ok()) << model.status().message();
   std::string doc;

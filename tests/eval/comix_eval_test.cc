@@ -11,26 +11,16 @@
 #include <filesystem>
 #include <string>
 
-#include "../model/synthetic_model.h"
 #include "eval/report.h"  // kEvalSchema
+#include "tiny_model.h"   // TinyModelDir
 
 namespace chorus::eval {
 namespace {
 
 struct ComixFixture : ::testing::Test {
   void SetUp() override {
-    dir = std::string(::testing::TempDir()) + "/comix_eval." + std::to_string(getpid());
-    std::filesystem::create_directories(dir);
+    dir = TinyModelDir("comix_eval");  // holds tiny.gguf
     model = dir + "/tiny.gguf";
-    testing::SyntheticSpec s{.name = "comix",
-                             .n_layer = 2,
-                             .n_embd = 64,
-                             .n_head = 2,
-                             .n_head_kv = 1,
-                             .head_dim = 32,
-                             .n_ff = 128,
-                             .n_vocab = 300};
-    ASSERT_TRUE(testing::SyntheticModel(s).WriteFile(model).ok());
     for (int i = 0; i < 200; ++i) text += "the quick brown fox " + std::to_string(i * 7919 % 1000) + " jumps. ";
   }
   void TearDown() override { std::filesystem::remove_all(dir); }

@@ -15,8 +15,8 @@
 #include <fstream>
 #include <string>
 
-#include "../model/synthetic_model.h"
 #include "eval/report.h"  // kEvalSchema
+#include "tiny_model.h"   // TinyModelDir
 
 namespace chorus::eval {
 namespace {
@@ -29,18 +29,8 @@ constexpr bool kRealModel = false;
 
 struct NeedleFixture : ::testing::Test {
   void SetUp() override {
-    dir = std::string(::testing::TempDir()) + "/needle_eval." + std::to_string(getpid());
-    std::filesystem::create_directories(dir);
+    dir = TinyModelDir("needle_eval");  // holds tiny.gguf
     model = dir + "/tiny.gguf";
-    testing::SyntheticSpec s{.name = "needle",
-                             .n_layer = 2,
-                             .n_embd = 64,
-                             .n_head = 2,
-                             .n_head_kv = 1,
-                             .head_dim = 32,
-                             .n_ff = 128,
-                             .n_vocab = 300};
-    ASSERT_TRUE(testing::SyntheticModel(s).WriteFile(model).ok());
     cases = dir + "/cases.jsonl";
     std::string doc;
     for (int i = 0; i < 12; ++i) doc += "the quick brown fox " + std::to_string(i * 7919 % 1000) + " jumps. ";

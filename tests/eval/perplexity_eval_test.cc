@@ -13,26 +13,16 @@
 #include <fstream>
 #include <string>
 
-#include "../model/synthetic_model.h"
 #include "eval/report.h"  // kEvalSchema
+#include "tiny_model.h"   // TinyModelDir
 
 namespace chorus::eval {
 namespace {
 
 struct PerplexityFixture : ::testing::Test {
   void SetUp() override {
-    dir = std::string(::testing::TempDir()) + "/perplexity_eval." + std::to_string(getpid());
-    std::filesystem::create_directories(dir);
+    dir = TinyModelDir("perplexity_eval");  // holds tiny.gguf
     model = dir + "/tiny.gguf";
-    testing::SyntheticSpec s{.name = "ppl",
-                             .n_layer = 2,
-                             .n_embd = 64,
-                             .n_head = 2,
-                             .n_head_kv = 1,
-                             .head_dim = 32,
-                             .n_ff = 128,
-                             .n_vocab = 300};
-    ASSERT_TRUE(testing::SyntheticModel(s).WriteFile(model).ok());
     text = dir + "/text.txt";
     std::ofstream f(text);
     for (int i = 0; i < 100; ++i) f << "the quick brown fox " << i * 7919 % 1000 << " jumps over it. ";

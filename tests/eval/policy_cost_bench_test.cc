@@ -9,25 +9,15 @@
 #include <filesystem>
 #include <string>
 
-#include "../model/synthetic_model.h"
 #include "eval/report.h"  // kEvalSchema
+#include "tiny_model.h"   // TinyModelDir
 
 namespace chorus::eval {
 namespace {
 
 TEST(PolicyCost, EveryConfigsDocumentAndDecodeReps) {
-  const std::string dir = std::string(::testing::TempDir()) + "/policy_cost." + std::to_string(getpid());
-  std::filesystem::create_directories(dir);
+  const std::string dir = TinyModelDir("policy_cost");  // holds tiny.gguf
   const std::string model = dir + "/tiny.gguf";
-  testing::SyntheticSpec s{.name = "cost",
-                           .n_layer = 2,
-                           .n_embd = 64,
-                           .n_head = 2,
-                           .n_head_kv = 1,
-                           .head_dim = 32,
-                           .n_ff = 128,
-                           .n_vocab = 300};
-  ASSERT_TRUE(testing::SyntheticModel(s).WriteFile(model).ok());
   std::string doc;
   for (int i = 0; i < 20; ++i) doc += "the quick brown fox " + std::to_string(i * 7919 % 1000) + " jumps. ";
   PolicyCostConfig c{.model = model,

@@ -10,8 +10,8 @@
 #include <fstream>
 #include <string>
 
-#include "../model/synthetic_model.h"
 #include "eval/report.h"  // kEvalSchema
+#include "tiny_model.h"   // TinyModelDir
 
 namespace chorus::eval {
 namespace {
@@ -24,18 +24,8 @@ TEST(TokenF1, BagsOfTokens) {
 }
 
 TEST(Polykv, PoolAgainstF16PerAgentCount) {
-  const std::string dir = std::string(::testing::TempDir()) + "/polykv_eval." + std::to_string(getpid());
-  std::filesystem::create_directories(dir);
+  const std::string dir = TinyModelDir("polykv_eval");  // holds tiny.gguf
   const std::string model = dir + "/tiny.gguf", text = dir + "/text.txt";
-  testing::SyntheticSpec s{.name = "polykv",
-                           .n_layer = 2,
-                           .n_embd = 64,
-                           .n_head = 2,
-                           .n_head_kv = 1,
-                           .head_dim = 32,
-                           .n_ff = 128,
-                           .n_vocab = 300};
-  ASSERT_TRUE(testing::SyntheticModel(s).WriteFile(model).ok());
   {
     std::ofstream f(text);
     for (int i = 0; i < 100; ++i) f << "the quick brown fox " << i * 7919 % 1000 << " jumps over it. ";

@@ -11,8 +11,8 @@
 #include <filesystem>
 #include <string>
 
-#include "../model/synthetic_model.h"
 #include "chorus/engine.h"
+#include "tiny_model.h"  // TinyModelDir
 
 namespace chorus::eval {
 namespace {
@@ -24,18 +24,8 @@ std::string Text() {
 }
 
 TEST(Calibrate, TablesLandNextToTheModelAndTheAllocatorFindsThem) {
-  const std::string dir = std::string(::testing::TempDir()) + "/calibrate." + std::to_string(getpid());
-  std::filesystem::create_directories(dir);
+  const std::string dir = TinyModelDir("calibrate");  // holds tiny.gguf
   const std::string model = dir + "/tiny.gguf";
-  testing::SyntheticSpec s{.name = "cal",
-                           .n_layer = 2,
-                           .n_embd = 64,
-                           .n_head = 2,
-                           .n_head_kv = 1,
-                           .head_dim = 32,
-                           .n_ff = 128,
-                           .n_vocab = 300};
-  ASSERT_TRUE(testing::SyntheticModel(s).WriteFile(model).ok());
   const KvPolicy policy = KvPolicy::Parse("comix-kivi:3:t24:m").value();
   auto missing = Engine::Open({.model_path = model, .threads = 1, .n_ctx = 256, .policy = policy});
   ASSERT_FALSE(missing.ok());
