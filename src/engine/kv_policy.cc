@@ -264,6 +264,29 @@ ComixOptions AllocatorComixOptions(const KvPolicy& policy, const ModelConfig& c)
   return co;
 }
 
+namespace {
+
+// Where a :m policy's table is, in order: a table given by path, the one `chorus calibrate` cached
+// next to the model, the one the repository ships for this model file. Neither path nor shipped:
+// there is none (`cached` is where calibrate would write it).
+struct TableLookup {
+  std::string path;
+  const ShippedCalibrationTable* shipped = nullptr;
+  std::string cached;
+};
+TableLookup FindAllocatorTable(const KvPolicy::Allocator& a, const std::string& model_path, uint64_t fingerprint) {
+  if (!a.sensitivity.empty()) return {.path = a.sensitivity};
+  const ComixFamily family = a.family == KvPolicy::Family::kKivi ? ComixFamily::kKivi : ComixFamily::kTq;
+  TableLookup t{.cached = CalibrationTablePath(model_path, fingerprint, family)};
+  if (std::filesystem::exists(t.cached))
+    t.path = t.cached;
+  else
+    t.shipped = FindShippedCalibrationTable(fingerprint, family);
+  return t;
+}
+
+}  // namespace
+
 Status LoadAllocatorTable(const KvPolicy& policy, ComixOptions& co, const std::string& model_path,
                           uint64_t model_fingerprint) {
   const KvPolicy::Allocator* a = policy.allocator();
@@ -273,37 +296,28 @@ Status LoadAllocatorTable(const KvPolicy& policy, ComixOptions& co, const std::s
                            FormatSpec(policy));
     return Status::Ok();
   }
-  // The order: a table given by path, the one `chorus calibrate` cached next to the model, the one
-  // the repository ships for this model file.
-  std::string path = a->sensitivity;
-  if (path.empty()) {
-    path = CalibrationTablePath(model_path, model_fingerprint, co.family);
-    if (!std::filesystem::exists(path)) {
-      const ShippedCalibrationTable* shipped = FindShippedCalibrationTable(model_fingerprint, co.family);
-      if (shipped == nullptr)
-        return Status::Error(
-            "policy {} ranks by a measured table and none is calibrated for this model: run `chorus "
-            "calibrate -m {}` (a few minutes; writes {}) or give --comix-sensitivity FILE",
-            FormatSpec(policy), model_path, path);
-      CHORUS_ASSIGN_OR_RETURN(co.measured,
-                              ParseComixSensitivity(shipped->json, std::string("shipped table ") + shipped->name));
-      return Status::Ok();
-    }
+  const TableLookup t = FindAllocatorTable(*a, model_path, model_fingerprint);
+  if (t.shipped != nullptr) {
+    CHORUS_ASSIGN_OR_RETURN(co.measured,
+                            ParseComixSensitivity(t.shipped->json, std::string("shipped table ") + t.shipped->name));
+  } else if (!t.path.empty()) {
+    CHORUS_ASSIGN_OR_RETURN(co.measured, LoadComixSensitivity(t.path));
+  } else {
+    return Status::Error(
+        "policy {} ranks by a measured table and none is calibrated for this model: run `chorus "
+        "calibrate -m {}` (a few minutes; writes {}) or give --comix-sensitivity FILE",
+        FormatSpec(policy), model_path, t.cached);
   }
-  CHORUS_ASSIGN_OR_RETURN(co.measured, LoadComixSensitivity(path));
   return Status::Ok();
 }
 
 std::string AllocatorTableSource(const KvPolicy& policy, const std::string& model_path, uint64_t model_fingerprint) {
   const KvPolicy::Allocator* a = policy.allocator();
   if (a == nullptr || a->rank != KvPolicy::Rank::kMeasured) return "";
-  if (!a->sensitivity.empty()) return a->sensitivity;
-  const ComixFamily family = a->family == KvPolicy::Family::kKivi ? ComixFamily::kKivi : ComixFamily::kTq;
-  const std::string path = CalibrationTablePath(model_path, model_fingerprint, family);
-  if (std::filesystem::exists(path)) return "calibrated " + path;
-  if (const ShippedCalibrationTable* t = FindShippedCalibrationTable(model_fingerprint, family))
-    return std::string("shipped ") + t->name;
-  return "";
+  const TableLookup t = FindAllocatorTable(*a, model_path, model_fingerprint);
+  if (t.shipped != nullptr) return std::string("shipped ") + t.shipped->name;
+  if (t.path.empty()) return "";
+  return t.path == t.cached ? "calibrated " + t.path : t.path;
 }
 
 std::string ApplyTableFallback(KvPolicy& policy, const std::string& model_path, uint64_t model_fingerprint) {
