@@ -99,8 +99,9 @@ Result<KvPolicy> ParseAllocator(std::string_view spec, bool relevance) {
     } else if (p.size() > 1 && p[0] == 'j') {
       CHORUS_ASSIGN_OR_RETURN(a.join_reserve, Number(tail, spec, "join reserve"));
     } else if (p.size() > 1 && p[0] == 'f') {
-      CHORUS_ASSIGN_OR_RETURN(const KvPolicy fallback, ParseUniform(tail));
-      a.fallback = std::get<KvPolicy::Uniform>(fallback.rule);
+      auto fallback = ParseUniform(tail);
+      if (!fallback.ok()) return fallback.status().Context(fmt::format("the fallback (:f) of policy '{}'", spec));
+      a.fallback = std::get<KvPolicy::Uniform>(fallback->rule);
     } else if (relevance && p.size() > 1 && p[0] == 'g') {
       CHORUS_ASSIGN_OR_RETURN(r.gain, Number(tail, spec, "relevance gain"));
     } else if (relevance && p == "v") {
