@@ -18,7 +18,10 @@
 #             'full' (original and Q4_0 weights x FA on/off x unified KV on/off x f16/q8_0 KV: 16 variants,
 #             about 2 minutes per variant and repetition — hours at 3 repetitions)
 # Needs: build/bin/chorus (cmake --build build) and llama.cpp's tools (scripts/build_peer.sh).
-# Takes about 35 minutes per thread count on a 2-core machine with the default grid (the peer's 4K-context runs dominate).
+# The peer's grids (weights, flash attention, KV settings) are measured on a machine's first run and
+# each row's winner is stored (.cache/peer/winners.json, scripts/ref/peer_winners.py); later runs
+# measure only the winners. CHORUS_PEER_REGRID=1 measures the grids again. The first run takes about
+# 35 minutes per thread count on a 2-core machine (the peer's 4K-context runs dominate).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 model=models/SmolLM2-135M-Instruct.Q4_1.gguf
@@ -35,7 +38,7 @@ while [ $# -gt 0 ]; do
     --reps) reps=$2; shift 2 ;;
     --doc-file) doc=$2; shift 2 ;;
     --agents-peer-grid) peer_grid=$2; shift 2 ;;
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench_table.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done

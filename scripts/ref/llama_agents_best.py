@@ -23,7 +23,9 @@ Usage: scripts/ref/llama_agents_best.py -m MODEL [--doc-tokens 4096] [--agents 1
 "spread": [min, max], "prefill_seconds": the winner's median}}, "prefill_best": {"seconds": the fastest
 median prefill of any variant and agent count, "settings"}, "variants": [...], "command": ...}
 (src/eval/agents_bench.cc reads "agents"/N/"decode_tokens_per_s", "settings" and "prefill_seconds").
-Progress goes to stderr.
+Progress goes to stderr. The first run on a machine measures the whole grid and stores each agent
+count's winner (scripts/ref/peer_winners.py); later runs with the same grid measure only the
+winners. --regrid (or CHORUS_PEER_REGRID=1) measures the whole grid again.
 """
 from __future__ import annotations
 
@@ -36,6 +38,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from llama_best import convert, crash_hint, peer_bin_dir  # noqa: E402
+from peer_winners import Winners, regrid_requested  # noqa: E402
 
 
 def variant_cmd(bin_dir: str, model: str, a, agents: list[int], fa: str, kvu: str, kv: str) -> list[str]:
@@ -76,6 +79,7 @@ def main() -> None:
     ap.add_argument("--kvu", default="on,off")
     ap.add_argument("--kv", default="f16,q8_0,q4_0")
     ap.add_argument("--bin-dir")
+    ap.add_argument("--regrid", action="store_true", help="measure the whole grid even where winners are stored")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     if not os.path.exists(a.model):
@@ -86,16 +90,23 @@ def main() -> None:
     bin_dir = peer_bin_dir(a.bin_dir)
     if not os.path.exists(os.path.join(bin_dir, "llama-batched-bench")):
         sys.exit(f"llama_agents_best.py: no llama-batched-bench in {bin_dir} (scripts/build_peer.sh builds it)")
+    winners = Winners("llama_agents_best.py", bin_dir, a.model)
+    row_key = lambda n: (f"agents {n} doc {a.doc_tokens} tg {a.tg} threads {a.threads} "  # noqa: E731
+                         f"grid weights {a.weights} fa {a.fa} kvu {a.kvu} KV {a.kv}")
+    stored = {n: winners.get(row_key(n)) for n in agents}
+    stored["prefill"] = winners.get(row_key("prefill"))  # the document's fastest prefill, also a winner
+    cached = all(stored.values()) and not regrid_requested(a.regrid)
+    grid = [(w, fa, kvu, kv) for w in a.weights.split(",") for fa in a.fa.split(",") for kvu in a.kvu.split(",")
+            for kv in a.kv.split(",") if kv == "f16" or fa == "on"]  # llama.cpp: a quantized V cache needs FA
+    if cached:  # only the stored winners (one variant per distinct winner)
+        won = {tuple(v["settings"][k] for k in ("weights", "fa", "kvu", "kv")) for v in stored.values()}
+        grid = [g for g in grid if g in won]
     variants = []
-    for w in a.weights.split(","):
+    for w, fa, kvu, kv in grid:
         path = a.model if w == "original" else convert(bin_dir, a.model, w)
-        for fa in a.fa.split(","):
-            for kvu in a.kvu.split(","):
-                for kv in a.kv.split(","):
-                    if kv != "f16" and fa != "on":
-                        continue  # llama.cpp: a quantized V cache requires flash attention
-                    variants.append({"settings": f"weights {w}, flash-attn {fa}, unified KV {kvu}, KV {kv}",
-                                     "cmd": variant_cmd(bin_dir, path, a, agents, fa, kvu, kv), "runs": []})
+        variants.append({"settings": f"weights {w}, flash-attn {fa}, unified KV {kvu}, KV {kv}",
+                         "stored": {"weights": w, "fa": fa, "kvu": kvu, "kv": kv},
+                         "cmd": variant_cmd(bin_dir, path, a, agents, fa, kvu, kv), "runs": []})
     log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
     load_before = list(os.getloadavg())
     for rep in range(a.reps):
@@ -108,7 +119,9 @@ def main() -> None:
                 log(f"  {e}")
     out = {"agents": {}, "variants": [], "doc_tokens": a.doc_tokens, "tg": a.tg, "threads": a.threads,
            "reps": a.reps, "loadavg_before": load_before, "loadavg_after": list(os.getloadavg()),
-           "tool": "llama-batched-bench (-pps)", "command": " ".join(sys.argv)}
+           "tool": "llama-batched-bench (-pps)", "command": " ".join(sys.argv),
+           "grid": (f"stored winners (measured {min(v['date'] for v in stored.values())}; --regrid measures the grid "
+                    "again)") if cached else "full"}
     for v in variants:
         rec = {"settings": v["settings"], "command": " ".join(v["cmd"]), "agents": {}}
         if "error" in v:
@@ -125,13 +138,20 @@ def main() -> None:
             if best is None or s["median"] > best["decode_tokens_per_s"]:
                 out["agents"][str(n)] = {"decode_tokens_per_s": s["median"], "settings": v["settings"],
                                          "spread": [s["min"], s["max"]], "prefill_seconds": s["prefill_seconds"]}
+                if not cached:
+                    winners.put(row_key(n), v["stored"], s["median"])
         out["variants"].append(rec)
+
     # The document's prefill at the peer's best: the fastest median over every variant and agent count
     # (each -npp run prefills the document once), not the decode winner's.
     pre = [(s["prefill_seconds"], rec["settings"]) for rec in out["variants"] for s in rec["agents"].values()]
     if pre:
         best_pre = min(pre)
         out["prefill_best"] = {"seconds": best_pre[0], "settings": best_pre[1]}
+        if not cached:
+            won = next(v for v in variants if v["settings"] == best_pre[1])
+            winners.put(row_key("prefill"), won["stored"], best_pre[0])
+            winners.save()
     if a.json:
         print(json.dumps(out))
         return

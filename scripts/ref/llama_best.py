@@ -16,6 +16,9 @@ Usage: scripts/ref/llama_best.py -m MODEL [--threads 1,2] [--pp 512] [--tg 128] 
                                  [--weights original,q4_0,q8_0] [--fa on,off] [--kv f16]
                                  [--depth 0] [--bin-dir DIR] [--json]
 --pp 0 measures decode only (e.g. with --depth 4096).
+The first run on a machine measures the whole grid and stores each (threads, test)'s winner
+(scripts/ref/peer_winners.py); later runs with the same grid measure only the winners. --regrid
+(or CHORUS_PEER_REGRID=1) measures the whole grid again.
 --json prints one JSON object: {"threads": {"1": {"pp": best median, "tg": ..., "pp_settings":
 "...", "tg_settings": "...", "pp_spread": [min, max], ...}}, "variants": [...], "tool": "..."}
 (tools/cmd_bench.cc reads "pp"/"tg" and the settings).
@@ -29,6 +32,9 @@ import statistics
 import signal
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peer_winners import Winners, regrid_requested  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
@@ -90,6 +96,7 @@ def main() -> None:
     ap.add_argument("--kv", default="f16", choices=["f16", "q8_0", "q4_0"])
     ap.add_argument("--depth", type=int, default=0)
     ap.add_argument("--bin-dir")
+    ap.add_argument("--regrid", action="store_true", help="measure the whole grid even where winners are stored")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     if not os.path.exists(a.model):
@@ -100,18 +107,41 @@ def main() -> None:
         # non-zero for the whole run): measure the variants it accepts.
         print(f"llama_best.py: KV {a.kv} needs flash attention in llama.cpp: --fa on only", file=sys.stderr)
         a.fa = "on"
+    winners = Winners("llama_best.py", bin_dir, a.model)
+    tests = [t for t, n in (("pp", a.pp), ("tg", a.tg)) if n > 0]
+    row_key = lambda t, test: (f"threads {t} {test}{a.pp if test == 'pp' else a.tg} depth {a.depth} KV {a.kv} "  # noqa: E731
+                               f"grid weights {a.weights} fa {a.fa}")
+    stored = {(t, test): winners.get(row_key(t, test)) for t in a.threads.split(",") for test in tests}
+    cached = bool(stored) and all(stored.values()) and not regrid_requested(a.regrid)
     models = {}
     for w in a.weights.split(","):
+        if cached and all(v["settings"]["weights"] != w for v in stored.values()):
+            continue
         models[w] = a.model if w == "original" else convert(bin_dir, a.model, w)
     by_path = {v: k for k, v in models.items()}
-    cmd = [os.path.join(bin_dir, "llama-bench"), "-m", ",".join(models.values()), "-t", a.threads,
-           "-p", str(a.pp), "-n", str(a.tg), "-d", str(a.depth), "-r", str(a.reps), "-fa", a.fa,
-           "-ctk", a.kv, "-ctv", a.kv, "-o", "json"]
-    print("llama_best.py: " + " ".join(cmd), file=sys.stderr)
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(f"llama_best.py: llama-bench failed ({r.returncode}){crash_hint(r.returncode)}:\n{r.stderr[-2000:]}")
-    rows = json.loads(r.stdout)
+
+    def bench(cmd: list[str]) -> list[dict]:
+        print("llama_best.py: " + " ".join(cmd), file=sys.stderr)
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            sys.exit(f"llama_best.py: llama-bench failed ({r.returncode}){crash_hint(r.returncode)}:\n{r.stderr[-2000:]}")
+        return json.loads(r.stdout)
+
+    base = [os.path.join(bin_dir, "llama-bench"), "-d", str(a.depth), "-r", str(a.reps), "-ctk", a.kv, "-ctv", a.kv,
+            "-o", "json"]
+    if cached:  # one llama-bench per (threads, test), at its stored winner
+        rows, cmds = [], []
+        for (t, test), v in stored.items():
+            cmd = base + ["-m", models[v["settings"]["weights"]], "-t", t, "-p", str(a.pp if test == "pp" else 0),
+                          "-n", str(a.tg if test == "tg" else 0), "-fa", v["settings"]["fa"]]
+            rows += bench(cmd)
+            cmds.append(" ".join(cmd))
+        grid = f"stored winners (measured {min(v['date'] for v in stored.values())}; --regrid measures the grid again)"
+    else:
+        cmd = base + ["-m", ",".join(models.values()), "-t", a.threads, "-p", str(a.pp), "-n", str(a.tg), "-fa", a.fa]
+        rows = bench(cmd)
+        cmds = [" ".join(cmd)]
+        grid = "full"
     variants, best = [], {}
     for row in rows:
         test = "pp" if row.get("n_prompt", 0) > 0 and row.get("n_gen", 0) == 0 else "tg"
@@ -123,12 +153,19 @@ def main() -> None:
         v = {"test": test, "threads": row["n_threads"], "settings": settings, "median": statistics.median(samples),
              "min": min(samples), "max": max(samples), "samples": samples}
         variants.append(v)
+        v["stored"] = {"weights": by_path.get(row["model_filename"], row["model_filename"]), "fa": fa_s}
         key = (str(row["n_threads"]), test)
         if key not in best or v["median"] > best[key]["median"]:
             best[key] = v
+    if not cached:
+        for (t, test), v in best.items():
+            winners.put(row_key(t, test), v["stored"], v["median"])
+        winners.save()
+    for v in variants:
+        del v["stored"]
     out = {"threads": {}, "variants": variants, "depth": a.depth, "kv_type": a.kv, "tool": f"llama-bench (build {rows[0].get('build_commit', '?')} "
                                                         f"{rows[0].get('build_number', '')})" if rows else "llama-bench",
-           "command": " ".join(cmd), "reps": a.reps}
+           "command": "; ".join(cmds), "grid": grid, "reps": a.reps}
     for (t, test), v in best.items():
         d = out["threads"].setdefault(t, {})
         d[test] = v["median"]
