@@ -96,9 +96,6 @@ def check_server():
 # (file, include) pairs of tools/ that still reach below the public API and the eval library (issue 43
 # step 2/3: each goes as its command becomes flags plus one call). Remove an entry when its include goes.
 TOOLS_EXCEPTIONS = {
-    ("tools/agents_roles.cc", "util/timer.h"),
-    ("tools/cmd_agents.cc", "model/chat_template.h"),
-    ("tools/cmd_agents.cc", "util/timer.h"),
     ("tools/cmd_bench.cc", "model/forward.h"),
     ("tools/cmd_bench.cc", "model/sampler.h"),
     ("tools/cmd_bench.cc", "ops/matmul.h"),
