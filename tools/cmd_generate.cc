@@ -1,14 +1,12 @@
-// `chorus generate`: stream a continuation of a prompt (optionally chat-formatted) and report speed.
+// `chorus generate`: flags, then eval::RunUniformGenerate (uniform formats: the forward pass on a
+// KV store) or eval::RunPolicyGenerate (other policies: one agent of the Engine); streams a
+// continuation of a prompt (optionally chat-formatted) and reports speed and KV bytes.
 #include <random>
 
-#include "engine/kv_config.h"     // MakeKvConfig, MakeKvRuntime
-#include "eval/policy_generate.h"  // RunPolicyGenerate
-#include "model/chat_template.h"  // ApplyChatTemplate
-#include "model/forward.h"        // ForwardPass
-#include "model/sampler.h"        // Sampler
+#include "eval/policy_generate.h"   // RunPolicyGenerate
+#include "eval/uniform_generate.h"  // RunUniformGenerate
 #include "tools/common.h"
 #include "tools/generate_args.h"  // GenerateArgs
-#include "util/timer.h"
 
 namespace chorus::cli {
 namespace {
@@ -66,98 +64,35 @@ int RunGenerate(const GenerateArgs& a) {
   if (!a.pol.policy.is_uniform()) return RunGenerateWithPolicy(a);
   SamplingOptions so = a.sampling;
   so.seed = a.seed >= 0 ? static_cast<uint64_t>(a.seed) : std::random_device{}();
-  if (Status s = ValidateSampling(so); !s.ok()) return Fail(s);
   std::string prompt = a.prompt;
   if (!a.prompt_file.empty()) {
     auto text = ReadFile(a.prompt_file);
     if (!text.ok()) return Fail(text.status());
     prompt = text.value();
   }
-  auto model_r = LoadModel(a.model);
-  if (!model_r.ok()) return Fail(model_r.status());
-  const Model& model = *model_r.value();
-  const ModelConfig& c = model.config();
-  const Tokenizer& tok = model.tokenizer();
-  const size_t n_ctx = a.ctx > 0 ? static_cast<size_t>(a.ctx) : std::min<size_t>(c.n_ctx_train, 4096);
-  if (n_ctx > c.n_ctx_train)
-    return Fail(Status::Error("-c {} exceeds the model's training context of {} tokens", n_ctx, c.n_ctx_train));
-
-  if (a.chat) {
-    auto tmpl = model.chat_template();
-    if (!tmpl) return Fail(Status::Error("--chat: the model has no tokenizer.chat_template"));
-    std::vector<ChatMessage> msgs;
-    if (!a.system.empty()) msgs.push_back({"system", a.system});
-    msgs.push_back({"user", prompt});
-    auto formatted = ApplyChatTemplate(*tmpl, msgs, /*add_generation_prompt=*/true);
-    if (!formatted.ok()) return Fail(formatted.status());
-    prompt = formatted.value();
-  }
-  std::vector<int32_t> tokens = tok.Encode(prompt, /*add_special=*/true, /*parse_special=*/a.chat);
-  if (tokens.empty()) return Fail(Status::Error("the prompt is empty (give -p TEXT or -f FILE)"));
-  if (tokens.size() >= n_ctx)
-    return Fail(Status::Error("the prompt has {} tokens but the context holds {} (raise -c, up to {})",
-                              tokens.size(), n_ctx, c.n_ctx_train));
-
-  auto kv_config = KvConfigFor(a.pol.policy, a.kv, c);
-  if (!kv_config.ok()) return Fail(kv_config.status());
-  KvRuntime kv_rt = MakeKvRuntime(c, kv_config.value());
-  std::unique_ptr<KvSequence> kv_seq = kv_rt.store->NewSequence(n_ctx);
-  KvSequence& kv = *kv_seq;
-  ThreadPool pool(a.threads);
-  ForwardPass fwd(model);
-  std::vector<float> logits(c.n_vocab);
-  Sampler sampler(so);
-
-  Timer t_prefill;
-  if (Status s = fwd.Run(tokens, kv, pool, LogitsFor::kLast, logits.data()); !s.ok()) return Fail(s);
-  const double prefill_s = t_prefill.Seconds();
-
-  std::string text;
-  std::vector<int32_t> out_ids;
-  std::string stop_reason = "length";
-  Timer t_decode;
-  for (int i = 0; i < a.n_predict; ++i) {
-    const int32_t next = sampler.Sample(logits.data(), c.n_vocab);
-    if (tok.IsEndOfGeneration(next)) {
-      stop_reason = "end of generation";
-      break;
-    }
-    out_ids.push_back(next);
-    const std::string piece = tok.TokenToPiece(next);
-    text += piece;
-    if (!a.json) {
-      std::fwrite(piece.data(), 1, piece.size(), stdout);
-      std::fflush(stdout);
-    }
-    if (i + 1 == a.n_predict) break;
-    if (kv.size() >= n_ctx) {
-      stop_reason = "context full";
-      break;
-    }
-    const int32_t one[1] = {next};
-    if (Status s = fwd.Run(one, kv, pool, LogitsFor::kLast, logits.data()); !s.ok()) return Fail(s);
-  }
-  const double decode_s = t_decode.Seconds();
-  const double n_dec = out_ids.size() > 1 ? out_ids.size() - 1 : 0;  // forward passes after the prefill
-  const double prefill_tps = tokens.size() / prefill_s;
-  const double decode_tps = n_dec > 0 ? n_dec / decode_s : 0.0;
-  const KvUsage usage = kv_rt.store->Usage();
+  auto r = eval::RunUniformGenerate({.model = a.model,
+                                     .policy = a.pol.policy,
+                                     .sink_blocks = a.kv.sink_blocks,
+                                     .window = a.kv.window,
+                                     .prompt = prompt,
+                                     .system = a.system,
+                                     .chat = a.chat,
+                                     .n_predict = a.n_predict,
+                                     .threads = a.threads,
+                                     .ctx = a.ctx,
+                                     .sampling = so,
+                                     .on_text = [&](std::string_view piece) {
+                                       if (a.json) return;
+                                       std::fwrite(piece.data(), 1, piece.size(), stdout);
+                                       std::fflush(stdout);
+                                     }});
+  if (!r.ok()) return Fail(r.status());
   if (a.json) {
-    PrintJson({{"text", text}, {"prompt_tokens", tokens.size()}, {"generated_tokens", out_ids.size()},
-               {"stop", stop_reason}, {"prefill_tokens_per_s", prefill_tps},
-               {"decode_tokens_per_s", decode_tps}, {"threads", a.threads}, {"seed", so.seed},
-               {"kv_k", KvFormatName(kv_config->k)}, {"kv_v", KvFormatName(kv_config->v)},
-               {"kv_bytes", usage.total()}, {"kv_tokens", kv.size()},
-               {"kv_bits_per_element", KvBitsPerElement(usage.total(), kv.size(), c)}, {"rss_bytes", ResidentBytes()}});
-  } else {
-    std::printf("\n");
-    std::fprintf(stderr,
-                 "\n[%zu prompt tokens: %.1f tok/s prefill | %zu generated: %.1f tok/s decode | %d threads | "
-                 "stop: %s | seed %llu | RSS %.1f MiB]\n[%s]\n",
-                 tokens.size(), prefill_tps, out_ids.size(), decode_tps, a.threads, stop_reason.c_str(),
-                 static_cast<unsigned long long>(so.seed), ResidentBytes() / 1048576.0,
-                 DescribeKvUsage(kv_config.value(), usage, kv.size(), c).c_str());
+    PrintJson(eval::ToJson(*r));
+    return 0;
   }
+  std::printf("\n");
+  eval::PrintSummary(*r, stderr);
   return 0;
 }
 

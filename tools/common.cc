@@ -1,7 +1,7 @@
 // Shared command-line helpers.
 #include "tools/common.h"
 
-#include "eval/eval_kv.h"  // UniformKvConfig
+#include "eval/eval_kv.h"  // ParseWindowFormat (kv/window_codec.h through it)
 #include "eval/harness.h"  // LoadAverage
 
 #include "ops/cpu_target.h"       // SetCpuTargetByName, kCpuTargetNames
@@ -72,11 +72,6 @@ void AddKvFlags(CLI::App* cmd, KvFlags& flags) {
                   "rows of the newest <32 tokens, before they are sealed: f16, or q8 (one fp16 scale + int8 per "
                   "KV head: about half the bytes; sealed blocks are then encoded from the q8-rounded rows)")
       ->capture_default_str();
-}
-
-Result<KvConfig> KvConfigFor(const KvPolicy& policy, const KvFlags& flags, const ModelConfig& model,
-                             std::string_view what) {
-  return eval::UniformKvConfig(policy, flags.sink_blocks, flags.window, model, what);
 }
 
 Status CheckEngineWindowFlag(const std::string& value) {

@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "chorus/engine.h"     // Engine, ChunkMapReport
-#include "engine/kv_config.h"  // KvConfig
 #include "eval/chunk_map.h"    // PrintChunkMap, ChunkMapJson
 #include "eval/divergence.h"   // KlFromLogProbs
 #include "eval/harness.h"      // LoadModel, ReadFile, Median, ChatFrame
@@ -86,9 +85,5 @@ struct KvFlags {
   std::string window = "f16";
 };
 void AddKvFlags(CLI::App* cmd, KvFlags& flags);
-// A uniform policy's formats with the flags' sink (the spec's :sN wins) and window, validated
-// against the model (errors list valid formats); another kind of policy is an error naming `what`.
-Result<KvConfig> KvConfigFor(const KvPolicy& policy, const KvFlags& flags, const ModelConfig& model,
-                             std::string_view what = "this command");
 
 }  // namespace chorus::cli

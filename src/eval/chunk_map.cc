@@ -26,6 +26,10 @@ std::string CountBits(const std::vector<std::string>& maps) {
 }  // namespace
 
 void PrintChunkMap(const ChunkMapReport& m, size_t shared_bytes, size_t tokens, const Engine& engine, std::FILE* out) {
+  PrintChunkMap(m, shared_bytes, tokens, engine.Fp16Bytes(tokens), out);
+}
+
+void PrintChunkMap(const ChunkMapReport& m, size_t shared_bytes, size_t tokens, size_t fp16_bytes, std::FILE* out) {
   if (m.policy == KvPolicyKind::kRelevance) {
     std::fprintf(out,
                  "cocktail (the allocator, weighted by relevance): relevance per 32-token block (%zu chunks of %zu "
@@ -49,7 +53,7 @@ void PrintChunkMap(const ChunkMapReport& m, size_t shared_bytes, size_t tokens, 
                  "T_high %.4f\n",
                  m.sink, m.fp16, m.int4, m.int2, m.s_min, m.s_max, m.t_low, m.t_high);
   }
-  const double fp16 = double(engine.Fp16Bytes(tokens));
+  const double fp16 = double(fp16_bytes);
   std::fprintf(out, "  measured: %.2f MiB for %zu tokens = %.2f bits/element (%.1f %% of fp16)\n",
                shared_bytes / 1048576.0, tokens, 16.0 * shared_bytes / fp16, 100.0 * shared_bytes / fp16);
   std::fprintf(out, "  encoder: %s; search %.2f s, prefill+seal %.2f s, reorder %.2g s\n", m.encoder.c_str(),
