@@ -693,7 +693,10 @@ KvBlockKernels KernelsFor(KvFormat format) {
 #if HWY_TARGET == HWY_AVX3_DL
     case KvFormat::kKivi4:
       return {&ScoreBlock<KvFormat::kKivi4>, &AccumulateBlock<KvFormat::kKivi4>,
-              Avx512VnniVbmi() ? &ScoreKivi4Q8 : nullptr};
+              Avx512VnniVbmi() ? &ScoreKivi4Q8 : &ScoreKivi4Maddubs};
+#elif HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX2
+    case KvFormat::kKivi4:
+      return {&ScoreBlock<KvFormat::kKivi4>, &AccumulateBlock<KvFormat::kKivi4>, &ScoreKivi4Maddubs};
 #else
     case KvFormat::kKivi4: return {&ScoreBlock<KvFormat::kKivi4>, &AccumulateBlock<KvFormat::kKivi4>};
 #endif

@@ -311,11 +311,13 @@ TEST(ScoreKivi4Q8, ScalarModelStaysWithinTheQueryRoundingBoundOfTheFloatScore) {
 TEST(ScoreKivi4Q8, KernelMatchesItsScalarModelBitForBitOnEveryTargetThatHasIt) {
   std::mt19937 rng(23);
   size_t checked = 0;
+  std::string targets;
   for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
     hwy::SetSupportedTargetsForTest(target);
     const KvScoreQ8Fn score_q8 = GetKvBlockKernels(KvFormat::kKivi4).score_q8;
     if (!score_q8) continue;
     const std::string tname = hwy::TargetName(target);
+    targets += " " + tname;
     for (const KvGeometry& g : kKiviGeometries) {
       const size_t d = g.head_dim;
       for (int kind = 0; kind < 4; ++kind) {
@@ -339,6 +341,7 @@ TEST(ScoreKivi4Q8, KernelMatchesItsScalarModelBitForBitOnEveryTargetThatHasIt) {
   hwy::SetSupportedTargetsForTest(0);
   if (checked == 0)
     GTEST_SKIP() << "no compiled target of this CPU has integer kivi4 key scores (AVX2 or AVX-512 VNNI)";
+  std::printf("  kivi4 integer key scores bit for bit on:%s\n", targets.c_str());
 }
 
 std::vector<uint8_t> MakeTqValues(KvFormat f, const KvGeometry& g, std::mt19937& rng, std::vector<uint8_t>* f16 = nullptr) {
