@@ -146,19 +146,18 @@ void QuantizeKiviQueryQ8Ref(const uint8_t* tile, uint32_t d, const float* q, int
   for (size_t c = 0; c < d; ++c) {
     qs[c] = q[c] * f16(tile + 2 * c);
     amax = std::max(amax, std::fabs(qs[c]));
-    lanes[c % 16] = std::fma(q[c], f16(mins + 2 * c), lanes[c % 16]);
+  }
+  const float inv = 127.0f / amax;
+  const bool zero = !(inv < INFINITY);  // a zero (or subnormal-small) query: codes 0, the float sums only
+  *qscale = zero ? 0.0f : amax / 127.0f;
+  for (size_t c = 0; c < d; ++c) {
+    q8[c] = zero ? int8_t{0} : static_cast<int8_t>(std::clamp(std::lrint(qs[c] * inv), -127L, 127L));
+    const float e = std::fma(-*qscale, static_cast<float>(q8[c]), qs[c]);  // the int8 rounding of qs_c
+    lanes[c % 16] = std::fma(e, kKiviCodeMid, std::fma(q[c], f16(mins + 2 * c), lanes[c % 16]));
   }
   for (size_t half = 8; half > 0; half /= 2)
     for (size_t l = 0; l < half; ++l) lanes[l] += lanes[l + half];
   *base = lanes[0];
-  const float inv = 127.0f / amax;
-  if (!(inv < INFINITY)) {  // a zero (or subnormal-small) query: its scores are the base
-    std::fill_n(q8, d, int8_t{0});
-    *qscale = 0;
-    return;
-  }
-  for (size_t c = 0; c < d; ++c) q8[c] = static_cast<int8_t>(std::clamp(std::lrint(qs[c] * inv), -127L, 127L));
-  *qscale = amax / 127.0f;
 }
 
 void ScoreKvBlockQ8Ref(KvFormat format, const KvGeometry& geometry, const uint8_t* k_block, uint32_t kv_head,

@@ -40,12 +40,14 @@ using KvAccumulateFn = void (*)(const KvGeometry& geometry, const uint8_t* v_blo
 // kivi4 keys (x̂_jc = min_c + s_c · code_jc, codes 0..15) scale the query by the block's channel
 // scales, so the kernel quantizes it per block and query from the float queries (QueryQ8::f):
 //   qs_c = q_ic · s_c,  A = max_c |qs_c|,  qs8_c = round(qs_c · (127 / A))  (all 0 and qscale 0 where
-//   127 / A is not finite),  qscale = A / 127,
-//   base = Σ_c q_ic · min_c  (16 partial sums, lane c % 16, fma in order of c, then halves added:
-//          lane l + lane l+8, then l + l+4, l + l+2, l + l+1),
+//   127 / A is not finite),  qscale = A / 127,  e_c = fma(−qscale, qs8_c, qs_c) (the int8 rounding),
+//   base = Σ_c (q_ic · min_c + 7.5 · e_c)  (16 partial sums, lane c % 16: fma(e_c, 7.5, fma(q_ic,
+//          min_c, lane)) in order of c, then halves added: lane l + l+8, then l + l+4, l + l+2, l + l+1),
 //   scores[i * ld + j] = fma(float(Σ_c qs8_c · code_jc), qscale, base)
-// (u8 codes × s8 query: vpdpbusd, or vpmaddubsw on AVX2, exact). Against the float score it adds
-// at most Σ_c |qs_c − qscale · qs8_c| · code_jc ≤ 15 · d · qscale / 2, plus float rounding.
+// (u8 codes × s8 query: vpdpbusd, or vpmaddubsw on AVX2, exact). The base carries the rounding's
+// share at the middle code 7.5, so against the float score it adds at most
+// Σ_c |e_c| · |code_jc − 7.5| ≤ 7.5 · d · qscale / 2 (not 15 ·), plus float rounding.
+inline constexpr float kKiviCodeMid = 7.5f;  // kivi4's middle code: where the base folds the rounding in
 struct QueryQ8 {
   const int8_t* q;      // (n_q, head_dim) codes
   const float* scale;   // (n_q)
