@@ -28,7 +28,7 @@ using KvAccumulateFn = void (*)(const KvGeometry& geometry, const uint8_t* v_blo
                                 size_t ld);
 
 // Integer key scores (tq4 and q8 keys on a CPU with 8-bit dot products, AVX-512 VNNI + VBMI;
-// kivi4 keys there and on AVX2; elsewhere the float Score):
+// kivi4 keys there too; elsewhere the float Score):
 //   q8_ic = round(q_ic · 127 / max_c |q_ic|)                                  (QuantizeQueriesQ8)
 //   tq4: scores[i * ld + j] = (float(Σ_c q8_ic · c8[code_jc]) · scale_i) · (norm_j · (1/sqrt(d)))
 //   q8:  scores[i * ld + j] = (float(Σ_c q8_ic · k8_jc) · scale_i) · scale_j  (the key's own codes)
@@ -44,7 +44,7 @@ using KvAccumulateFn = void (*)(const KvGeometry& geometry, const uint8_t* v_blo
 //   base = Σ_c (q_ic · min_c + 7.5 · e_c)  (16 partial sums, lane c % 16: fma(e_c, 7.5, fma(q_ic,
 //          min_c, lane)) in order of c, then halves added: lane l + l+8, then l + l+4, l + l+2, l + l+1),
 //   scores[i * ld + j] = fma(float(Σ_c qs8_c · code_jc), qscale, base)
-// (u8 codes × s8 query: vpdpbusd, or vpmaddubsw on AVX2, exact). The base carries the rounding's
+// (u8 codes × s8 query: vpdpbusd, exact). The base carries the rounding's
 // share at the middle code 7.5, so against the float score it adds at most
 // Σ_c |e_c| · |code_jc − 7.5| ≤ 7.5 · d · qscale / 2 (not 15 ·), plus float rounding.
 inline constexpr float kKiviCodeMid = 7.5f;  // kivi4's middle code: where the base folds the rounding in

@@ -677,7 +677,7 @@ void AccumulateBlock(const KvGeometry& g, const uint8_t* block, uint32_t kv_head
 }
 
 #include "kv/kv_int8_kernels-inl.inc"   // ScoreTq4Q8, AccumulateTqQ8 (AVX3_DL only)
-#include "kv/kv_int8_kivikeys-inl.inc"  // ScoreKivi4Q8 (AVX3_DL, AVX3, AVX2)
+#include "kv/kv_int8_kivikeys-inl.inc"  // ScoreKivi4Q8 (AVX3_DL only)
 #include "kv/kv_int8_q8keys-inl.inc"    // ScoreQ8Q8 (AVX3_DL only)
 
 // This target's kernels of `format` (direct pointers: no dispatch per block).
@@ -693,10 +693,7 @@ KvBlockKernels KernelsFor(KvFormat format) {
 #if HWY_TARGET == HWY_AVX3_DL
     case KvFormat::kKivi4:
       return {&ScoreBlock<KvFormat::kKivi4>, &AccumulateBlock<KvFormat::kKivi4>,
-              Avx512VnniVbmi() ? &ScoreKivi4Q8 : &ScoreKivi4Maddubs};
-#elif HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX2
-    case KvFormat::kKivi4:
-      return {&ScoreBlock<KvFormat::kKivi4>, &AccumulateBlock<KvFormat::kKivi4>, &ScoreKivi4Maddubs};
+              Avx512VnniVbmi() ? &ScoreKivi4Q8 : nullptr};
 #else
     case KvFormat::kKivi4: return {&ScoreBlock<KvFormat::kKivi4>, &AccumulateBlock<KvFormat::kKivi4>};
 #endif

@@ -340,8 +340,7 @@ TEST(ScoreKivi4Q8, KernelMatchesItsScalarModelBitForBitOnEveryTargetThatHasIt) {
     }
   }
   hwy::SetSupportedTargetsForTest(0);
-  if (checked == 0)
-    GTEST_SKIP() << "no compiled target of this CPU has integer kivi4 key scores (AVX2 or AVX-512 VNNI)";
+  if (checked == 0) GTEST_SKIP() << "no compiled target of this CPU has integer kivi4 key scores (AVX-512 VNNI + VBMI)";
   std::printf("  kivi4 integer key scores bit for bit on:%s\n", targets.c_str());
 }
 
