@@ -177,8 +177,10 @@ void BlockAttention::AddBlocks(std::span<const BlockView> blocks, uint32_t kv_he
     const KvBlockKernels& vk = kernels_[static_cast<size_t>(vf)];
     const HeadTiles tiles(g_, kf, vf, kv_head);
     const float* q = Queries(shift, KvFormatIsRotated(kf), rope) + q0 * hd;
-    QueryQ8 q8{};  // integer key scores (tq4, q8 keys) where the CPU has them
-    if (kk.score_q8) {
+    QueryQ8 q8{};  // integer key scores (tq4, q8, kivi4 keys) where the CPU has them
+    if (kk.score_q8 && kf == KvFormat::kKivi4) {
+      q8.f = q;  // kivi4 keys: quantized per block inside the kernel (their channel scales differ per block)
+    } else if (kk.score_q8) {
       const QueryQ8 all = QuantizedQueries(kf, shift, rope);
       q8 = {all.q + q0 * hd, all.scale + q0, all.bias + q0, all.qp ? all.qp + q0 * hd : nullptr};
     }

@@ -138,12 +138,49 @@ void QuantizeQueriesQ8(const float* q, size_t n_q, size_t d, int8_t* q8, float* 
   }
 }
 
+void QuantizeKiviQueryQ8Ref(const uint8_t* tile, uint32_t d, const float* q, int8_t* q8, float* qscale, float* base) {
+  const auto f16 = [](const uint8_t* p) { return F16ToF32(static_cast<uint16_t>(p[0] | p[1] << 8)); };
+  const uint8_t* mins = tile + kv_layout::KiviMinOffset(d);
+  std::vector<float> qs(d);
+  float amax = 0, lanes[16] = {};
+  for (size_t c = 0; c < d; ++c) {
+    qs[c] = q[c] * f16(tile + 2 * c);
+    amax = std::max(amax, std::fabs(qs[c]));
+  }
+  const float inv = 127.0f / amax;
+  const bool zero = !(inv < INFINITY);  // a zero (or subnormal-small) query: codes 0, the float sums only
+  *qscale = zero ? 0.0f : amax / 127.0f;
+  for (size_t c = 0; c < d; ++c) {
+    q8[c] = zero ? int8_t{0} : static_cast<int8_t>(std::clamp(std::lrint(qs[c] * inv), -127L, 127L));
+    const float e = std::fma(-*qscale, static_cast<float>(q8[c]), qs[c]);  // the int8 rounding of qs_c
+    lanes[c % 16] = std::fma(e, kKiviCodeMid, std::fma(q[c], f16(mins + 2 * c), lanes[c % 16]));
+  }
+  for (size_t half = 8; half > 0; half /= 2)
+    for (size_t l = 0; l < half; ++l) lanes[l] += lanes[l + half];
+  *base = lanes[0];
+}
+
 void ScoreKvBlockQ8Ref(KvFormat format, const KvGeometry& geometry, const uint8_t* k_block, uint32_t kv_head,
                        const QueryQ8& q, size_t n_q, float* scores, size_t ld) {
-  if (format != KvFormat::kTq4 && format != KvFormat::kQ8)
-    throw std::invalid_argument("ScoreKvBlockQ8Ref: only tq4 and q8 keys have integer scores");
+  if (format != KvFormat::kTq4 && format != KvFormat::kQ8 && format != KvFormat::kKivi4)
+    throw std::invalid_argument("ScoreKvBlockQ8Ref: only tq4, q8 and kivi4 keys have integer scores");
   const size_t d = geometry.head_dim;
   const uint8_t* tile = k_block + KvHeadTileOffset(format, KvSide::kKey, geometry, kv_head);
+  if (format == KvFormat::kKivi4) {  // scores = fma(float(Σ qs8 · code), qscale, base), per block
+    const uint8_t* codes = tile + kv_layout::KiviCodesOffset(static_cast<uint32_t>(d));
+    std::vector<int8_t> q8(d);
+    for (size_t i = 0; i < n_q; ++i) {
+      float qscale, base;
+      QuantizeKiviQueryQ8Ref(tile, static_cast<uint32_t>(d), q.f + i * d, q8.data(), &qscale, &base);
+      for (size_t j = 0; j < kBlockTokens; ++j) {
+        int32_t dot = 0;
+        for (size_t c = 0; c < d; ++c)
+          dot += int32_t{q8[c]} * kv_layout::UnpackCode(4, codes + c * kv_layout::PackedGroupBytes(4), j);
+        scores[i * ld + j] = std::fma(static_cast<float>(dot), qscale, base);
+      }
+    }
+    return;
+  }
   const uint8_t* cols = tile + kv_layout::KeyColumnsOffset(format);
   if (format == KvFormat::kQ8) {  // scores = (float(Σ q8 · k8) · scale_i) · token scale_j
     for (size_t j = 0; j < kBlockTokens; ++j) {

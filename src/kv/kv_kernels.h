@@ -28,7 +28,7 @@ using KvAccumulateFn = void (*)(const KvGeometry& geometry, const uint8_t* v_blo
                                 size_t ld);
 
 // Integer key scores (tq4 and q8 keys on a CPU with 8-bit dot products, AVX-512 VNNI + VBMI;
-// elsewhere the float Score):
+// kivi4 keys there too; elsewhere the float Score):
 //   q8_ic = round(q_ic · 127 / max_c |q_ic|)                                  (QuantizeQueriesQ8)
 //   tq4: scores[i * ld + j] = (float(Σ_c q8_ic · c8[code_jc]) · scale_i) · (norm_j · (1/sqrt(d)))
 //   q8:  scores[i * ld + j] = (float(Σ_c q8_ic · k8_jc) · scale_i) · scale_j  (the key's own codes)
@@ -37,6 +37,17 @@ using KvAccumulateFn = void (*)(const KvGeometry& geometry, const uint8_t* v_blo
 // SIMD kernel and ScoreKvBlockQ8Ref agree bit for bit; against the float Score it adds the int8
 // rounding of the query and of the centroids (docs/results/speed-table.md measures what it does
 // to perplexity).
+// kivi4 keys (x̂_jc = min_c + s_c · code_jc, codes 0..15) scale the query by the block's channel
+// scales, so the kernel quantizes it per block and query from the float queries (QueryQ8::f):
+//   qs_c = q_ic · s_c,  A = max_c |qs_c|,  qs8_c = round(qs_c · (127 / A))  (all 0 and qscale 0 where
+//   127 / A is not finite),  qscale = A / 127,  e_c = fma(−qscale, qs8_c, qs_c) (the int8 rounding),
+//   base = Σ_c (q_ic · min_c + 7.5 · e_c)  (16 partial sums, lane c % 16: fma(e_c, 7.5, fma(q_ic,
+//          min_c, lane)) in order of c, then halves added: lane l + l+8, then l + l+4, l + l+2, l + l+1),
+//   scores[i * ld + j] = fma(float(Σ_c qs8_c · code_jc), qscale, base)
+// (u8 codes × s8 query: vpdpbusd, exact). The base carries the rounding's
+// share at the middle code 7.5, so against the float score it adds at most
+// Σ_c |e_c| · |code_jc − 7.5| ≤ 7.5 · d · qscale / 2 (not 15 ·), plus float rounding.
+inline constexpr float kKiviCodeMid = 7.5f;  // kivi4's middle code: where the base folds the rounding in
 struct QueryQ8 {
   const int8_t* q;      // (n_q, head_dim) codes
   const float* scale;   // (n_q)
@@ -44,6 +55,9 @@ struct QueryQ8 {
   // q itself where 16 zero rows follow its n_q (a tile reads 16 rows; BlockAttention pads its codes
   // where AmxInt8Enabled and n_q >= 16): the AMX tile kernels' operand, or null
   const int8_t* qp = nullptr;
+  // (n_q, head_dim) the float queries, for kernels that quantize per block (kivi4 keys; q, scale
+  // and bias are then unused), or null
+  const float* f = nullptr;
 };
 using KvScoreQ8Fn = void (*)(const KvGeometry& geometry, const uint8_t* k_block, uint32_t kv_head,
                              const QueryQ8& q, size_t n_q, float* scores, size_t ld);
@@ -58,7 +72,7 @@ using KvScoreQ8Fn = void (*)(const KvGeometry& geometry, const uint8_t* k_block,
 struct KvBlockKernels {
   KvScoreFn score;            // SIMD (best target of this CPU)
   KvAccumulateFn accumulate;  // SIMD (best target of this CPU)
-  KvScoreQ8Fn score_q8 = nullptr;            // integer key scores where this target has them (tq4, q8), else null
+  KvScoreQ8Fn score_q8 = nullptr;  // integer key scores where this target has them (tq4, q8, kivi4), else null
   KvAccumulateFn accumulate_q8 = nullptr;    // integer value sums where this target has them (tq3, tq4), else null
 };
 // Fetch once per format group, outside the loop over blocks (the dispatch on the runtime type).
@@ -110,10 +124,13 @@ inline float Tq4CentroidsQ8Scale() { return TqCentroidsQ8Scale(4); }
 // gets zero codes and scale.
 void QuantizeQueriesQ8(const float* q, size_t n_q, size_t d, int8_t* q8, float* scale, int32_t* bias,
                        KvFormat keys = KvFormat::kTq4);
-// Scalar model of score_q8 (tq4 or q8 keys): the same integers and the same float operations in the
-// same order, so the SIMD kernel matches it bit for bit.
+// Scalar model of score_q8 (tq4, q8 or kivi4 keys; kivi4 reads q.f): the same integers and the same
+// float operations in the same order, so the SIMD kernel matches it bit for bit.
 void ScoreKvBlockQ8Ref(KvFormat format, const KvGeometry& geometry, const uint8_t* k_block, uint32_t kv_head,
                        const QueryQ8& q, size_t n_q, float* scores, size_t ld = kBlockTokens);
+// kivi4 keys' per-block query of score_q8 (the formula above) for one query q (head_dim d) against one
+// key head tile (`tile`: its scales, mins, codes): codes q8 (d), qscale, base.
+void QuantizeKiviQueryQ8Ref(const uint8_t* tile, uint32_t d, const float* q, int8_t* q8, float* qscale, float* base);
 // Scalar model of accumulate_q8 (tq3 / tq4 values), bit for bit.
 void AccumulateKvBlockQ8Ref(KvFormat format, const KvGeometry& geometry, const uint8_t* v_block, uint32_t kv_head,
                             const float* p, size_t n_q, float* acc, size_t ld = kBlockTokens);

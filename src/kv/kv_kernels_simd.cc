@@ -676,8 +676,9 @@ void AccumulateBlock(const KvGeometry& g, const uint8_t* block, uint32_t kv_head
   }
 }
 
-#include "kv/kv_int8_kernels-inl.inc"  // ScoreTq4Q8, AccumulateTqQ8 (AVX3_DL only)
-#include "kv/kv_int8_q8keys-inl.inc"   // ScoreQ8Q8 (AVX3_DL only)
+#include "kv/kv_int8_kernels-inl.inc"   // ScoreTq4Q8, AccumulateTqQ8 (AVX3_DL only)
+#include "kv/kv_int8_kivikeys-inl.inc"  // ScoreKivi4Q8 (AVX3_DL only)
+#include "kv/kv_int8_q8keys-inl.inc"    // ScoreQ8Q8 (AVX3_DL only)
 
 // This target's kernels of `format` (direct pointers: no dispatch per block).
 KvBlockKernels KernelsFor(KvFormat format) {
@@ -689,7 +690,13 @@ KvBlockKernels KernelsFor(KvFormat format) {
 #else
     case KvFormat::kQ8: return {&ScoreBlock<KvFormat::kQ8>, &AccumulateBlock<KvFormat::kQ8>};
 #endif
+#if HWY_TARGET == HWY_AVX3_DL
+    case KvFormat::kKivi4:
+      return {&ScoreBlock<KvFormat::kKivi4>, &AccumulateBlock<KvFormat::kKivi4>,
+              Avx512VnniVbmi() ? &ScoreKivi4Q8 : nullptr};
+#else
     case KvFormat::kKivi4: return {&ScoreBlock<KvFormat::kKivi4>, &AccumulateBlock<KvFormat::kKivi4>};
+#endif
     case KvFormat::kKivi3: return {&ScoreBlock<KvFormat::kKivi3>, &AccumulateBlock<KvFormat::kKivi3>};
     case KvFormat::kKivi2: return {&ScoreBlock<KvFormat::kKivi2>, &AccumulateBlock<KvFormat::kKivi2>};
 #if HWY_TARGET == HWY_AVX3_DL

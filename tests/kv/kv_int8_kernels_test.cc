@@ -1,4 +1,4 @@
-// The integer KV kernels (kv_kernels.h): tq4 and q8 key scores (QueryQ8) and tq3 / tq4 value sums — the
+// The integer KV kernels (kv_kernels.h): tq4, q8 and kivi4 key scores (QueryQ8) and tq3 / tq4 value sums — the
 // quantizers, the scalar models against the float references within the int8 rounding bounds, the
 // SIMD kernels against the scalar models bit for bit on every compiled target that has them, and
 // BlockAttention using them.
@@ -227,6 +227,123 @@ TEST(ScoreQ8, Q8KeysScalarModelStaysWithinTheQueryRoundingBoundOfTheFloatScore) 
   EXPECT_GT(worst, 0.01) << "the bound is so loose that it tests nothing";
 }
 
+// kivi4 keys (integer scores from the per-block quantized q · scale): key blocks of several kinds,
+// the edge cases included. kind 0: normal with an outlier channel; 1: every third channel constant
+// (scale 0) and one all-zero channel; 2: huge values (near fp16's range); 3: small ones (1e-4).
+std::vector<uint8_t> MakeKiviKeys(const KvGeometry& g, std::mt19937& rng, int kind) {
+  std::normal_distribution<float> nd;
+  const size_t w = g.n_head_kv * g.head_dim;
+  std::vector<float> x(kBlockTokens * w);
+  const float mag = kind == 2 ? 8000.0f : kind == 3 ? 1e-4f : 1.0f;
+  for (auto& v : x) v = std::clamp(nd(rng) * mag, -60000.0f, 60000.0f);
+  for (size_t j = 0; j < kBlockTokens; ++j) {
+    x[j * w + 2] += 5 * mag;  // outlier channel
+    if (kind == 1) {
+      for (size_t c = 0; c < w; c += 3) x[j * w + c] = 0.37f * static_cast<float>(c % 7) - 1;
+      x[j * w + 1] = 0;
+    }
+  }
+  std::vector<uint8_t> bytes(KvBlockBytes(KvFormat::kKivi4, KvSide::kKey, g));
+  EXPECT_TRUE(EncodeKvBlock(KvFormat::kKivi4, KvSide::kKey, g, x.data(), bytes.data(), {}).ok());
+  return bytes;
+}
+
+// Queries for kivi4 keys: normal / √d, scaled per kind (0: as is, 1: ×300, 2: ×1e-6), query 1 zero
+// when n_q > 1.
+std::vector<float> KiviQueries(size_t n_q, size_t d, std::mt19937& rng, int kind) {
+  std::vector<float> q = RandomQueries(n_q, d, rng);
+  const float mag = kind == 1 ? 300.0f : kind == 2 ? 1e-6f : 1.0f;
+  for (auto& v : q) v *= mag;
+  if (n_q > 1) std::fill_n(q.begin() + d, d, 0.0f);
+  return q;
+}
+
+const KvGeometry kKiviGeometries[] = {{3, 64}, {1, 128}, {2, 32}, {1, 256}, {1, 48}};
+
+// |twin − float score| ≤ Σ_c |qs_c − qscale · qs8_c| · |code_jc − 7.5| (≤ 7.5 · d · qscale / 2: the
+// query's int8 rounding, its share at the middle code folded into the base, the codes exact) + float
+// rounding: the base's 16-lane sums, qs = q · s, the decoded keys and the final fma, each a few ulps
+// of Σ_c |q_c| · (|min_c| + 15 · s_c) per channel term.
+TEST(ScoreKivi4Q8, ScalarModelStaysWithinTheQueryRoundingBoundOfTheFloatScore) {
+  std::mt19937 rng(21);
+  double worst = 0;
+  for (const KvGeometry& g : kKiviGeometries) {
+    const uint32_t d = g.head_dim;
+    for (int kind = 0; kind < 4; ++kind) {
+      const std::vector<uint8_t> block = MakeKiviKeys(g, rng, kind);
+      for (uint32_t h = 0; h < g.n_head_kv; ++h) {
+        const size_t n_q = 5;
+        const std::vector<float> q = KiviQueries(n_q, d, rng, (kind + h) % 3);
+        QueryQ8 view;
+        view.f = q.data();
+        std::vector<float> s(n_q * kBlockTokens), s_ref(n_q * kBlockTokens);
+        ScoreKvBlockQ8Ref(KvFormat::kKivi4, g, block.data(), h, view, n_q, s.data());
+        ScoreKvBlockRef(KvFormat::kKivi4, g, block.data(), h, q.data(), n_q, s_ref.data());
+        const uint8_t* t = block.data() + KvHeadTileOffset(KvFormat::kKivi4, KvSide::kKey, g, h);
+        const auto f16 = [](const uint8_t* p) { return double(F16ToF32(static_cast<uint16_t>(p[0] | p[1] << 8))); };
+        for (size_t i = 0; i < n_q; ++i) {
+          std::vector<int8_t> q8(d);
+          float qscale, base;
+          QuantizeKiviQueryQ8Ref(t, d, q.data() + i * d, q8.data(), &qscale, &base);
+          for (size_t j = 0; j < kBlockTokens; ++j) {
+            double bound = 0, abs_sum = 0;
+            for (size_t c = 0; c < d; ++c) {
+              const double sc = f16(t + 2 * c), mn = f16(t + 2 * (d + c));
+              const uint32_t code = kv_layout::UnpackCode(4, t + kv_layout::KiviCodesOffset(d) + 16 * c, j);
+              const double qs = float(q[i * d + c] * float(sc));
+              bound += std::abs(qs - double(qscale) * q8[c]) * std::abs(code - double(kKiviCodeMid));
+              abs_sum += std::abs(q[i * d + c]) * (std::abs(mn) + 15 * sc);
+            }
+            ASSERT_LE(bound, kKiviCodeMid * d * qscale / 2 * (1 + 1e-6)) << "the rounding bound itself";
+            bound += (d + 8) * 0x1p-23 * abs_sum + 1e-37;
+            const double err = std::abs(double(s[i * kBlockTokens + j]) - s_ref[i * kBlockTokens + j]);
+            worst = std::max(worst, err / bound);
+            ASSERT_LE(err, bound) << g.n_head_kv << "x" << d << " kind " << kind << " head " << h << " i=" << i
+                                  << " j=" << j;
+          }
+        }
+      }
+    }
+  }
+  std::printf("  int8 kivi4-key score  max |err| / bound = %.3f\n", worst);
+  EXPECT_GT(worst, 0.01) << "the bound is so loose that it tests nothing";
+}
+
+TEST(ScoreKivi4Q8, KernelMatchesItsScalarModelBitForBitOnEveryTargetThatHasIt) {
+  std::mt19937 rng(23);
+  size_t checked = 0;
+  std::string targets;
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    const KvScoreQ8Fn score_q8 = GetKvBlockKernels(KvFormat::kKivi4).score_q8;
+    if (!score_q8) continue;
+    const std::string tname = hwy::TargetName(target);
+    targets += " " + tname;
+    for (const KvGeometry& g : kKiviGeometries) {
+      const size_t d = g.head_dim;
+      for (int kind = 0; kind < 4; ++kind) {
+        const std::vector<uint8_t> block = MakeKiviKeys(g, rng, kind);
+        for (size_t n_q : {1, 2, 3, 8, 9, 16, 17, 45, 70}) {
+          const uint32_t h = static_cast<uint32_t>(n_q % g.n_head_kv);
+          const size_t ld = n_q == 3 ? 40 : kBlockTokens;
+          const std::vector<float> q = KiviQueries(n_q, d, rng, static_cast<int>(n_q % 3));
+          QueryQ8 view;
+          view.f = q.data();
+          std::vector<float> s(n_q * ld, -7.0f), s_ref(n_q * ld, -7.0f);
+          score_q8(g, block.data(), h, view, n_q, s.data(), ld);
+          ScoreKvBlockQ8Ref(KvFormat::kKivi4, g, block.data(), h, view, n_q, s_ref.data(), ld);
+          ASSERT_EQ(0, std::memcmp(s.data(), s_ref.data(), s.size() * sizeof(float)))
+              << tname << " " << g.n_head_kv << "x" << d << " kind " << kind << " n_q=" << n_q;
+          ++checked;
+        }
+      }
+    }
+  }
+  hwy::SetSupportedTargetsForTest(0);
+  if (checked == 0) GTEST_SKIP() << "no compiled target of this CPU has integer kivi4 key scores (AVX-512 VNNI + VBMI)";
+  std::printf("  kivi4 integer key scores bit for bit on:%s\n", targets.c_str());
+}
+
 std::vector<uint8_t> MakeTqValues(KvFormat f, const KvGeometry& g, std::mt19937& rng, std::vector<uint8_t>* f16 = nullptr) {
   std::normal_distribution<float> nd;
   std::vector<float> x(kBlockTokens * g.n_head_kv * g.head_dim);
@@ -397,6 +514,11 @@ TEST(Int8Kernels, BlockAttentionTakesThemAndTheSwitchTurnsThemOff) {
   if (!GetKvBlockKernels(KvFormat::kTq4).score_q8) GTEST_SKIP() << "no integer key scores on this CPU";
   CheckBlockAttentionTakesThem(KvFormat::kTq4);
   CheckBlockAttentionTakesThem(KvFormat::kQ8);
+}
+
+TEST(Int8Kernels, BlockAttentionTakesKivi4KeyScoresAndTheSwitchTurnsThemOff) {
+  if (!GetKvBlockKernels(KvFormat::kKivi4).score_q8) GTEST_SKIP() << "no integer kivi4 key scores on this CPU";
+  CheckBlockAttentionTakesThem(KvFormat::kKivi4);
 }
 
 }  // namespace
