@@ -1,9 +1,8 @@
 // `chorus inspect`: what a GGUF model is — architecture, hyper-parameters, metadata, tensor types and sizes.
 #include <map>
 
-#include "gguf/gguf.h"        // GgufFile
-#include "ops/cpu_target.h"  // CpuFeatures
-#include "ops/matmul.h"      // MatMulPath
+#include "eval/cpu.h"   // CpuFeatures, MatMulPath
+#include "gguf/gguf.h"  // GgufFile
 #include "tools/common.h"
 
 namespace chorus::cli {

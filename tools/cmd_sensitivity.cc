@@ -2,11 +2,11 @@
 // and writes the table that the allocator's :m rank (`--comix-sensitivity FILE`) allocates by.
 #include <fmt/format.h>
 
+#include <chrono>
 #include <sstream>
 
 #include "eval/sensitivity_eval.h"
 #include "tools/eval_args.h"
-#include "util/timer.h"
 
 namespace chorus::cli {
 
@@ -38,9 +38,9 @@ void PrintSensitivityTable(const ComixSensitivity& table) {
 }
 
 std::function<void(size_t, size_t, const std::string&)> SensitivityProgress() {
-  auto timer = std::make_shared<Timer>();
-  return [timer](size_t done, size_t total, const std::string& line) {
-    const double el = timer->Seconds();
+  const auto start = std::chrono::steady_clock::now();
+  return [start](size_t done, size_t total, const std::string& line) {
+    const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::fprintf(stderr, "\r[%zu/%zu] %s  %.0f s, ~%.0f s left   %s", done, total, line.c_str(), el,
                  el / double(done) * double(total - done), done == total ? "\n" : "");
   };

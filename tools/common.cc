@@ -1,11 +1,9 @@
 // Shared command-line helpers.
 #include "tools/common.h"
 
+#include "eval/cpu.h"      // SetCpuTargetByName, kCpuTargetNames, MatMulPath
 #include "eval/eval_kv.h"  // ParseWindowFormat (kv/window_codec.h through it)
 #include "eval/harness.h"  // LoadAverage
-
-#include "ops/cpu_target.h"       // SetCpuTargetByName, kCpuTargetNames
-#include "ops/matmul.h"           // MatMulPath
 
 #include <algorithm>
 #include <cctype>

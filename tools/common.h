@@ -14,10 +14,8 @@
 #include "chorus/engine.h"     // Engine, ChunkMapReport
 #include "eval/chunk_map.h"    // PrintChunkMap, ChunkMapJson
 #include "eval/divergence.h"   // KlFromLogProbs
-#include "eval/harness.h"      // LoadModel, ReadFile, Median, ChatFrame
+#include "eval/harness.h"      // LoadModel, ReadFile, Median, ChatFrame; Model, Status (src/util)
 #include "eval/peer.h"         // RunPeerJson, RunBestPeerJson, ResidentBytes
-#include "model/model.h"       // Model
-#include "util/status.h"
 
 namespace chorus::cli {
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "model/sampler.h"       // SamplingOptions
+#include "eval/uniform_generate.h"  // SamplingOptions (model/sampler.h)
 #include "tools/common.h"        // KvFlags, DefaultThreads
 #include "tools/policy_flags.h"  // PolicyFlags
 

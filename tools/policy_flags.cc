@@ -1,7 +1,8 @@
 // --policy SPEC and its companion flags (see policy_flags.h).
 #include "tools/policy_flags.h"
 
-#include "tools/common.h"  // ParseBytes
+#include "eval/sensitivity_eval.h"  // LoadComixSensitivity (policy/comix_sensitivity.h)
+#include "tools/common.h"           // ParseBytes
 
 namespace chorus::cli {
 

@@ -425,6 +425,7 @@ class Engine {
   };
   // The prompt text for these messages with the model's chat template (generation prompt added).
   Result<std::string> RenderChat(const std::vector<ChatTurn>& messages) const;
+  bool has_chat_template() const;  // whether RenderChat can succeed (the GGUF has tokenizer.chat_template)
   size_t context_size() const;  // positions per agent
   size_t vocab_size() const;
   // Bytes a request's own KV would take with nothing borrowed (prompt blocks at the shared

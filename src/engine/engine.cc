@@ -591,6 +591,8 @@ Result<std::string> Engine::RenderChat(const std::vector<ChatTurn>& messages) co
   return ApplyChatTemplate(*tmpl, msgs, /*add_generation_prompt=*/true);
 }
 
+bool Engine::has_chat_template() const { return impl_->core().model->chat_template().has_value(); }
+
 size_t Engine::context_size() const { return impl_->core().n_ctx; }
 size_t Engine::vocab_size() const { return impl_->core().model->config().n_vocab; }
 const std::string& Engine::model_name() const { return impl_->core().model->config().name; }

@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "eval/chunk_map.h"  // PrintChunkMap, ChunkMapJson
-#include "eval/harness.h"    // LoadModel, ReadFile, ChatFrame
+#include "eval/harness.h"    // ReadFile, ChatFrame
 #include "eval/report.h"     // Versioned
 #include "util/timer.h"
 
@@ -88,9 +88,7 @@ Result<AgentsReport> RunShared(const AgentsConfig& c, const std::vector<std::str
   auto engine_r = Engine::Open(eo);
   if (!engine_r.ok()) return engine_r.status();
   Engine& engine = *engine_r.value();
-  auto model_r = LoadModel(eo.model_path);  // for the chat frame only (mmap'ed: no copy)
-  if (!model_r.ok()) return model_r.status();
-  auto frame = ChatFrame(*model_r.value());
+  auto frame = ChatFrame(engine);
   if (!frame.ok()) return frame.status();
   SharedAgentsReport r{.policy = policy,
                        .policy_name = c.policy_name,

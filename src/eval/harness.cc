@@ -45,4 +45,13 @@ Result<std::pair<std::string, std::string>> ChatFrame(const Model& model) {
   return std::pair<std::string, std::string>{text->substr(0, at), text->substr(at + mark.size())};
 }
 
+Result<std::pair<std::string, std::string>> ChatFrame(const Engine& engine) {
+  const std::string mark = "\x01CHORUS_CONTENT\x01";
+  if (!engine.has_chat_template()) return std::pair<std::string, std::string>{"", "\nAnswer:"};
+  auto text = engine.RenderChat({{"user", mark}});
+  if (!text.ok()) return text.status();
+  const size_t at = text->find(mark);
+  return std::pair<std::string, std::string>{text->substr(0, at), text->substr(at + mark.size())};
+}
+
 }  // namespace chorus::eval

@@ -6,7 +6,8 @@
 #include <utility>
 #include <vector>
 
-#include "model/model.h"  // Model, ModelLoadOptions
+#include "chorus/engine.h"  // Engine
+#include "model/model.h"    // Model, ModelLoadOptions
 #include "util/status.h"
 
 namespace chorus::eval {
@@ -22,5 +23,7 @@ double LoadAverage();
 // The model's chat template split around a user turn's content: (before, after); without a
 // template, ("", "\nAnswer:").
 Result<std::pair<std::string, std::string>> ChatFrame(const Model& model);
+// The same frame through an open engine's chat template (Engine::RenderChat): no second model load.
+Result<std::pair<std::string, std::string>> ChatFrame(const Engine& engine);
 
 }  // namespace chorus::eval

@@ -6,9 +6,8 @@
 #include <algorithm>
 
 #include "eval/chunk_map.h"       // ChunkMapJson
-#include "eval/harness.h"         // LoadModel, ChatFrame
+#include "eval/harness.h"         // ChatFrame
 #include "eval/report.h"          // Versioned
-#include "model/chat_template.h"  // ApplyChatTemplate
 #include "util/timer.h"
 
 namespace chorus::eval {
@@ -50,13 +49,12 @@ Result<PolicyGenerateReport> RunPolicyGenerate(const PolicyGenerateConfig& a) {
                    .encoder_path = a.encoder};
   CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine_p, Engine::Open(eo));
   Engine& engine = *engine_p;
-  CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModel(a.model));  // chat template only (mmap'ed)
 
   ContextId ctx = 0;
   std::string prompt = question;
   Timer t_prefill;
   if (!doc.empty()) {
-    CHORUS_ASSIGN_OR_RETURN(const auto frame, ChatFrame(*model));
+    CHORUS_ASSIGN_OR_RETURN(const auto frame, ChatFrame(engine));
     prompt = "\n\nQuestion: " + question + frame.second;
     // The allocator plans the one reader (the question and its answer) before the document is
     // sealed, so the document does not take the bytes the answer needs (as `chorus agents`).
@@ -68,12 +66,11 @@ Result<PolicyGenerateReport> RunPolicyGenerate(const PolicyGenerateConfig& a) {
     if (!c.ok()) return c.status().Context("--doc");
     ctx = *c;
   } else if (a.chat) {
-    auto tmpl = model->chat_template();
-    if (!tmpl) return Status::Error("--chat: the model has no tokenizer.chat_template");
-    std::vector<ChatMessage> msgs;
+    if (!engine.has_chat_template()) return Status::Error("--chat: the model has no tokenizer.chat_template");
+    std::vector<Engine::ChatTurn> msgs;
     if (!a.system.empty()) msgs.push_back({"system", a.system});
     msgs.push_back({"user", question});
-    CHORUS_ASSIGN_OR_RETURN(prompt, ApplyChatTemplate(*tmpl, msgs, /*add_generation_prompt=*/true));
+    CHORUS_ASSIGN_OR_RETURN(prompt, engine.RenderChat(msgs));
   }
   PolicyGenerateReport r;
   r.doc_tokens = ctx ? engine.ContextTokens(ctx) : 0;

@@ -98,17 +98,7 @@ def check_server():
 TOOLS_EXCEPTIONS = {
     ("tools/cmd_embed.cc", "encoder/minilm_encoder.h"),
     ("tools/cmd_inspect.cc", "gguf/gguf.h"),
-    ("tools/cmd_inspect.cc", "ops/cpu_target.h"),
-    ("tools/cmd_inspect.cc", "ops/matmul.h"),
     ("tools/cmd_serve.cc", "server/http_server.h"),
-    ("tools/cmd_sensitivity.cc", "util/timer.h"),
-    ("tools/common.cc", "ops/cpu_target.h"),
-    ("tools/common.cc", "ops/matmul.h"),
-    ("tools/common.h", "model/model.h"),
-    ("tools/common.h", "util/status.h"),
-    ("tools/generate_args.h", "model/sampler.h"),
-    ("tools/policy_flags.h", "policy/comix_sensitivity.h"),
-    ("tools/policy_flags.h", "util/status.h"),
 }
 
 
