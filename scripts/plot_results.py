@@ -230,12 +230,13 @@ def defaults_bytes_vs_kld(out):
             ax.scatter(100 * r["bits_per_element"] / 16, r["kld_mean"], color=c, marker=marks.get(corpus, "x"),
                        s=28 if ctx == "c2048" else 60, facecolors="none" if ctx != "c2048" else c)
     if os.path.exists(os.path.join(d, "peer.json")):
-        for r in load(os.path.join("defaults", "peer.json"))["rows"]:
+        for r in load(os.path.join("defaults", "peer.json"))["rows"]:  # llama.cpp: its corpus's marker, outlined
             c = colors.setdefault("llama.cpp " + r["kv"], f"C{len(colors)}")
-            axes[0].scatter(100 * r["bits_per_element"] / 16, r["kld_mean"], color=c, marker="*", s=90)
+            axes[0].scatter(100 * r["bits_per_element"] / 16, r["kld_mean"], color=c,
+                            marker=marks.get(r.get("corpus", "wiki"), "x"), s=90, edgecolors="black", linewidths=1.2)
     for cfg, c in colors.items():
         axes[0].scatter([], [], color=c, label=cfg)
-    axes[0].set_title("SmolLM2-135M (filled: 2K, hollow: 8K; *: llama.cpp, wiki 2K)\n"
+    axes[0].set_title("SmolLM2-135M (filled: 2K, hollow: 8K; black outline: llama.cpp, 2K)\n"
                       "o wiki, square code, triangle docs, diamond chat")
     axes[1].set_title("Gemma 3 270M (2K)\no wiki, square code, triangle docs, diamond chat")
     for ax in axes:
