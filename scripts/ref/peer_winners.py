@@ -18,6 +18,7 @@ import datetime
 import hashlib
 import json
 import os
+import sys
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
@@ -68,8 +69,7 @@ class Winners:
         except FileNotFoundError:
             self.data = {}
         except (OSError, ValueError) as e:  # a damaged store is measured again, not trusted
-            print(f"{script}: ignoring {self.path} ({e}): the grid will be measured again", flush=True,
-                  file=__import__("sys").stderr)
+            print(f"{script}: ignoring {self.path} ({e}): the grid will be measured again", file=sys.stderr)
             self.data = {}
 
     def key(self, row: str) -> str:

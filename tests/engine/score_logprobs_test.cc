@@ -19,14 +19,7 @@ namespace chorus {
 namespace {
 
 std::unique_ptr<Engine> OpenTiny() {
-  testing::SyntheticSpec s{.name = "score",
-                           .n_layer = 2,
-                           .n_embd = 64,
-                           .n_head = 2,
-                           .n_head_kv = 1,
-                           .head_dim = 32,
-                           .n_ff = 128,
-                           .n_vocab = 300};
+  const testing::SyntheticSpec s = testing::TinySpec("score");
   const std::string path = std::string(::testing::TempDir()) + "/score_test." + std::to_string(getpid()) + ".gguf";
   EXPECT_TRUE(testing::SyntheticModel(s).WriteFile(path).ok());
   EngineOptions o;

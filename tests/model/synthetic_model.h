@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gguf/gguf_writer.h"  // GgufWriter
@@ -30,6 +31,20 @@ struct SyntheticSpec {
   std::string misshape;   // tests: write this matrix with one row too many
   std::string chat_template;  // tokenizer.chat_template ("" = none)
 };
+
+// The 2-layer, 300-token random model the engine, server and eval tests open (written and loaded in
+// well under a second).
+inline SyntheticSpec TinySpec(std::string name, std::string chat_template = "") {
+  return {.name = std::move(name),
+          .n_layer = 2,
+          .n_embd = 64,
+          .n_head = 2,
+          .n_head_kv = 1,
+          .head_dim = 32,
+          .n_ff = 128,
+          .n_vocab = 300,
+          .chat_template = std::move(chat_template)};
+}
 
 class SplitMix {
  public:

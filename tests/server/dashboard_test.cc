@@ -23,8 +23,7 @@ namespace {
 using json = nlohmann::json;
 
 std::unique_ptr<Engine> OpenTiny(EngineOptions o = {}) {
-  testing::SyntheticSpec s{.name = "dash", .n_layer = 2, .n_embd = 64, .n_head = 2, .n_head_kv = 1,
-                           .head_dim = 32, .n_ff = 128, .n_vocab = 300};
+  const testing::SyntheticSpec s = testing::TinySpec("dash");
   static int serial = 0;  // unique per process and call (ctest runs the cases as parallel processes)
   const std::string path = std::string(::testing::TempDir()) + "/dashboard_test." + std::to_string(getpid()) + "." +
                            std::to_string(serial++) + ".gguf";

@@ -23,8 +23,7 @@ namespace chorus::server {
 namespace {
 
 std::unique_ptr<Engine> OpenTiny(size_t n_ctx = 512) {
-  testing::SyntheticSpec s{.name = "loop", .n_layer = 2, .n_embd = 64, .n_head = 2, .n_head_kv = 1,
-                           .head_dim = 32, .n_ff = 128, .n_vocab = 300};
+  const testing::SyntheticSpec s = testing::TinySpec("loop");
   const std::string path = std::string(::testing::TempDir()) + "/engine_loop_test." + std::to_string(getpid()) + ".gguf";
   EXPECT_TRUE(testing::SyntheticModel(s).WriteFile(path).ok());
   EngineOptions o;

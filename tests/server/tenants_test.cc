@@ -99,15 +99,8 @@ class TenantServer : public ::testing::Test {
   static constexpr const char* kQ = "Bearer key-qqqqqqqqqqqqqqqq";  // a 1-byte KV quota
 
   void SetUp() override {
-    testing::SyntheticSpec s{.name = "tenants",
-                             .n_layer = 2,
-                             .n_embd = 64,
-                             .n_head = 2,
-                             .n_head_kv = 1,
-                             .head_dim = 32,
-                             .n_ff = 128,
-                             .n_vocab = 300,
-                             .chat_template = "{% for message in messages %}<|im_start|>"};  // ChatML
+    const testing::SyntheticSpec s =
+        testing::TinySpec("tenants", "{% for message in messages %}<|im_start|>");  // ChatML
     const std::string path = std::string(::testing::TempDir()) + "/tenants_test." + std::to_string(getpid()) + ".gguf";
     ASSERT_TRUE(testing::SyntheticModel(s).WriteFile(path).ok());
     auto e = Engine::Open({.model_path = path, .threads = 2, .n_ctx = 512, .kv_budget_bytes = 64 << 20});
