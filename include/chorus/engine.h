@@ -13,8 +13,8 @@
 // running decodes, and decodes every running request by one token.
 //
 // The Engine is not thread-safe: one thread drives it (the server's engine loop does). Only
-// Tokenize, RenderChat, EstimateBytes and the const getters of the model (context_size,
-// vocab_size, model_name, fingerprint) read immutable state and may be called from any thread.
+// Tokenize, RenderChat, EstimateBytes, CheckConstraint and the const getters of the model
+// (context_size, vocab_size, model_name, fingerprint) may be called from any thread.
 #pragma once
 #include <cstddef>
 #include <cstdint>

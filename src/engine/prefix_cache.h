@@ -8,6 +8,9 @@
 // whatever came before them, with the position of its first token, so that another prompt holding
 // the same tokens after other text can attach it at another offset. That is never an exact prefix
 // hit: only the chained keys are.
+// Scopes: every key is salted with the sharing scope of the request or context that sealed the
+// block (AgentOptions::scope), so blocks are shared inside a scope and never across two; an entry
+// knows its scope, so a scope over its quota evicts only its own idle blocks (EvictScope).
 // Invariant: Entry::bytes == Σ BlockPool::BlockCost of its ids; the cache's ref is the last one
 // standing exactly when no sequence reads the block; a content key names a live entry.
 #pragma once

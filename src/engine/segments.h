@@ -5,6 +5,9 @@
 // with a shift the attention undoes on the queries (KvSequence::Attach). Context is repaired by
 // recomputing the span's first tokens (EPIC's attention sink, and the rows up to the block
 // boundary where the run can be attached), so only the rest of the span is reused.
+// A request's blocks from its first attached run on are approximate: they are cached under
+// continuation keys (PrefixCache::ContinuationKey), never in the exact chain, so an exact-only
+// request never matches them. With reuse off the engine is bit-identical (Segments.ReuseOffIsBitIdentical).
 // Invariant: a planned run holds one pool reference on each of its blocks from planning until it
 // is attached or dropped (SegmentPlan's destructor), so eviction can never take it meanwhile.
 #pragma once

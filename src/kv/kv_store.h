@@ -6,6 +6,8 @@
 // Invariant: a block is sealed once, when its 32 tokens are complete, with the formats the policy
 // picked; it is never re-quantized, and never changed while any sequence holds it. A sliding-window
 // layer frees a sequence's leading blocks once no token it will still compute can see them.
+// Prefill is decode-faithful: appending n tokens at once gives every token the bits it gets when the
+// same tokens arrive one by one, whatever the chunking (kv_store_test's PrefillEqualsTokenByToken).
 // Accounting: every byte the store holds (blocks and the pool's slots, windows, a batch's native
 // rows, undo rows, tables, the scratch it owns) is counted the moment it is allocated; an
 // allocation that would pass the byte budget fails instead, and the most ever held at once is kept

@@ -4,7 +4,8 @@
 // from an answer, and ResponseStore, which keeps what a later `previous_response_id` continues.
 // Invariants: an unknown or evicted id is never a fresh start (the caller answers 404); a stored
 // response's tokens are exactly the KV its request held (prompt + answer), so a continuation whose
-// rendered text extends the stored text reuses them token for token (docs/SERVING.md "Responses").
+// rendered text extends the stored text reuses them token for token (AgentOptions::cache_answer
+// keeps the answer's blocks in the prefix cache: routes_responses.cc).
 #pragma once
 #include <nlohmann/json.hpp>
 

@@ -1,7 +1,7 @@
 // Tool calling and structured output on the chat protocol: `tools`, `tool_choice`,
 // `parallel_tool_calls` and `response_format` parsed into native types; the prompt a chat template
 // without tool support gets (the documented fallback: Hermes / Qwen 2.5's <tool_call> format,
-// docs/SERVING.md "Tools"); the grammar that makes every call's arguments valid for its schema; and
+// docs/GRAMMAR.md); the grammar that makes every call's arguments valid for its schema; and
 // the parser that turns the generated text back into tool_calls, whole or streamed.
 // Invariants: pure (no engine, no I/O); with tools active the answer's text is `content` followed by
 // calls written as kCallBegin NAME kCallArgs ARGS kCallEnd, because the grammar allows nothing else.
