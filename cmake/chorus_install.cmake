@@ -1,11 +1,12 @@
-# `cmake --install build --prefix P`: the public headers (every include/chorus/*.h), the engine's
-# static libraries and a CMake package, so that find_package(chorus) gives the target chorus::chorus
+# `cmake --install build --prefix P`: the public headers (every include/chorus/*.h), the engine's and
+# the server's static libraries and a CMake package, so that find_package(chorus) gives the target chorus::chorus
 # with its link dependencies (examples/hello_chorus builds this way; tests/api runs it).
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/include/chorus DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.h")
-# chorus_engine and every library below it (the link lines of src/*/CMakeLists.txt).
-set(chorus_installed_libraries chorus_engine chorus_grammar xgrammar chorus_encoder chorus_model chorus_policy chorus_remote hiredis_ssl hiredis chorus_kv
+# chorus_server (chorus/server.h), chorus_engine and every library below it (the link lines of
+# src/*/CMakeLists.txt).
+set(chorus_installed_libraries chorus_server chorus_engine chorus_grammar xgrammar chorus_encoder chorus_model chorus_policy chorus_remote hiredis_ssl hiredis chorus_kv
                                chorus_ops chorus_gguf chorus_util)
 install(TARGETS chorus_api ${chorus_installed_libraries} EXPORT chorusTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})

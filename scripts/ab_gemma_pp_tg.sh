@@ -3,7 +3,7 @@
 # count, `A bench`, `B bench` (pp/tg, --reps 1, --no-peer, each with its own warm-up and machine
 # probe), then llama-bench on llama-quantize's Q4_0 conversion with flash attention off and on (the
 # better of the two per test). One JSON line per measurement appended to OUT; summarize with
-# scripts/ab_gemma_pp_tg_summary.py OUT.
+# scripts/results.py ab-pp-tg OUT.
 # usage: scripts/ab_gemma_pp_tg.sh A_BIN B_BIN REPS "THREADS" OUT [PP TG]   (B_BIN '-': A alone beside llama.cpp)
 # env: MODEL (default models/gemma-3-270m-q4_k_m.gguf), PEER_MODEL (the Q4_0 conversion), LLAMA_BENCH (one
 # llama-bench or several, ':'-separated: e.g. the native build and the noamx one where native crashes in pp)

@@ -2,7 +2,7 @@
 # Issue 19's allocator evaluation (docs/results/allocator.md): for each corpus, one `chorus eval kld`
 # run with every uniform baseline, then one run per policy row (eval kld runs one policy per call; the
 # f16 base is recomputed and must agree). Outputs: OUT/CORPUS_uniform.json, OUT/CORPUS_<row>.json;
-# summarise with `python3 scripts/allocator_summary.py OUT`.
+# summarise with `python3 scripts/results.py allocator OUT`.
 #
 #   scripts/allocator_eval.sh OUT CORPUS=FILE[,CORPUS=FILE...] ROW[,ROW...] [CHUNKS] [CTX] [THREADS]
 #

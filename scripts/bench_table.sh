@@ -3,7 +3,7 @@
 #   the machine probe, pp512 / tg128, decode at depth 0 and 4096, 1 and 15 agents on one 4096-token
 #   shared document (with the document's prefill), at each thread count.
 # Every row runs both sides in the same invocation; raw outputs (the human table on .log, one JSON
-# object on .json) go to OUT, and scripts/bench_table_summary.py OUT prints the markdown table
+# object on .json) go to OUT, and scripts/results.py speed-table OUT prints the markdown table
 # (OUT/table.md); scripts/plot_roofline.py OUT draws each row's % of the roofline (OUT/roofline.png).
 #
 # Usage: scripts/bench_table.sh [-m MODEL] [-t 1,2] [--out DIR] [--reps 3] [--doc-file FILE] [--agents-peer-grid G]
@@ -74,5 +74,5 @@ for t in ${threads//,/ }; do
   step "agents-peer-t$t" python3 scripts/ref/llama_agents_best.py -m "$model" --agents 1,15 --threads "$t" \
     --reps "$reps" "${grid[@]}" --json
 done
-python3 scripts/bench_table_summary.py "$out" | tee "$out/table.md"
+python3 scripts/results.py speed-table "$out" | tee "$out/table.md"
 python3 scripts/plot_roofline.py "$out" "$out/roofline.png" || echo "bench_table.sh: no plot (matplotlib missing?)" >&2

@@ -73,5 +73,5 @@ for rep in $(seq 1 "$reps"); do
   done
 done
 echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out.log"
-python3 scripts/cpu_targets_summary.py "$raw" > "$out.md"
+python3 scripts/results.py cpu-targets "$raw" > "$out.md"
 cat "$out.log" "$out.md"

@@ -24,5 +24,5 @@ for c in $configs; do
   mv "$f.tmp" "$f"
   echo "#   done in $(( $(date +%s) - start )) s, load $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out/commands.txt"
 done
-python3 "$(dirname "$0")/needle_allocator_summary.py" "$out"/*.json > "$out/summary.txt"
+python3 "$(dirname "$0")/results.py" needle-allocator "$out"/*.json > "$out/summary.txt"
 cat "$out/summary.txt"

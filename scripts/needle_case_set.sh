@@ -64,5 +64,5 @@ for s in $shards; do
   echo "== shard $s ($(wc -l < "$cases/$s.jsonl") cases), $(date -u +%T)"
   scripts/needle_allocator_eval.sh "$out/$s" "$cases/$s.jsonl" "$configs" > /dev/null
 done
-python3 scripts/needle_allocator_summary.py "$out"/*/*.json > "$out/summary.txt" || true
+python3 scripts/results.py needle-allocator "$out"/*/*.json > "$out/summary.txt" || true
 cat "$out/summary.txt"

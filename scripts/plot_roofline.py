@@ -23,7 +23,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_table_summary import load  # noqa: E402  (the same reader of the table's JSON files)
+from results import read_optional as load  # noqa: E402  (the speed table's reader of the JSON files)
 
 
 def rows_for(d):

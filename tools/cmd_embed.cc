@@ -5,7 +5,7 @@
 #include <cmath>
 #include <ctime>
 
-#include "encoder/minilm_encoder.h"
+#include "chorus/embedder.h"  // Embedder
 #include "tools/common.h"
 
 namespace chorus::cli {
@@ -25,26 +25,27 @@ double CpuMs() {
 }
 
 int RunEmbed(const EmbedArgs& a) {
-  auto enc_r = BertEncoder::Open(a.encoder, a.threads);
+  auto enc_r = Embedder::Open(a.encoder, a.threads);
   if (!enc_r.ok()) return Fail(enc_r.status());
-  BertEncoder& enc = **enc_r;
-  if (auto warm = enc.Embed("warm-up"); !warm.ok()) return Fail(warm.status());
+  Embedder& enc = **enc_r;
+  if (auto warm = enc.Embed({"warm-up"}); !warm.ok()) return Fail(warm.status());
   nlohmann::json out = {{"encoder", enc.name()}, {"dim", enc.dim()}, {"threads", a.threads}};
   if (!a.json) std::printf("encoder: %s, dim %zu, %d thread(s)\n", enc.name().c_str(), enc.dim(), a.threads);
   std::vector<float> prev;
   for (size_t i = 0; i < a.texts.size(); ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     const double c0 = CpuMs();
-    auto e = enc.Embed(a.texts[i]);
+    auto batch = enc.Embed({a.texts[i]});
     const double cpu = CpuMs() - c0;
     const double wall = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (!e.ok()) return Fail(e.status());
+    if (!batch.ok()) return Fail(batch.status());
+    std::vector<float>& e = batch->vectors[0];
     double norm = 0, cos = 0;
-    for (size_t d = 0; d < e->size(); ++d) {
-      norm += double((*e)[d]) * (*e)[d];
-      if (!prev.empty()) cos += double((*e)[d]) * prev[d];
+    for (size_t d = 0; d < e.size(); ++d) {
+      norm += double(e[d]) * e[d];
+      if (!prev.empty()) cos += double(e[d]) * prev[d];
     }
-    const size_t n_tok = enc.Tokenize(a.texts[i]).size();
+    const size_t n_tok = batch->tokens;  // with [CLS]/[SEP], after truncation
     nlohmann::json row = {{"text", a.texts[i]}, {"tokens", n_tok}, {"norm", std::sqrt(norm)}, {"ms", wall},
                           {"cpu_ms", cpu}};
     if (!prev.empty()) row["cos_prev"] = cos;
@@ -54,7 +55,7 @@ int RunEmbed(const EmbedArgs& a) {
       if (!prev.empty()) std::printf("  cos(prev) %+.4f", cos);
       std::printf("  %.60s\n", a.texts[i].c_str());
     }
-    prev = std::move(*e);
+    prev = std::move(e);
   }
   if (a.json) PrintJson(out);
   return 0;

@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "chorus/embedder.h"     // Embedder
-#include "server/http_server.h"  // HttpServer
+#include "chorus/server.h"       // Server
 #include "tools/common.h"
 #include "tools/policy_flags.h"  // PolicyFlags
 
@@ -87,12 +87,19 @@ int RunServe(const ServeArgs& a) {
     return Fail(Status::Error("--prefill-chunk must be a positive multiple of 32, got {}", a.prefill_chunk));
 
   // The keys before the model: a bad file is reported at once.
-  std::optional<server::Tenants> tenants;
-  if (!a.api_keys.empty()) {
-    auto t = server::Tenants::Load(a.api_keys);
-    if (!t.ok()) return Fail(t.status());
-    tenants = std::move(*t);
-  }
+  std::string id = a.model.substr(a.model.find_last_of('/') + 1);  // the file name is what users call it
+  if (id.size() > 5 && id.ends_with(".gguf")) id.resize(id.size() - 5);
+  auto server = Server::Create({.host = a.host,
+                                .port = a.port,
+                                .api_key = a.api_key,
+                                .api_keys_file = a.api_keys,
+                                .max_queue = a.max_queue,
+                                .max_body_bytes = a.max_body,
+                                .default_max_tokens = a.max_tokens,
+                                .model_id = id,
+                                .max_running = a.max_running});
+  if (!server.ok()) return Fail(server.status());
+  Server& http = **server;
   std::fprintf(stderr, "chorus serve: loading %s\n", a.model.c_str());
   auto engine_r = Engine::Open(eo);
   if (!engine_r.ok()) return Fail(engine_r.status());
@@ -105,17 +112,6 @@ int RunServe(const ServeArgs& a) {
         Status::Error("--kv-budget {} is too small for one request: a 32-token prompt with the default {} "
                       "answer tokens needs about {} bytes (raise --kv-budget or lower --max-tokens)",
                       a.pol.budget, a.max_tokens, need));
-  std::string id = a.model.substr(a.model.find_last_of('/') + 1);  // the file name is what users call it
-  if (id.size() > 5 && id.ends_with(".gguf")) id.resize(id.size() - 5);
-  server::HttpServer http(engine, {.host = a.host,
-                                   .port = a.port,
-                                   .api_key = a.api_key,
-                                   .tenants = tenants,
-                                   .max_queue = a.max_queue,
-                                   .max_body_bytes = a.max_body,
-                                   .default_max_tokens = a.max_tokens,
-                                   .model_id = id,
-                                   .max_running = a.max_running});
   // POST /v1/embeddings: the flag's encoder, else the one scripts/fetch_encoder.sh put next to the model.
   std::string emb_dir = a.embedding_model;
   if (emb_dir.empty()) {
@@ -132,11 +128,11 @@ int RunServe(const ServeArgs& a) {
                  "chorus serve: no embedding model (scripts/fetch_encoder.sh, or --embedding-model DIR): "
                  "/v1/embeddings answers 404\n");
   }
-  if (Status s = http.Bind(); !s.ok()) return Fail(s);
+  if (Status s = http.Bind(engine); !s.ok()) return Fail(s);
   std::printf("chorus serve: http://%s:%d/v1  (model %s, context %zu, KV budget %s, policy %s, %d threads%s%s%s)\n",
               a.host.c_str(), http.port(), id.c_str(), engine.context_size(), a.pol.budget.c_str(),
               FormatSpec(a.pol.policy).c_str(), a.threads,
-              tenants             ? fmt::format(", {} tenants", tenants->size()).c_str()
+              http.tenants()      ? fmt::format(", {} tenants", http.tenants()).c_str()
               : a.api_key.empty() ? ""
                                   : ", API key required",
               a.kv_store.empty() ? "" : ", kv-store ", a.kv_store.empty() ? "" : (store_up ? "up" : "DOWN"));
@@ -151,6 +147,7 @@ int RunServe(const ServeArgs& a) {
   http.Shutdown();  // Serve returned on its own (listener error): stop the rest too
   pthread_kill(waiter.native_handle(), SIGTERM);
   waiter.join();
+  server.value().reset();  // before the engine it serves
   std::fprintf(stderr, "chorus serve: stopped\n");
   return 0;
 }
