@@ -14,6 +14,7 @@
   results.py speed-table DIR                                   scripts/bench_table.sh's folder: the speed table
   results.py cpu-targets FILE.jsonl                            scripts/cpu_targets_bench.sh's JSON lines
   results.py ab-pp-tg FILE.jsonl                               scripts/ab_gemma_pp_tg.sh's JSON lines
+  results.py ab DIR                                            scripts/bench_table_ab.sh's folder: B/A per row
 
 Shared by every table: reading a file (JSON, or JSON lines), the schema check, the markdown table and the
 exact paired tests (scripts/paired_tests.py). A report of the eval library carries "schema": "chorus.eval/1"
@@ -26,6 +27,7 @@ import glob
 import json
 import math
 import os
+import re
 import statistics
 import sys
 from collections import defaultdict
@@ -677,6 +679,55 @@ def cmd_ab_pp_tg(args):
             print(f"t={t} probe: int8 {min(p):.0f}-{max(p):.0f} G ops/s, read {min(b):.1f}-{max(b):.1f} GB/s")
 
 
+# --- ab: scripts/bench_table_ab.sh's folder, two binaries per row --------------------------------------------
+
+
+def ab_rows(doc, group):
+    """(row, value, higher is better) of one bench JSON of bench_table_ab.sh's row group."""
+    if group == "pptg":
+        for t, c in doc["chorus"].items():
+            yield f"pp{doc['pp_tokens']} t{t}", c["pp"], True
+            yield f"tg{doc['tg_tokens']} t{t}", c["tg"], True
+    elif group == "depth":
+        for row in doc["rows"]:
+            for kv, c in row["chorus"].items():
+                yield f"decode at depth {row['depth']} {kv}", c["tg"], True
+    else:
+        for kv, c in doc["chorus"].items():
+            yield f"prefill of the {doc['doc_tokens']}-token document {kv} (s)", c["prefill_seconds"], False
+        for n, row in doc["rows"].items():
+            for kv, c in row["chorus"].items():
+                yield f"{n} agent(s) decode {kv}", c["decode_tokens_per_s"], True
+
+
+def cmd_ab(args):
+    kinds = {"pptg": ("speed",), "depth": ("depth",), "agents": ("agents",)}
+    vals, loads = {}, []
+    for f in sorted(Path(args.dir).glob("*-r*.json")):
+        m = re.fullmatch(r"([AB])-(pptg|depth|agents)-r(\d+)\.json", f.name)
+        doc = read_optional(f, kinds[m.group(2)]) if m else None
+        if doc is None:  # not a run's file, or a run that failed or was stopped
+            continue
+        loads += [doc[k] for k in ("load_average_before", "load_average_after") if k in doc]
+        for name, v, higher in ab_rows(doc, m.group(2)):
+            vals.setdefault(name, {"A": [], "B": [], "higher": higher})[m.group(1)].append(v)
+    if not vals:
+        sys.exit(f"{args.dir}: no runs of scripts/bench_table_ab.sh")
+    rows = []
+    for name, r in vals.items():
+        a, b, higher = r["A"], r["B"], r["higher"]
+        if not a or not b:
+            continue
+        slower = max(b) < min(a) if higher else min(b) > max(a)
+        faster = min(b) > max(a) if higher else max(b) < min(a)
+        verdict = "B slower beyond the spread" if slower else "B faster beyond the spread" if faster else "within"
+        fmt = lambda v: f"{median2(v):.1f} ({min(v):.1f}–{max(v):.1f})"
+        rows.append([name, len(a), fmt(a), fmt(b), f"{median2(b) / median2(a):.3f}", verdict])
+    md_table(["row", "runs", "A median (min–max)", "B median (min–max)", "B/A", "verdict"], rows)
+    if loads:
+        print(f"\nload average {min(loads):.1f}–{max(loads):.1f}")
+
+
 def main():
     ap = argparse.ArgumentParser(description="The tables of docs/results from chorus's raw JSON results.")
     sub = ap.add_subparsers(dest="table", required=True, metavar="TABLE")
@@ -704,6 +755,9 @@ def main():
     p = sub.add_parser("ab-pp-tg", help="scripts/ab_gemma_pp_tg.sh's JSON lines")
     p.add_argument("file", metavar="FILE.jsonl")
     p.set_defaults(run=cmd_ab_pp_tg)
+    p = sub.add_parser("ab", help="scripts/bench_table_ab.sh's folder: two binaries per row, B/A")
+    p.add_argument("dir", metavar="DIR")
+    p.set_defaults(run=cmd_ab)
     args = ap.parse_args()
     args.run(args)
 
