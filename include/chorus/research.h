@@ -29,6 +29,9 @@ struct OpenOptions {
   // The allocator under a budget keeps a reserve for requests that join later; a harness that
   // scores one sequence at a time has none (false: the whole budget is the sequence's).
   bool join_reserve = true;
+  // An open engine of the same model_path whose (read-only) weights this one shares instead of
+  // loading a copy: f32_weights is then that engine's; the weights live as long as either engine.
+  const Engine* weights_of = nullptr;
 };
 Result<std::unique_ptr<Engine>> Open(const EngineOptions& options, const OpenOptions& research);
 

@@ -155,9 +155,17 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& requested) {
 Result<std::unique_ptr<Engine>> research::Access::Open(const EngineOptions& requested,
                                                        const research::OpenOptions& research) {
   auto impl = std::make_unique<EngineCore>();
-  auto model = Model::Load(requested.model_path, {.f32_weights = research.f32_weights});
-  if (!model.ok()) return model.status();
-  impl->model = std::move(model).value();
+  if (research.weights_of != nullptr) {  // read-only weights: one copy for several engines
+    const EngineCore& other = research.weights_of->impl_->core();
+    if (other.options.model_path != requested.model_path)
+      return Status::Error("OpenOptions::weights_of holds '{}', not the model '{}' asked for", other.options.model_path,
+                           requested.model_path);
+    impl->model = other.model;
+  } else {
+    auto model = Model::Load(requested.model_path, {.f32_weights = research.f32_weights});
+    if (!model.ok()) return model.status();
+    impl->model = std::move(model).value();
+  }
   impl->model_fp = ModelFingerprint(*impl->model);
   // A :m policy without a table for this model takes its fallback, and says so.
   impl->options = requested;

@@ -38,10 +38,12 @@ struct Chunks {
   }
 };
 
-// An engine for the chunks under `kv` (errors name the policy).
-Result<std::unique_ptr<Engine>> OpenEngine(const ChunkedText& t, const KvOptions& kv) {
+// An engine for the chunks under `kv`; with `weights_of`, over that engine's weights (kld: one copy
+// of the model for every row).
+Result<std::unique_ptr<Engine>> OpenEngine(const ChunkedText& t, const KvOptions& kv,
+                                           const Engine* weights_of = nullptr) {
   return research::Open(EvalEngineOptions(kv, t.model_path, t.threads, t.ctx),
-                        {.f32_weights = t.f32_weights, .join_reserve = false});
+                        {.f32_weights = t.f32_weights, .join_reserve = false, .weights_of = weights_of});
 }
 
 // The text tokenized through `engine` (opened with n_ctx = t.ctx, which Engine::Open checks against
@@ -212,7 +214,7 @@ Result<KldReport> RunKld(const KldConfig& cfg) {
     }
     if (kv.policy.needs_questions() && kv.query.find_first_not_of(" \t\r\n") == std::string::npos)
       return Status::Error("--configs {} needs --query TEXT (the question its chunks are weighed against)", spec);
-    auto engine = OpenEngine(cfg.text, kv);
+    auto engine = OpenEngine(cfg.text, kv, base.get());
     if (!engine.ok()) return engine.status().Context(spec);
     auto record = std::make_unique<KvRecord>(kv, **engine);
     runs.push_back(Run{.kv = kv, .engine = std::move(engine).value(), .record = std::move(record)});

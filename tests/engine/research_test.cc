@@ -1,8 +1,9 @@
-// research::ScoreSequence on a tiny random-weight model: the rows it hands back are the model's
+// research::Open and ScoreSequence on a tiny random-weight model: the rows it hands back are the model's
 // logits at every position (their NLL equals Engine::Score's where both store the same formats), the
 // scored tokens are stored the way a prompt is (the policy's shared formats, not the private ones
 // Engine::Score's text gets), nothing is kept after the call, the allocator admits the sequence as
-// a unit, and bad input is refused with the problem named.
+// a unit, an engine over another's weights scores as one with its own, and bad input is refused
+// with the problem named.
 #include <gtest/gtest.h>
 #include <unistd.h>  // getpid
 
@@ -18,15 +19,21 @@
 namespace chorus {
 namespace {
 
-std::unique_ptr<Engine> OpenTiny(const std::string& policy, const std::string& private_formats = "q8") {
-  const testing::SyntheticSpec s = testing::TinySpec("research");
-  const std::string path = std::string(::testing::TempDir()) + "/research_test." + std::to_string(getpid()) + ".gguf";
-  EXPECT_TRUE(testing::SyntheticModel(s).WriteFile(path).ok());
-  EngineOptions o{.model_path = path, .threads = 2, .n_ctx = 256, .policy = KvPolicy::Parse(policy).value()};
+std::string TinyPath() {
+  return std::string(::testing::TempDir()) + "/research_test." + std::to_string(getpid()) + ".gguf";
+}
+
+EngineOptions TinyOptions(const std::string& policy, const std::string& private_formats = "q8") {
+  EngineOptions o{.model_path = TinyPath(), .threads = 2, .n_ctx = 256, .policy = KvPolicy::Parse(policy).value()};
   o.private_k = o.private_v = private_formats;
   o.kv_window = "f16";
-  auto e = research::Open(o, {.join_reserve = false});
-  std::remove(path.c_str());
+  return o;
+}
+
+std::unique_ptr<Engine> OpenTiny(const std::string& policy, const std::string& private_formats = "q8") {
+  EXPECT_TRUE(testing::SyntheticModel(testing::TinySpec("research")).WriteFile(TinyPath()).ok());
+  auto e = research::Open(TinyOptions(policy, private_formats), {.join_reserve = false});
+  std::remove(TinyPath().c_str());
   EXPECT_TRUE(e.ok()) << e.status().message();
   return e.ok() ? std::move(e).value() : nullptr;
 }
@@ -97,6 +104,32 @@ TEST(ResearchScore, TheAllocatorAdmitsTheSequenceAsAUnit) {
     for (const std::string& f : layer) narrow += f != "f16";
   EXPECT_GT(narrow, 0u);  // the non-sink blocks got the allocator's bits
   EXPECT_GT(e->AllocationTiming().count, 0u);
+}
+
+// A second engine over the first one's weights (the file is gone: nothing is loaded again) scores
+// exactly as an engine of its own would.
+TEST(ResearchScore, AnEngineOverAnothersWeightsScoresTheSame) {
+  auto own = OpenTiny("kivi4/kivi2");
+  auto base = OpenTiny("f16");
+  ASSERT_TRUE(own && base);
+  auto shared = research::Open(TinyOptions("kivi4/kivi2"), {.join_reserve = false, .weights_of = base.get()});
+  ASSERT_TRUE(shared.ok()) << shared.status().message();
+  const auto nll = [](Engine& e) {
+    const std::vector<int32_t> toks = Tokens();
+    double sum = 0;
+    auto kv = research::ScoreSequence(e, toks, {.on_logits = [&](size_t j, std::span<const float> row) {
+                                        if (j + 1 < toks.size()) sum -= row[toks[j + 1]] - LogSumExp(row);
+                                      }});
+    EXPECT_TRUE(kv.ok());
+    return sum;
+  };
+  EXPECT_EQ(nll(**shared), nll(*own));
+  EXPECT_NE(nll(**shared), nll(*base));  // its own policy, not the base's
+  EngineOptions other = TinyOptions("f16");
+  other.model_path += ".other";
+  auto wrong = research::Open(other, {.weights_of = base.get()});
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.status().message().find("weights_of"), std::string::npos) << wrong.status().message();
 }
 
 TEST(ResearchScore, BadInputNamesTheProblem) {
