@@ -42,6 +42,8 @@ struct Chunks {
 // of the model for every row).
 Result<std::unique_ptr<Engine>> OpenEngine(const ChunkedText& t, const KvOptions& kv,
                                            const Engine* weights_of = nullptr) {
+  if (t.ctx < 3)  // a chunk's second half must hold a scored position (logits ctx/2 .. ctx-2)
+    return Status::Error("-c {} is too short: a chunk needs at least 3 tokens", t.ctx);
   return research::Open(EvalEngineOptions(kv, t.model_path, t.threads, t.ctx),
                         {.f32_weights = t.f32_weights, .join_reserve = false, .weights_of = weights_of});
 }
