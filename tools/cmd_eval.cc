@@ -16,7 +16,7 @@ eval::ChunkedText ChunkedTextOf(const EvalArgs& a) {
           .f32_weights = a.f32_weights};
 }
 
-eval::EvalKvOptions KvOptionsOf(const EvalArgs& a) {
+eval::KvOptions KvOptionsOf(const EvalArgs& a) {
   return {.policy = a.pol.policy,
           .budget_bytes = a.pol.budget_bytes,
           .encoder = a.pol.encoder,

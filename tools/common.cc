@@ -1,9 +1,9 @@
 // Shared command-line helpers.
 #include "tools/common.h"
 
-#include "eval/cpu.h"      // SetCpuTargetByName, kCpuTargetNames, MatMulPath
-#include "eval/eval_kv.h"  // ParseWindowFormat (kv/window_codec.h through it)
-#include "eval/harness.h"  // LoadAverage
+#include "eval/cpu.h"         // SetCpuTargetByName, kCpuTargetNames, MatMulPath
+#include "eval/harness.h"     // LoadAverage
+#include "eval/uniform_kv.h"  // ParseWindowFormat (kv/window_codec.h through it)
 
 #include <algorithm>
 #include <cctype>

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "eval/perplexity_eval.h"  // ChunkedText, EvalKvOptions
+#include "eval/perplexity_eval.h"  // ChunkedText, KvOptions
 #include "tools/common.h"        // KvFlags, DefaultThreads
 #include "tools/policy_flags.h"  // PolicyFlags
 
@@ -27,7 +27,7 @@ struct EvalArgs {
 
 // The chunked text (ppl, kld) and the KV (ppl, kld, logits) that the flags describe.
 eval::ChunkedText ChunkedTextOf(const EvalArgs& a);
-eval::EvalKvOptions KvOptionsOf(const EvalArgs& a);
+eval::KvOptions KvOptionsOf(const EvalArgs& a);
 
 // `chorus eval kld` (tools/cmd_kld.cc): eval::RunKld.
 int RunKld(const EvalArgs& a);

@@ -32,6 +32,10 @@
 
 namespace chorus {
 
+namespace research {
+struct Access;  // research.h's calls (src/engine)
+}  // namespace research
+
 // The sharing scope of requests and contexts that everyone may reuse (AgentOptions::scope,
 // ShareOptions::scope). Any other string names a scope of its own (a server: a tenant, a group).
 inline constexpr const char* kPublicScope = "";
@@ -482,6 +486,7 @@ class Engine {
   struct Impl;
 
  private:
+  friend struct research::Access;
   explicit Engine(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

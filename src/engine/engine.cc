@@ -149,10 +149,23 @@ Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() = default;
 
 Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& requested) {
+  return research::Access::Open(requested, {});
+}
+
+Result<std::unique_ptr<Engine>> research::Access::Open(const EngineOptions& requested,
+                                                       const research::OpenOptions& research) {
   auto impl = std::make_unique<EngineCore>();
-  auto model = Model::Load(requested.model_path);
-  if (!model.ok()) return model.status();
-  impl->model = std::move(model).value();
+  if (research.weights_of != nullptr) {  // read-only weights: one copy for several engines
+    const EngineCore& other = research.weights_of->impl_->core();
+    if (other.options.model_path != requested.model_path)
+      return Status::Error("OpenOptions::weights_of holds '{}', not the model '{}' asked for", other.options.model_path,
+                           requested.model_path);
+    impl->model = other.model;
+  } else {
+    auto model = Model::Load(requested.model_path, {.f32_weights = research.f32_weights});
+    if (!model.ok()) return model.status();
+    impl->model = std::move(model).value();
+  }
   impl->model_fp = ModelFingerprint(*impl->model);
   // A :m policy without a table for this model takes its fallback, and says so.
   impl->options = requested;
@@ -204,7 +217,7 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& requested) {
   CHORUS_RETURN_IF_ERROR(LoadAllocatorTable(options.policy, co, options.model_path, impl->model_fp));
   if (allocator) {
     co.budget_bytes = options.kv_budget_bytes, co.sink_blocks = sink;
-    if (!options.kv_budget_bytes) co.join_reserve = 0;
+    if (!options.kv_budget_bytes || !research.join_reserve) co.join_reserve = 0;
     co.window = *window, co.threads = static_cast<size_t>(threads);
     co.prefill_tokens = kBlockTokens;  // the comix forward's micro-batch (below)
     if (co.measured)
@@ -237,7 +250,7 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& requested) {
                                             so.max_prefill + so.max_running);
   impl->pool = std::make_unique<ThreadPool>(threads);
   impl->prefill_rows = std::max(so.max_prefill, allocator ? kBlockTokens : size_t{512});
-  CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Impl> parts, Impl::Create(std::move(impl)));
+  CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Engine::Impl> parts, Engine::Impl::Create(std::move(impl)));
   return std::unique_ptr<Engine>(new Engine(std::move(parts)));
 }
 

@@ -34,7 +34,7 @@ struct Scope {
 
 struct EngineCore {
   EngineOptions options;
-  std::unique_ptr<Model> model;
+  std::shared_ptr<Model> model;  // shared with other engines only through research::OpenOptions::weights_of
   KvConfig shared_cfg, private_cfg;
   std::unique_ptr<RoutingPolicy> policy;
   std::unique_ptr<ComixPolicy> comix;  // set with --policy comix

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "chorus/engine.h"
+#include "chorus/research.h"           // research::SequenceKv
 #include "engine/cocktail_plan.h"      // CocktailPlan
 #include "engine/context_registry.h"   // ContextRegistry
 #include "engine/engine_core.h"        // EngineCore
@@ -46,6 +47,8 @@ struct Engine::Impl {
                              const ShareOptions& options);
   void Release(ContextId context);
   Result<ScoreResult> Score(ContextId context, std::span<const int32_t> tokens, int top_logprobs);
+  Result<research::SequenceKv> ScoreSequence(std::span<const int32_t> tokens,
+                                             const research::SequenceOptions& options);  // research.cc
   EngineKvReport KvReport() const;
   EngineStats Stats() const;
   EngineSnapshot Snapshot(const SnapshotOptions& o) const;  // snapshot.cc
@@ -78,5 +81,13 @@ struct Engine::Impl {
   ContextRegistry contexts_;
   Scheduler scheduler_;
 };
+
+// research.h's door into the engine: Engine's private constructor and its Impl.
+namespace research {
+struct Access {
+  static Result<std::unique_ptr<Engine>> Open(const EngineOptions& options, const OpenOptions& research);
+  static Engine::Impl& impl(Engine& engine) { return *engine.impl_; }
+};
+}  // namespace research
 
 }  // namespace chorus

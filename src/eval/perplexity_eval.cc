@@ -1,6 +1,7 @@
 // Perplexity, KLD against the f16 KV, and logits dumps (see perplexity_eval.h).
 #include "eval/perplexity_eval.h"
 
+#include <fmt/format.h>
 #include <unistd.h>  // isatty
 
 #include <algorithm>
@@ -10,10 +11,12 @@
 #include <functional>
 #include <optional>
 
-#include "eval/harness.h"      // LoadModel, ReadFile
-#include "eval/report.h"       // Versioned
-#include "model/forward.h"     // ForwardPass
-#include "ops/elementwise.h"   // LogSumExp
+#include "chorus/research.h"  // research::Open, ScoreSequence
+#include "eval/harness.h"     // LoadModel, ReadFile
+#include "eval/report.h"      // Versioned
+#include "eval/uniform_kv.h"  // UniformKvConfig (logits)
+#include "model/forward.h"    // ForwardPass (logits)
+#include "ops/elementwise.h"  // LogSumExp
 #include "util/thread_pool.h"  // ThreadPool
 #include "util/timer.h"
 
@@ -24,7 +27,6 @@ namespace {
 // context, a text shorter than one chunk).
 struct Chunks {
   std::string text;
-  std::unique_ptr<Model> model;
   std::vector<int32_t> tokens;
   size_t n_ctx = 0, n_chunks = 0;
   std::optional<int32_t> bos;  // replaces each chunk's first token when the model adds BOS
@@ -36,28 +38,36 @@ struct Chunks {
   }
 };
 
-Result<Chunks> LoadChunks(const ChunkedText& t) {
+// An engine for the chunks under `kv`; with `weights_of`, over that engine's weights (kld: one copy
+// of the model for every row).
+Result<std::unique_ptr<Engine>> OpenEngine(const ChunkedText& t, const KvOptions& kv,
+                                           const Engine* weights_of = nullptr) {
+  if (t.ctx < 3)  // a chunk's second half must hold a scored position (logits ctx/2 .. ctx-2)
+    return Status::Error("-c {} is too short: a chunk needs at least 3 tokens", t.ctx);
+  return research::Open(EvalEngineOptions(kv, t.model_path, t.threads, t.ctx),
+                        {.f32_weights = t.f32_weights, .join_reserve = false, .weights_of = weights_of});
+}
+
+// The text tokenized through `engine` (opened with n_ctx = t.ctx, which Engine::Open checks against
+// the model's training context).
+Result<Chunks> LoadChunks(const ChunkedText& t, const std::string& text, const Engine& engine) {
   Chunks e;
-  CHORUS_ASSIGN_OR_RETURN(e.text, ReadFile(t.text_path));
-  CHORUS_ASSIGN_OR_RETURN(e.model, LoadModel(t.model_path, {.f32_weights = t.f32_weights}));
-  const ModelConfig& c = e.model->config();
-  if (t.ctx > c.n_ctx_train)
-    return Status::Error("-c {} exceeds the model's training context of {}", t.ctx, c.n_ctx_train);
+  e.text = text;
   Timer t_tok;
   // As llama.cpp's -f: the whole file with add_special (a BOS first when the model adds one, e.g.
   // Gemma); each chunk's first token is then replaced by BOS (Chunk).
-  e.tokens = e.model->tokenizer().Encode(e.text, /*add_special=*/true, false);
+  e.tokens = engine.Tokenize(e.text, /*add_special=*/true, false);
   e.tokenize_seconds = t_tok.Seconds();
   e.n_ctx = t.ctx;
   e.n_chunks = e.tokens.size() / e.n_ctx;
   if (e.n_chunks == 0)
     return Status::Error("'{}' has {} tokens, fewer than one chunk of -c {}", t.text_path, e.tokens.size(), e.n_ctx);
   if (t.chunks > 0) e.n_chunks = std::min<size_t>(e.n_chunks, t.chunks);
-  if (e.model->tokenizer().add_bos()) e.bos = e.model->tokenizer().bos();
+  if (const std::vector<int32_t> bos = engine.Tokenize("", true, false); !bos.empty()) e.bos = bos[0];
   return e;
 }
 
-// What `write` prints, as a string (the text reports of EvalKv).
+// What `write` prints, as a string (the text reports of KvRecord).
 std::string Captured(const std::function<void(std::FILE*)>& write) {
   char* buf = nullptr;
   size_t size = 0;
@@ -70,20 +80,42 @@ std::string Captured(const std::function<void(std::FILE*)>& write) {
   return s;
 }
 
+// Scores one chunk through the engine: its KV recorded, each logit row from `first` on handed to
+// `row` (index from `first`).
+Status ScoreChunk(Engine& engine, const KvOptions& kv, std::span<const int32_t> chunk, size_t index, size_t first,
+                  KvRecord& record, const std::function<void(size_t r, std::span<const float> logits)>& row) {
+  auto seq = research::ScoreSequence(engine, chunk,
+                                     {.query = kv.query,
+                                      .label = fmt::format("chunk {}", index + 1),
+                                      .on_logits = [&](size_t j, std::span<const float> logits) {
+                                        if (j >= first) row(j - first, logits);
+                                      }});
+  if (!seq.ok()) return seq.status().Context(fmt::format("chunk {} ({} tokens)", index + 1, chunk.size()));
+  record.Add(*seq, chunk.size());
+  return Status::Ok();
+}
+
+// The uniform formats' line of the text report (as DescribeKvUsage prints it).
+std::string DescribeUniform(const KvOptions& kv, const research::SequenceKv& u, size_t tokens, const Engine& e) {
+  const auto& f = std::get<KvPolicy::Uniform>(kv.policy.rule);
+  return fmt::format(
+      "K {} / V {} (sink blocks f16: {}): {:.2f} MiB held for {} tokens ({} blocks {:.2f} MiB + windows "
+      "{:.2f} MiB + tables {:.1f} KiB) = {:.2f} bits/element (fp16 KV: {:.2f} MiB)",
+      f.k, f.v, f.sink_blocks >= 0 ? size_t(f.sink_blocks) : kv.sink_blocks, u.total_bytes / 1048576.0, tokens,
+      u.sealed_blocks, u.block_bytes / 1048576.0, u.window_bytes / 1048576.0, u.table_bytes / 1024.0,
+      BitsPerElement(e, u.total_bytes, tokens), e.Fp16Bytes(tokens) / 1048576.0);
+}
+
 }  // namespace
 
 Result<PerplexityReport> RunPerplexity(const PerplexityConfig& cfg) {
-  CHORUS_ASSIGN_OR_RETURN(Chunks in, LoadChunks(cfg.text));
-  const Model& model = *in.model;
-  const ModelConfig& c = model.config();
+  CHORUS_ASSIGN_OR_RETURN(const std::string text, ReadFile(cfg.text.text_path));
+  CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, OpenEngine(cfg.text, cfg.kv));
+  CHORUS_ASSIGN_OR_RETURN(Chunks in, LoadChunks(cfg.text, text, *engine));
+  const size_t V = engine->vocab_size();
   const size_t n_ctx = in.n_ctx, n_chunks = in.n_chunks;
-  ThreadPool pool(cfg.text.threads);
-  ForwardPass enc_fwd(model, 512);
-  CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<EvalKv> ekv, EvalKv::Open(cfg.kv, model, cfg.text.model_path, enc_fwd, pool));
-  ForwardPass fwd(model, ekv->micro_batch());
-  std::vector<float> logits(n_ctx * c.n_vocab);
+  KvRecord record(cfg.kv, *engine);
   const size_t first = n_ctx / 2;
-  KvUsage usage;
   double nll = 0, nll2 = 0;
   size_t count = 0;
   // A terminal gets one line rewritten per chunk; a log file (scripts, --json runs of an hour) one
@@ -92,17 +124,14 @@ Result<PerplexityReport> RunPerplexity(const PerplexityConfig& cfg) {
   Timer t_eval;
   for (size_t ch = 0; ch < n_chunks; ++ch) {
     const std::vector<int32_t> chunk = in.Chunk(ch);
-    CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<KvSequence> kv, ekv->Begin(chunk));
-    CHORUS_RETURN_IF_ERROR(fwd.Run(chunk, *kv, pool, LogitsFor::kAll, logits.data()));
-    ekv->End(*kv);
-    usage = ekv->last_usage();
-    for (size_t j = first; j + 1 < n_ctx; ++j) {  // llama-perplexity: logits first..n_ctx-2
-      const float* row = logits.data() + j * c.n_vocab;
-      const double lp = row[chunk[j + 1]] - LogSumExp(row, c.n_vocab);
+    CHORUS_RETURN_IF_ERROR(ScoreChunk(*engine, cfg.kv, chunk, ch, first, record, [&](size_t r, auto row) {
+      const size_t j = first + r;
+      if (j + 1 >= n_ctx) return;  // llama-perplexity: logits first..n_ctx-2
+      const double lp = row[chunk[j + 1]] - LogSumExp(row.data(), V);
       nll -= lp;
       nll2 += lp * lp;
       ++count;
-    }
+    }));
     const bool tenth = n_chunks >= 10 && (ch + 1) % (n_chunks / 10) == 0;
     if (cfg.log && (tty || tenth || ch + 1 == n_chunks)) {
       const double eta = t_eval.Seconds() / (ch + 1) * (n_chunks - ch - 1);
@@ -119,19 +148,17 @@ Result<PerplexityReport> RunPerplexity(const PerplexityConfig& cfg) {
   r.seconds = t_eval.Seconds();
   r.ctx = n_ctx, r.chunks = n_chunks, r.scored_tokens = count, r.file_tokens = in.tokens.size();
   r.tokenize_seconds = in.tokenize_seconds, r.threads = cfg.text.threads, r.kv_sink_blocks = cfg.kv.sink_blocks;
-  r.kv_bytes_per_chunk = usage.total();
-  r.kv_bits_per_element = KvBitsPerElement(usage.total(), n_ctx, c);
+  r.kv_bytes_per_chunk = record.last_bytes();
+  r.kv_bits_per_element = BitsPerElement(*engine, record.last_bytes(), n_ctx);
   if (const auto* u = std::get_if<KvPolicy::Uniform>(&cfg.kv.policy.rule)) r.kv_k = u->k, r.kv_v = u->v;
-  if (ekv->has_policy()) {  // chunks differ under a policy: their mean
-    r.kv_k = r.kv_v = ekv->Name();
-    r.kv_bytes_per_chunk = ekv->mean_bytes();
-    r.kv_bits_per_element = KvBitsPerElement(ekv->mean_bytes(), n_ctx, c);
-    r.kv_policy = ekv->ReportJson(n_ctx);
-    r.kv_text = Captured([&](std::FILE* f) { ekv->PrintReport(f, n_ctx); });
+  if (record.has_policy()) {  // chunks differ under a policy: their mean
+    r.kv_k = r.kv_v = record.Name();
+    r.kv_bytes_per_chunk = record.mean_bytes();
+    r.kv_bits_per_element = BitsPerElement(*engine, record.mean_bytes(), n_ctx);
+    r.kv_policy = record.ReportJson(n_ctx);
+    r.kv_text = Captured([&](std::FILE* f) { record.PrintReport(f, n_ctx); });
   } else {
-    auto kc = UniformKvConfig(cfg.kv.policy, cfg.kv.sink_blocks, cfg.kv.window, c);
-    if (!kc.ok()) return kc.status();
-    r.kv_text = DescribeKvUsage(*kc, usage, n_ctx, c) + "\n";
+    r.kv_text = DescribeUniform(cfg.kv, record.last(), n_ctx, *engine) + "\n";
   }
   return r;
 }
@@ -161,15 +188,16 @@ void PrintText(const PerplexityReport& r, std::FILE* out) {
 }
 
 Result<KldReport> RunKld(const KldConfig& cfg) {
-  CHORUS_ASSIGN_OR_RETURN(Chunks in, LoadChunks(cfg.text));
-  const Model& model = *in.model;
-  const ModelConfig& c = model.config();
-  const size_t V = c.n_vocab, n_ctx = in.n_ctx, n_chunks = in.n_chunks;
-  ThreadPool pool(cfg.text.threads);
-  ForwardPass fwd(model, 512), fwd_block(model, kBlockTokens);  // the latter: EvalKv::micro_batch()
+  CHORUS_ASSIGN_OR_RETURN(const std::string text, ReadFile(cfg.text.text_path));
+  KvOptions base_kv = cfg.kv;  // the f16 KV every row is compared with
+  base_kv.policy = KvPolicy::Parse("f16").value(), base_kv.window = "f16";
+  CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Engine> base, OpenEngine(cfg.text, base_kv));
+  CHORUS_ASSIGN_OR_RETURN(Chunks in, LoadChunks(cfg.text, text, *base));
+  const size_t V = base->vocab_size(), n_ctx = in.n_ctx, n_chunks = in.n_chunks;
   struct Run {
-    KvConfig config;
-    std::unique_ptr<EvalKv> rt;
+    KvOptions kv;
+    std::unique_ptr<Engine> engine;
+    std::unique_ptr<KvRecord> record;
     double nll = 0;
     size_t top1 = 0;
     std::vector<float> kl = {};
@@ -178,76 +206,64 @@ Result<KldReport> RunKld(const KldConfig& cfg) {
   };
   std::vector<Run> runs;
   for (const std::string& spec : cfg.specs) {
-    EvalKvOptions flags = cfg.kv;  // budget, encoder, query, sink, window
+    KvOptions kv = cfg.kv;  // budget, encoder, query, sink, window
     auto policy = KvPolicy::Parse(spec);
     if (!policy.ok()) return policy.status();
-    flags.policy = *policy;
-    if (KvPolicy::Allocator* alloc = flags.policy.allocator(); alloc && !cfg.sensitivity.empty()) {
+    kv.policy = *policy;
+    if (KvPolicy::Allocator* alloc = kv.policy.allocator(); alloc && !cfg.sensitivity.empty()) {
       alloc->sensitivity = cfg.sensitivity;
       if (alloc->rank == KvPolicy::Rank::kExpected) alloc->rank = KvPolicy::Rank::kMeasured;
     }
-    if (flags.policy.needs_questions() && flags.query.find_first_not_of(" \t\r\n") == std::string::npos)
+    if (kv.policy.needs_questions() && kv.query.find_first_not_of(" \t\r\n") == std::string::npos)
       return Status::Error("--configs {} needs --query TEXT (the question its chunks are weighed against)", spec);
-    KvConfig kc;  // uniform: its formats (the report's K and V)
-    if (flags.policy.is_uniform()) {
-      auto u = UniformKvConfig(flags.policy, flags.sink_blocks, flags.window, c);
-      if (!u.ok()) return u.status().Context(spec);
-      kc = *u;
-    }
-    auto rt = EvalKv::Open(flags, model, cfg.text.model_path, fwd, pool);
-    if (!rt.ok()) return rt.status().Context(spec);
-    runs.push_back(Run{.config = kc, .rt = std::move(rt).value()});
+    auto engine = OpenEngine(cfg.text, kv, base.get());
+    if (!engine.ok()) return engine.status().Context(spec);
+    auto record = std::make_unique<KvRecord>(kv, **engine);
+    runs.push_back(Run{.kv = kv, .engine = std::move(engine).value(), .record = std::move(record)});
   }
 
-  KvRuntime base_rt = MakeKvRuntime(c, KvConfig{});
   const size_t first = n_ctx / 2, n_scored = n_ctx - first - 1;  // rows first .. n_ctx-2
-  std::vector<float> logits(n_ctx * V), base_lp(n_scored * V), lp(V);
+  std::vector<float> base_lp(n_scored * V);
   double base_nll = 0;
   KldReport report;
   size_t count = 0;
   Timer timer;
   for (size_t ch = 0; ch < n_chunks; ++ch) {
     const std::vector<int32_t> chunk = in.Chunk(ch);
-    {
-      auto kv = base_rt.store->NewSequence(n_ctx);
-      CHORUS_RETURN_IF_ERROR(fwd.Run(chunk, *kv, pool, LogitsFor::kAll, logits.data()));
-    }
-    for (size_t r = 0; r < n_scored; ++r) {
-      const size_t j = first + r;
-      const float* row = logits.data() + j * V;
-      const float lse = static_cast<float>(LogSumExp(row, V));
+    auto scored = research::ScoreSequence(*base, chunk, {.on_logits = [&](size_t j, std::span<const float> row) {
+      if (j < first || j + 1 >= n_ctx) return;
+      const size_t r = j - first;
+      const float lse = static_cast<float>(LogSumExp(row.data(), V));
       for (size_t i = 0; i < V; ++i) base_lp[r * V + i] = row[i] - lse;
       base_nll -= base_lp[r * V + chunk[j + 1]];
-    }
+    }});
+    if (!scored.ok()) return scored.status().Context(fmt::format("f16 base, chunk {}", ch + 1));
     report.base_chunk_nll.push_back(0);
     for (size_t r = 0; r < n_scored; ++r) report.base_chunk_nll.back() -= base_lp[r * V + chunk[first + r + 1]];
     count += n_scored;
     for (Run& run : runs) {
-      CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<KvSequence> kv, run.rt->Begin(chunk));
-      ForwardPass& f = run.rt->micro_batch() == kBlockTokens ? fwd_block : fwd;
-      CHORUS_RETURN_IF_ERROR(f.Run(chunk, *kv, pool, LogitsFor::kAll, logits.data()));
-      run.rt->End(*kv);
-      run.bytes = run.rt->has_policy() ? run.rt->mean_bytes() : run.rt->last_usage().total();
-      run.peak = std::max(run.peak, run.rt->last_usage().total());
       const double nll0 = run.nll;
       const size_t kl0 = run.kl.size();
-      for (size_t r = 0; r < n_scored; ++r) {
-        const size_t j = first + r;
-        const float* row = logits.data() + j * V;
-        const float lse = static_cast<float>(LogSumExp(row, V));
-        const float* b = base_lp.data() + r * V;
-        double kl = 0;
-        size_t best_b = 0, best_c = 0;
-        for (size_t i = 0; i < V; ++i) {
-          const float l = row[i] - lse;
-          kl += std::exp(static_cast<double>(b[i])) * (b[i] - l);
-          if (b[i] > b[best_b]) best_b = i;
-          if (row[i] > row[best_c]) best_c = i;
-        }
-        run.kl.push_back(static_cast<float>(std::max(0.0, kl)));
-        run.top1 += best_b == best_c;
-        run.nll -= row[chunk[j + 1]] - lse;
-      }
+      CHORUS_RETURN_IF_ERROR(
+          ScoreChunk(*run.engine, run.kv, chunk, ch, first, *run.record, [&](size_t r, std::span<const float> row) {
+            const size_t j = first + r;
+            if (j + 1 >= n_ctx) return;
+            const float lse = static_cast<float>(LogSumExp(row.data(), V));
+            const float* b = base_lp.data() + r * V;
+            double kl = 0;
+            size_t best_b = 0, best_c = 0;
+            for (size_t i = 0; i < V; ++i) {
+              const float l = row[i] - lse;
+              kl += std::exp(static_cast<double>(b[i])) * (b[i] - l);
+              if (b[i] > b[best_b]) best_b = i;
+              if (row[i] > row[best_c]) best_c = i;
+            }
+            run.kl.push_back(static_cast<float>(std::max(0.0, kl)));
+            run.top1 += best_b == best_c;
+            run.nll -= row[chunk[j + 1]] - lse;
+          }));
+      run.bytes = run.record->has_policy() ? run.record->mean_bytes() : run.record->last_bytes();
+      run.peak = std::max(run.peak, run.record->last_bytes());
       double chunk_kl = 0;
       for (size_t i = kl0; i < run.kl.size(); ++i) chunk_kl += run.kl[i];
       run.chunk_kld.push_back(chunk_kl / double(std::max<size_t>(1, n_scored)));
@@ -270,20 +286,20 @@ Result<KldReport> RunKld(const KldConfig& cfg) {
                .kld_p99 = sorted[std::min(sorted.size() - 1, static_cast<size_t>(0.99 * sorted.size()))],
                .kv_bytes = run.bytes,
                .kv_peak_bytes = run.peak,
-               .bits_per_element = KvBitsPerElement(run.bytes, n_ctx, c),
+               .bits_per_element = BitsPerElement(*run.engine, run.bytes, n_ctx),
                .chunk_kld = run.chunk_kld,
                .chunk_nll = run.chunk_nll};
     row.ppl = std::exp(run.nll / count);
     row.ppl_delta_pct = 100.0 * (row.ppl / report.base_ppl - 1);
     row.top1 = double(run.top1) / count;
-    const bool policy = run.rt->has_policy();
-    row.name = policy ? run.rt->Name()
-                      : std::string(KvFormatName(run.config.k)) + "/" + std::string(KvFormatName(run.config.v));
-    row.k = policy ? row.name : std::string(KvFormatName(run.config.k));
-    row.v = policy ? row.name : std::string(KvFormatName(run.config.v));
+    const bool policy = run.record->has_policy();
     if (policy) {
-      row.kv_policy = run.rt->ReportJson(n_ctx);
-      row.kv_text = Captured([&](std::FILE* f) { run.rt->PrintReport(f, n_ctx); });
+      row.name = row.k = row.v = run.record->Name();
+      row.kv_policy = run.record->ReportJson(n_ctx);
+      row.kv_text = Captured([&](std::FILE* f) { run.record->PrintReport(f, n_ctx); });
+    } else {
+      const auto& u = std::get<KvPolicy::Uniform>(run.kv.policy.rule);
+      row.k = u.k, row.v = u.v, row.name = u.k + "/" + u.v;
     }
     report.configs.push_back(std::move(row));
   }

@@ -4,7 +4,8 @@
 // Chunked protocol (ppl, kld): the text tokenized whole with BOS when the model adds one, cut into
 // non-overlapping chunks of `ctx` tokens, each run from an empty cache with its first token replaced
 // by BOS, the second half scored (logits ctx/2 .. ctx-2 predict the next token: 255 per chunk at 512).
-// Each chunk's KV is EvalKv's (eval/eval_kv.h) under the policy.
+// Each chunk is one sequence scored through an Engine opened with the policy
+// (research::ScoreSequence); eval/kv_record.h keeps what it was stored in.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -14,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "eval/eval_kv.h"  // EvalKvOptions
+#include "eval/kv_record.h"  // KvOptions
 #include "util/status.h"
 
 namespace chorus::eval {
@@ -30,7 +31,7 @@ struct ChunkedText {
 
 struct PerplexityConfig {
   ChunkedText text;
-  EvalKvOptions kv;
+  KvOptions kv;
   std::FILE* log = nullptr;  // progress: one line rewritten per chunk on a terminal, else one per tenth
 };
 
@@ -43,7 +44,7 @@ struct PerplexityReport {
   size_t kv_bytes_per_chunk = 0;  // a policy: the chunks' mean
   double kv_bits_per_element = 0;
   std::string kv_k, kv_v;    // uniform: the formats; a policy: its name
-  nlohmann::json kv_policy;  // a policy: EvalKv::ReportJson (null for uniform formats)
+  nlohmann::json kv_policy;  // a policy: KvRecord::ReportJson (null for uniform formats)
   std::string kv_text;       // the KV's lines of the text report
 };
 
@@ -56,7 +57,7 @@ struct KldConfig {
   // One row per spec (KvPolicy's grammar), each with `kv`'s budget, encoder, query, sink and window;
   // a non-empty `sensitivity` ranks every allocator row by that table.
   std::vector<std::string> specs;
-  EvalKvOptions kv;
+  KvOptions kv;
   std::string sensitivity;
   std::FILE* log = nullptr;  // progress: one line rewritten per chunk
 };
@@ -67,7 +68,7 @@ struct KldRow {
   size_t kv_bytes = 0, kv_peak_bytes = 0;
   double bits_per_element = 0;
   std::vector<double> chunk_kld, chunk_nll;  // per chunk: mean KLD, summed NLL (paired tests)
-  nlohmann::json kv_policy;                  // a policy: EvalKv::ReportJson
+  nlohmann::json kv_policy;                  // a policy: KvRecord::ReportJson
   std::string kv_text;                       // a policy: its report's lines
 };
 
@@ -86,7 +87,7 @@ void PrintText(const KldReport& report, std::FILE* out);
 struct LogitsConfig {
   std::string model_path, text_path, out_path;
   size_t n_tokens = 1024;  // the first N tokens, one sequence from position 0
-  EvalKvOptions kv;        // uniform formats only
+  KvOptions kv;            // uniform formats only
   int threads = 1;
   bool f32_weights = false;
 };

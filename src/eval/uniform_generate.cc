@@ -6,10 +6,10 @@
 #include <vector>
 
 #include "engine/kv_config.h"  // MakeKvRuntime, DescribeKvUsage, KvBitsPerElement
-#include "eval/eval_kv.h"      // UniformKvConfig
 #include "eval/harness.h"      // LoadModel
 #include "eval/peer.h"         // ResidentBytes
 #include "eval/report.h"       // Versioned
+#include "eval/uniform_kv.h"   // UniformKvConfig
 #include "model/chat_template.h"
 #include "model/forward.h"
 #include "util/thread_pool.h"

@@ -89,6 +89,10 @@ TEST_F(PerplexityFixture, BadInputNamesTheProblem) {
   auto long_ctx = RunPerplexity({.text = t});
   ASSERT_FALSE(long_ctx.ok());
   EXPECT_NE(long_ctx.status().message().find("exceeds the model's training context"), std::string::npos);
+  t.ctx = 0;  // nothing to score: an error, never a division by zero
+  auto no_ctx = RunKld({.text = t, .specs = {"q8/q8"}});
+  ASSERT_FALSE(no_ctx.ok());
+  EXPECT_NE(no_ctx.status().message().find("-c 0"), std::string::npos) << no_ctx.status().message();
   t = Chunked();
   t.text_path = dir + "/missing.txt";
   auto missing = RunKld({.text = t, .specs = {"q8/q8"}});
