@@ -44,8 +44,17 @@ Result<std::unique_ptr<Engine>> OpenEngine(const ChunkedText& t, const KvOptions
                                            const Engine* weights_of = nullptr) {
   if (t.ctx < 3)  // a chunk's second half must hold a scored position (logits ctx/2 .. ctx-2)
     return Status::Error("-c {} is too short: a chunk needs at least 3 tokens", t.ctx);
-  return research::Open(EvalEngineOptions(kv, t.model_path, t.threads, t.ctx),
-                        {.f32_weights = t.f32_weights, .join_reserve = false, .weights_of = weights_of});
+  CHORUS_ASSIGN_OR_RETURN(
+      std::unique_ptr<Engine> engine,
+      research::Open(EvalEngineOptions(kv, t.model_path, t.threads, t.ctx),
+                     {.f32_weights = t.f32_weights, .join_reserve = false, .weights_of = weights_of}));
+  // A policy whose table is missing runs its fallback (:f) in the engine; a measurement must run
+  // what its report names, so here that is an error carrying the engine's note.
+  const auto settings = nlohmann::json::parse(engine->KvSettings(), nullptr, /*allow_exceptions=*/false);
+  if (settings.is_object() && settings.contains("note"))
+    return Status::Error("{}; an eval measures the policy it names, so pass the fallback's formats to measure them",
+                         settings["note"].get<std::string>());
+  return engine;
 }
 
 // The text tokenized through `engine` (opened with n_ctx = t.ctx, which Engine::Open checks against

@@ -100,6 +100,13 @@ TEST_F(PerplexityFixture, BadInputNamesTheProblem) {
   EXPECT_NE(missing.status().message().find("missing.txt"), std::string::npos) << missing.status().message();
   auto bad_spec = RunKld({.text = Chunked(), .specs = {"nosuchformat"}});
   ASSERT_FALSE(bad_spec.ok());
+  // The synthetic model has no calibration table: a measured rank's fallback (:f) would run other
+  // formats than the report names, so the eval refuses with the engine's note.
+  auto fallback =
+      RunPerplexity({.text = Chunked(), .kv = {.policy = KvPolicy::Parse("comix-kivi:3:m:fkivi4/tq3").value()}});
+  ASSERT_FALSE(fallback.ok());
+  EXPECT_NE(fallback.status().message().find("falls back to kivi4/tq3"), std::string::npos)
+      << fallback.status().message();
   auto policy_logits = RunLogits({.model_path = model,
                                   .text_path = text,
                                   .out_path = dir + "/x.bin",
