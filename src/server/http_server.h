@@ -136,4 +136,20 @@ class HttpServer {
   std::chrono::steady_clock::time_point state_at_;
 };
 
+// `chorus serve` in one call (serve.cc): loads the tenants (api_keys_file) and then the model, checks
+// that one short request fits the budget, binds, attaches the embedding model, prints where it
+// listens on stdout and its progress on stderr ("chorus serve: ..."), and serves until SIGINT or
+// SIGTERM (blocked in the calling thread and every thread it starts: call it before starting any
+// other). An error (the first failing step) is returned before serving; Ok once stopped.
+struct ServeConfig {
+  EngineOptions engine;         // but serve (from the fields below) and kv_store_log (stderr)
+  HttpOptions http;             // but tenants, model_id (the model's file name) and max_running (below)
+  std::string api_keys_file;    // tenants, one key per line (Tenants::Load); "" = http.api_key or open
+  std::string embedding_model;  // POST /v1/embeddings; "" = all-MiniLM-L6-v2 beside the model, if installed
+  std::string budget_text;      // engine.kv_budget_bytes as the user wrote it (messages, the banner)
+  size_t prefill_chunk = 256;   // chorus::ServeOptions::prefill_chunk: a positive multiple of 32
+  size_t max_running = 64;      // requests decoding at once (engine and dashboard)
+};
+Status Serve(ServeConfig config);
+
 }  // namespace chorus::server
