@@ -19,14 +19,6 @@ int Fail(const Status& s) {
   return 1;
 }
 
-Result<std::string> ReadDefaultText(const std::string& path, const char* flag) {
-  auto text = ReadFile(path);
-  if (text.ok() || path != kWikiTextTest) return text;
-  return Status::Error("cannot read '{}', the default of {}: WikiText-2's test split, which a clone does not ship "
-                       "(put it there, docs/EVAL.md) — or pass {} FILE, e.g. {} examples/du_fu.txt (24 KB of text)",
-                       path, flag, flag, flag);
-}
-
 Result<std::string> ReadDocument(const std::string& path, const char* flag) {
   CHORUS_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
   if (text.find_first_not_of(" \t\r\n\f\v") == std::string::npos)
