@@ -2,7 +2,6 @@
 // KV store) or eval::RunPolicyGenerate (other policies: one agent of the Engine); streams a
 // continuation of a prompt (optionally chat-formatted) and reports speed and KV bytes.
 #include "tools/common.h"
-#include "tools/engine_flags.h"   // AddThreadsFlag
 #include "tools/generate_args.h"  // GenerateArgs
 
 namespace chorus::cli {

@@ -52,6 +52,10 @@ int DefaultThreads() {
   return n == 0 ? 1 : static_cast<int>(n);
 }
 
+void AddThreadsFlag(CLI::App* cmd, int& threads) {
+  cmd->add_option("-t,--threads", threads, "threads")->check(CLI::Range(1, 256))->capture_default_str();
+}
+
 double LoadAverage() { return eval::LoadAverage(); }
 
 void AddKvFlags(CLI::App* cmd, KvFlags& flags) {

@@ -50,6 +50,8 @@ Result<std::string> ReadDocument(const std::string& path, const char* flag = "--
 
 // Default thread count: the machine's cores (at least 1).
 int DefaultThreads();
+// -t,--threads N (1..256, default shown): the thread flag every command but embed shares.
+void AddThreadsFlag(CLI::App* cmd, int& threads);
 
 // The 1-minute load average (getloadavg), -1 if unknown: benchmarks record it beside their numbers.
 double LoadAverage();

@@ -6,10 +6,6 @@
 
 namespace chorus::cli {
 
-void AddThreadsFlag(CLI::App* cmd, int& threads) {
-  cmd->add_option("-t,--threads", threads, "threads")->check(CLI::Range(1, 256))->capture_default_str();
-}
-
 void AddEngineKvFlags(CLI::App* cmd, EngineFlags& f, const EngineKvHelp& help) {
   cmd->add_option("--kv-private-k", f.private_k, std::string("K format of ") + help.whose)->capture_default_str();
   cmd->add_option("--kv-private-v", f.private_v, std::string("V format of ") + help.whose)->capture_default_str();

@@ -30,9 +30,6 @@ struct EngineFlags {
   int kv_store_timeout_ms = 200;
 };
 
-// -t,--threads: threads, 1..256 (every command's).
-void AddThreadsFlag(CLI::App* cmd, int& threads);
-
 // --kv-private-k, --kv-private-v ("K format of <whose>"), --kv-sink and --kv-window, with their help.
 struct EngineKvHelp {
   const char* whose;  // the private blocks: "each agent's own blocks"

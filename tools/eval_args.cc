@@ -1,8 +1,6 @@
 // The arguments of `chorus eval ppl|logits|kld|sensitivity` (see eval_args.h).
 #include "tools/eval_args.h"
 
-#include "tools/engine_flags.h"  // AddThreadsFlag
-
 namespace chorus::cli {
 
 void AddTextFlags(CLI::App* s, EvalArgs& a, bool json, bool chunks) {
