@@ -51,7 +51,7 @@ RunFn AddCalibrate(CLI::App& app) {
   cmd->add_option("--chunks", a->chunks, "chunks of the text to score")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
-  cmd->add_option("-t,--threads", a->threads, "threads")->check(CLI::Range(1, 256))->capture_default_str();
+  AddThreadsFlag(cmd, a->threads);
   return [a] {
     const std::string file = a->file.empty() ? DefaultText() : a->file;
     if (file.empty())

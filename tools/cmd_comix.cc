@@ -80,7 +80,7 @@ std::pair<CLI::App*, RunFn> AddComixEval(CLI::App* eval) {
   cmd->add_option("--comix-sensitivity", a->sensitivity, "the tables of the ':m' configs (measured ranking), one per "
                                                          "family, written by `chorus eval sensitivity -o FILE`")
       ->delimiter(',');
-  cmd->add_option("-t,--threads", a->threads, "threads")->check(CLI::Range(1, 256))->capture_default_str();
+  AddThreadsFlag(cmd, a->threads);
   cmd->add_flag("--json", a->json, "print one JSON object");
   return {cmd, [a] { return RunComixEval(*a); }};
 }

@@ -1,30 +1,9 @@
 // `chorus eval ppl|logits|kld|sensitivity|...`: the flags of every eval subcommand, each run by one
 // call into src/eval (perplexity_eval.h: perplexity, KLD, logits dumps).
-#include <unistd.h>  // isatty
-
 #include "eval/perplexity_eval.h"
 #include "tools/eval_args.h"
 
 namespace chorus::cli {
-
-eval::ChunkedText ChunkedTextOf(const EvalArgs& a) {
-  return {.model_path = a.model,
-          .text_path = a.file,
-          .ctx = size_t(a.ctx),
-          .chunks = size_t(a.chunks),
-          .threads = a.threads,
-          .f32_weights = a.f32_weights};
-}
-
-eval::KvOptions KvOptionsOf(const EvalArgs& a) {
-  return {.policy = a.pol.policy,
-          .budget_bytes = a.pol.budget_bytes,
-          .encoder = a.pol.encoder,
-          .query = a.pol.query,
-          .sink_blocks = a.kv.sink_blocks,
-          .window = a.kv.window};
-}
-
 namespace {
 
 int RunPpl(const EvalArgs& a) {
@@ -38,13 +17,7 @@ int RunPpl(const EvalArgs& a) {
 }
 
 int RunLogits(const EvalArgs& a) {
-  auto r = eval::RunLogits({.model_path = a.model,
-                            .text_path = a.file,
-                            .out_path = a.out,
-                            .n_tokens = size_t(a.n_tokens),
-                            .kv = KvOptionsOf(a),
-                            .threads = a.threads,
-                            .f32_weights = a.f32_weights});
+  auto r = eval::RunLogits(LogitsConfigOf(a));
   if (!r.ok()) return Fail(r.status());
   if (a.json)
     PrintJson(eval::ToJson(*r));
@@ -59,35 +32,22 @@ RunFn AddEval(CLI::App& app) {
   auto a = std::make_shared<EvalArgs>();
   CLI::App* cmd = app.add_subcommand("eval", "Quality evaluations: perplexity, logits dumps.");
   cmd->require_subcommand(1);
-  CLI::App* ppl = cmd->add_subcommand("ppl", "Perplexity of a text file (llama.cpp's method: chunks of -c, "
-                                              "second half of each chunk scored); uniform KV formats or --policy "
-                                              "comix|cocktail|cocktail-paper.");
+  CLI::App* ppl = cmd->add_subcommand("ppl",
+                                      "Perplexity of a text file (llama.cpp's method: chunks of -c, "
+                                      "second half of each chunk scored); uniform KV formats or --policy "
+                                      "comix|cocktail|cocktail-paper.");
   CLI::App* lg = cmd->add_subcommand("logits", "Write the raw f32 logits of the first -n tokens of a file.");
-  CLI::App* kld = cmd->add_subcommand("kld", "Compressed KV vs f16 KV on the same positions: PPL delta, mean and "
-                                             "p99 KL divergence, top-1 agreement, measured bits/element (--configs, and --policy comix|cocktail|"
-                                             "cocktail-paper as one more row; --json: per-chunk KLD and NLL too).");
+  CLI::App* kld = cmd->add_subcommand(
+      "kld",
+      "Compressed KV vs f16 KV on the same positions: PPL delta, mean and "
+      "p99 KL divergence, top-1 agreement, measured bits/element (--configs, and --policy comix|cocktail|"
+      "cocktail-paper as one more row; --json: per-chunk KLD and NLL too).");
   CLI::App* sens = cmd->add_subcommand(
-      "sensitivity", "Measure the KV's end-to-end sensitivity: for every layer, side (K/V) and width of a family, the "
-                     "mean KLD against f16 KV with only that layer's side at that width (chunks of -c, second halves "
-                     "scored); writes the table that `--comix-rank measured --comix-sensitivity FILE` allocates by.");
-  for (CLI::App* s : {ppl, lg, kld, sens}) {
-    s->add_option("-m,--model", a->model, "GGUF model file")->required();
-    s->add_option("-f,--file", a->file, "text file: e.g. WikiText-2's test.txt (where to get it: docs/EVAL.md) or examples/du_fu.txt, which the repository ships")->required();
-    s->add_option("-t,--threads", a->threads, "threads")->check(CLI::Range(1, 256))->capture_default_str();
-  }
-  for (CLI::App* s : {ppl, lg, kld}) s->add_flag("--json", a->json, "print one JSON object");
-  for (CLI::App* s : {ppl, lg, kld, sens})
-    s->add_flag("--f32-weights", a->f32_weights,
-                "a reference: dequantize the weight matrices to f32 at load, so their products take f32 activations "
-                "(the engine rounds activations to int8 per 32 columns; any change upstream, a KV format of any "
-                "width, re-draws that rounding downstream: ~0.003 KLD on SmolLM2 whatever the change's size). About "
-                "4 bytes per weight, several times slower");
-  for (CLI::App* s : {ppl, kld, sens}) {
-    s->add_option("-c,--ctx", a->ctx, "tokens per chunk (kld default: 2048; sensitivity: 256)")
-        ->check(CLI::Range(2, 1 << 20))->capture_default_str();
-    s->add_option("--chunks", a->chunks, "evaluate only the first N chunks (default: all; sensitivity: 4)")
-        ->check(CLI::Range(1, 1 << 30));
-  }
+      "sensitivity",
+      "Measure the KV's end-to-end sensitivity: for every layer, side (K/V) and width of a family, the "
+      "mean KLD against f16 KV with only that layer's side at that width (chunks of -c, second halves "
+      "scored); writes the table that `--comix-rank measured --comix-sensitivity FILE` allocates by.");
+  for (CLI::App* s : {ppl, lg, kld, sens}) AddTextFlags(s, *a, /*json=*/s != sens, /*chunks=*/s != lg);
   sens->add_option("-o,--out", a->out, "the table (JSON)")->required();
   sens->add_option("--comix-family", a->family, "formats: tq (tq2/3/4) or kivi (kivi2/3/4); 8 = q8 in either")
       ->check(CLI::IsMember({"tq", "kivi"}))
@@ -110,18 +70,15 @@ RunFn AddEval(CLI::App& app) {
                   "several policies at once, e.g. q8/q8,q8/tq3,comix-tq:3 (the f16 base runs once; each takes "
                   "--kv-budget, --comix-sensitivity, --encoder and --query as --policy does)")
       ->delimiter(',');
-  lg->add_option("-n,--n-tokens", a->n_tokens, "tokens to evaluate")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  lg->add_option("-n,--n-tokens", a->n_tokens, "tokens to evaluate")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
   lg->add_option("-o,--out", a->out, "output file (raw f32, n_tokens x n_vocab)")->required();
-  auto [polykv, polykv_run] = AddPolykvEval(cmd);
-  auto [comix, comix_run] = AddComixEval(cmd);
-  auto [needle, needle_run] = AddNeedleEval(cmd);
-  auto [segments, segments_run] = AddSegmentEval(cmd);
-  return [a, ppl, kld, lg, sens, polykv = polykv, polykv_run = polykv_run, comix = comix, comix_run = comix_run,
-          needle = needle, needle_run = needle_run, segments = segments, segments_run = segments_run] {
-    if (segments->parsed()) return segments_run();
-    if (polykv->parsed()) return polykv_run();
-    if (comix->parsed()) return comix_run();
-    if (needle->parsed()) return needle_run();
+  const std::vector<std::pair<CLI::App*, RunFn>> others{AddPolykvEval(cmd), AddComixEval(cmd), AddNeedleEval(cmd),
+                                                        AddSegmentEval(cmd)};  // in their own files
+  return [a, ppl, kld, lg, sens, others] {
+    for (const auto& [sub, run] : others)
+      if (sub->parsed()) return run();
     for (CLI::App* s : {ppl, kld, lg}) {
       if (!s->parsed()) continue;
       if (Status st = CheckPolicyFlags(s, a->pol, /*need_query=*/true); !st.ok()) return Fail(st);

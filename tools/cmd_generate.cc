@@ -1,55 +1,15 @@
 // `chorus generate`: flags, then eval::RunUniformGenerate (uniform formats: the forward pass on a
 // KV store) or eval::RunPolicyGenerate (other policies: one agent of the Engine); streams a
 // continuation of a prompt (optionally chat-formatted) and reports speed and KV bytes.
-#include <random>
-
-#include "eval/policy_generate.h"   // RunPolicyGenerate
-#include "eval/uniform_generate.h"  // RunUniformGenerate
 #include "tools/common.h"
 #include "tools/generate_args.h"  // GenerateArgs
 
 namespace chorus::cli {
 namespace {
 
-// --policy comix|cocktail|cocktail-paper: one agent of the Engine, streamed (eval/policy_generate.h).
-int RunGenerateWithPolicy(const GenerateArgs& a) {
-  SamplingOptions so = a.sampling;
-  so.seed = a.seed >= 0 ? static_cast<uint64_t>(a.seed) : std::random_device{}();
-  std::string question = a.prompt, doc;
-  if (!a.prompt_file.empty()) {
-    auto text = ReadFile(a.prompt_file);
-    if (!text.ok()) return Fail(text.status());
-    question = text.value();
-  }
-  if (!a.doc.empty()) {
-    auto text = ReadDocument(a.doc);
-    if (!text.ok()) return Fail(text.status());
-    doc = text.value();
-  }
-  auto r = eval::RunPolicyGenerate(
-      {.model = a.model,
-       .policy = a.pol.policy,
-       .budget_bytes = a.pol.budget_bytes,
-       .encoder = a.pol.encoder,
-       .sink_blocks = a.kv.sink_blocks,
-       .question = question,
-       .doc = doc,
-       .system = a.system,
-       .chat = a.chat,
-       .n_predict = a.n_predict,
-       .threads = a.threads,
-       .ctx = a.ctx,
-       .sampling = so,
-       .on_text =
-           [&](std::string_view piece) {
-             if (a.json) return;
-             std::fwrite(piece.data(), 1, piece.size(), stdout);
-             std::fflush(stdout);
-           },
-       .on_chunk_map =
-           [&](const Engine& engine, const ChunkMapReport& map, size_t shared_bytes, size_t doc_tokens) {
-             if (!a.json) PrintChunkMap(map, shared_bytes, doc_tokens, engine, stderr);
-           }});
+// The answer is streamed; then the report: its JSON (--json, nothing streamed) or a summary on stderr.
+template <typename Report>
+int Finish(const GenerateArgs& a, Result<Report> r) {
   if (!r.ok()) return Fail(r.status());
   if (a.json) {
     PrintJson(eval::ToJson(*r));
@@ -61,39 +21,24 @@ int RunGenerateWithPolicy(const GenerateArgs& a) {
 }
 
 int RunGenerate(const GenerateArgs& a) {
-  if (!a.pol.policy.is_uniform()) return RunGenerateWithPolicy(a);
-  SamplingOptions so = a.sampling;
-  so.seed = a.seed >= 0 ? static_cast<uint64_t>(a.seed) : std::random_device{}();
-  std::string prompt = a.prompt;
-  if (!a.prompt_file.empty()) {
-    auto text = ReadFile(a.prompt_file);
-    if (!text.ok()) return Fail(text.status());
-    prompt = text.value();
+  auto in = ReadGenerateInputs(a);
+  if (!in.ok()) return Fail(in.status());
+  const auto on_text = [&](std::string_view piece) {
+    if (a.json) return;
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
+    std::fflush(stdout);
+  };
+  if (a.pol.policy.is_uniform()) {  // the forward pass on a KV store of its formats
+    eval::UniformGenerateConfig c = UniformConfigOf(a, *in);
+    c.on_text = on_text;
+    return Finish(a, eval::RunUniformGenerate(c));
   }
-  auto r = eval::RunUniformGenerate({.model = a.model,
-                                     .policy = a.pol.policy,
-                                     .sink_blocks = a.kv.sink_blocks,
-                                     .window = a.kv.window,
-                                     .prompt = prompt,
-                                     .system = a.system,
-                                     .chat = a.chat,
-                                     .n_predict = a.n_predict,
-                                     .threads = a.threads,
-                                     .ctx = a.ctx,
-                                     .sampling = so,
-                                     .on_text = [&](std::string_view piece) {
-                                       if (a.json) return;
-                                       std::fwrite(piece.data(), 1, piece.size(), stdout);
-                                       std::fflush(stdout);
-                                     }});
-  if (!r.ok()) return Fail(r.status());
-  if (a.json) {
-    PrintJson(eval::ToJson(*r));
-    return 0;
-  }
-  std::printf("\n");
-  eval::PrintSummary(*r, stderr);
-  return 0;
+  eval::PolicyGenerateConfig c = PolicyConfigOf(a, *in);  // one agent of the Engine
+  c.on_text = on_text;
+  c.on_chunk_map = [&](const Engine& engine, const ChunkMapReport& map, size_t shared_bytes, size_t doc_tokens) {
+    if (!a.json) PrintChunkMap(map, shared_bytes, doc_tokens, engine, stderr);
+  };
+  return Finish(a, eval::RunPolicyGenerate(c));
 }
 
 }  // namespace
@@ -108,26 +53,30 @@ RunFn AddGenerate(CLI::App& app) {
       "                                                by their chunk's relevance to the question\n"
       "  --policy cocktail-paper --doc FILE -p QUESTION  the paper's f16/kivi4/kivi2 per chunk\n"
       "Bytes for comix/cocktail: --kv-budget BYTES, or --kv-avg-bits B (default 3: sealed blocks cost at most uniform\n"
-      "3-bit ones). E.g. chorus generate -m M.gguf --policy cocktail --comix-family kivi --kv-avg-bits 4 --comix-tiers\n"
+      "3-bit ones). E.g. chorus generate -m M.gguf --policy cocktail --comix-family kivi --kv-avg-bits 4 "
+      "--comix-tiers\n"
       "3,4,8 --comix-min-k-bits 4 --doc article.txt -p 'When was it founded?' -n 32 --temp 0");
   cmd->add_option("-m,--model", a->model, "GGUF model file")->required();
   auto* p = cmd->add_option("-p,--prompt", a->prompt, "prompt text");
   cmd->add_option("-f,--file", a->prompt_file, "read the prompt from a file")->excludes(p);
-  cmd->add_option("-n,--n-predict", a->n_predict, "tokens to generate")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  cmd->add_option("-n,--n-predict", a->n_predict, "tokens to generate")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
   cmd->add_flag("--chat", a->chat, "wrap the prompt in the model's chat template (a user turn)");
   cmd->add_option("--system", a->system, "system message for --chat");
   cmd->add_option("--temp", a->sampling.temperature, "temperature; 0 = greedy")->capture_default_str();
   cmd->add_option("--top-k", a->sampling.top_k, "keep the k most likely tokens; 0 = all")->capture_default_str();
   cmd->add_option("--top-p", a->sampling.top_p, "nucleus sampling mass in (0,1]")->capture_default_str();
   cmd->add_option("--seed", a->seed, "random seed (default: random; printed at the end)");
-  cmd->add_option("-t,--threads", a->threads, "threads")->check(CLI::Range(1, 256))->capture_default_str();
+  AddThreadsFlag(cmd, a->threads);
   cmd->add_option("-c,--ctx", a->ctx, "context size in tokens (default: min(training context, 4096))")
       ->check(CLI::Range(1, 1 << 24));
   AddKvFlags(cmd, a->kv);
   cmd->add_flag("--json", a->json, "print one JSON object (text and numbers) instead of streaming");
-  cmd->add_option("--doc", a->doc, "with --policy: a context document; the prompt (-p/-f) is the question about it, "
-                                   "both framed as one chat user turn (as `chorus agents` does); cocktail(-paper): the "
-                                   "question is the query whose relevance to each chunk sets its precision");
+  cmd->add_option("--doc", a->doc,
+                  "with --policy: a context document; the prompt (-p/-f) is the question about it, "
+                  "both framed as one chat user turn (as `chorus agents` does); cocktail(-paper): the "
+                  "question is the query whose relevance to each chunk sets its precision");
   AddPolicyFlags(cmd, a->pol,
                  {.default_spec = "f16",
                   .where = "uniform formats (K/V) store the prompt and answer; any other policy runs one agent of the "

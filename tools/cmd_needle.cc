@@ -86,7 +86,7 @@ std::pair<CLI::App*, RunFn> AddNeedleEval(CLI::App* eval) {
                 "precision); without it each case's context is made for its own question");
   cmd->add_flag("--ignore-eog", a->ignore_eog, "keep decoding past end-of-generation (decode speed runs)");
   cmd->add_option("--dump", a->dump, "write the generated cases as JSONL");
-  cmd->add_option("-t,--threads", a->threads, "threads")->check(CLI::Range(1, 256))->capture_default_str();
+  AddThreadsFlag(cmd, a->threads);
   cmd->add_flag("--json", a->json, "print one JSON object (with every case)");
   return {cmd, [a] { return RunNeedle(*a); }};
 }

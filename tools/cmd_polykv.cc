@@ -42,7 +42,7 @@ std::pair<CLI::App*, RunFn> AddPolykvEval(CLI::App* eval) {
   cmd->add_option("--kv-window", a->window, "rows of the newest <32 tokens: f16 or q8 (default: the engine's)");
   cmd->add_option("-n,--max-tokens", a->max_tokens, "tokens per answer")->check(CLI::Range(1, 4096))
       ->capture_default_str();
-  cmd->add_option("-t,--threads", a->threads, "threads")->check(CLI::Range(1, 256))->capture_default_str();
+  AddThreadsFlag(cmd, a->threads);
   cmd->add_flag("--json", flags->json, "print one JSON object");
   return {cmd, [flags] { return RunPolykv(*flags); }};
 }

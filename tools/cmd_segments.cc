@@ -23,7 +23,7 @@ std::pair<CLI::App*, RunFn> AddSegmentEval(CLI::App* eval) {
   cmd->add_option("-m,--model", a->model, "GGUF model file")->required();
   cmd->add_option("-f,--file", a->file, "text the documents are cut from (e.g. a corpus of scripts/make_corpora.py)")
       ->required();
-  cmd->add_option("-t,--threads", a->threads, "threads")->check(CLI::Range(1, 256))->capture_default_str();
+  AddThreadsFlag(cmd, a->threads);
   cmd->add_option("--docs", a->docs, "documents cut from the file")->check(CLI::Range(1, 1000))->capture_default_str();
   cmd->add_option("--words", a->words, "words per document (a needle sentence is added)")
       ->check(CLI::Range(50, 100000))

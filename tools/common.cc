@@ -19,14 +19,6 @@ int Fail(const Status& s) {
   return 1;
 }
 
-Result<std::string> ReadDefaultText(const std::string& path, const char* flag) {
-  auto text = ReadFile(path);
-  if (text.ok() || path != kWikiTextTest) return text;
-  return Status::Error("cannot read '{}', the default of {}: WikiText-2's test split, which a clone does not ship "
-                       "(put it there, docs/EVAL.md) — or pass {} FILE, e.g. {} examples/du_fu.txt (24 KB of text)",
-                       path, flag, flag, flag);
-}
-
 Result<std::string> ReadDocument(const std::string& path, const char* flag) {
   CHORUS_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
   if (text.find_first_not_of(" \t\r\n\f\v") == std::string::npos)
@@ -58,6 +50,10 @@ Result<size_t> ParseBytes(const std::string& text) {
 int DefaultThreads() {
   unsigned n = std::thread::hardware_concurrency();
   return n == 0 ? 1 : static_cast<int>(n);
+}
+
+void AddThreadsFlag(CLI::App* cmd, int& threads) {
+  cmd->add_option("-t,--threads", threads, "threads")->check(CLI::Range(1, 256))->capture_default_str();
 }
 
 double LoadAverage() { return eval::LoadAverage(); }

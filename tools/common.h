@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "chorus/engine.h"     // Engine, ChunkMapReport
+#include "eval/bench.h"        // kWikiTextTest, ReadDefaultText
 #include "eval/chunk_map.h"    // PrintChunkMap, ChunkMapJson
 #include "eval/divergence.h"   // KlFromLogProbs
 #include "eval/harness.h"      // LoadModel, ReadFile, Median, ChatFrame; Model, Status (src/util)
@@ -20,6 +21,7 @@
 namespace chorus::cli {
 
 using eval::KlFromLogProbs;  // eval/divergence.h
+using eval::kWikiTextTest, eval::ReadDefaultText;                      // eval/bench.h
 using eval::LoadModel, eval::ReadFile, eval::Median, eval::ChatFrame;  // eval/harness.h
 using eval::PrintChunkMap, eval::ChunkMapJson;                         // eval/chunk_map.h
 using eval::RunPeerJson, eval::RunBestPeerJson, eval::ResidentBytes;   // eval/peer.h
@@ -42,18 +44,14 @@ std::pair<CLI::App*, RunFn> AddSegmentEval(CLI::App* eval);
 // Prints "error: <message>" on one line to stderr and returns exit code 1.
 int Fail(const Status& s);
 
-// WikiText-2's test split where docs/EVAL.md puts it (beside the checkout, not in it): the default
-// text of `bench --doc-file` and `comix -f`.
-inline constexpr const char* kWikiTextTest = "../shared/data/wikitext-2/test.txt";
-// ReadFile of a flag's default text: when it is kWikiTextTest and missing, the error says where to
-// put WikiText-2 and which file the repository ships instead (`flag FILE`).
-Result<std::string> ReadDefaultText(const std::string& path, const char* flag);
 // A document to share (`--doc`): ReadFile, and an error naming the flag and path if the file is
 // empty or only whitespace (agents would read the chat frame alone).
 Result<std::string> ReadDocument(const std::string& path, const char* flag = "--doc");
 
 // Default thread count: the machine's cores (at least 1).
 int DefaultThreads();
+// -t,--threads N (1..256, default shown): the thread flag every command but embed shares.
+void AddThreadsFlag(CLI::App* cmd, int& threads);
 
 // The 1-minute load average (getloadavg), -1 if unknown: benchmarks record it beside their numbers.
 double LoadAverage();

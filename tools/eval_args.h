@@ -1,12 +1,14 @@
-// The arguments of `chorus eval ppl|logits|kld` (tools/cmd_eval.cc registers them) and the runners
-// that live in their own files.
+// The arguments of `chorus eval ppl|logits|kld|sensitivity` (tools/cmd_eval.cc registers them,
+// tools/eval_args.cc turns them into configs) and the runners that live in their own files.
 #pragma once
+#include <CLI/CLI.hpp>
+
 #include <string>
 #include <vector>
 
 #include "eval/perplexity_eval.h"  // ChunkedText, KvOptions
-#include "tools/common.h"        // KvFlags, DefaultThreads
-#include "tools/policy_flags.h"  // PolicyFlags
+#include "tools/common.h"          // KvFlags, DefaultThreads
+#include "tools/policy_flags.h"    // PolicyFlags
 
 namespace chorus::cli {
 
@@ -25,9 +27,14 @@ struct EvalArgs {
   bool f32_weights = false;  // --f32-weights: ModelLoadOptions::f32_weights
 };
 
+// -m, -f, -t, --json (when `json`), --f32-weights, and -c and --chunks (when `chunks`), in that order.
+void AddTextFlags(CLI::App* s, EvalArgs& a, bool json, bool chunks);
+
 // The chunked text (ppl, kld) and the KV (ppl, kld, logits) that the flags describe.
 eval::ChunkedText ChunkedTextOf(const EvalArgs& a);
 eval::KvOptions KvOptionsOf(const EvalArgs& a);
+// `chorus eval logits`: the first -n tokens of -f, their logits written to -o.
+eval::LogitsConfig LogitsConfigOf(const EvalArgs& a);
 
 // `chorus eval kld` (tools/cmd_kld.cc): eval::RunKld.
 int RunKld(const EvalArgs& a);

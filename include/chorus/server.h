@@ -62,4 +62,19 @@ class Server {
   std::unique_ptr<Impl> impl_;
 };
 
+// `chorus serve` in one call: creates the Server (reading api_keys_file) and then opens the engine,
+// checks that one short request fits the budget, attaches the embedding model, binds, prints where it
+// listens on stdout and its progress on stderr ("chorus serve: ..."), and serves until SIGINT or
+// SIGTERM (blocked in the calling thread and every thread it starts: call it before starting any
+// other). An error (the first failing step) is returned before serving; Ok once stopped.
+struct ServeConfig {
+  EngineOptions engine;         // but serve (from the fields below) and kv_store_log (stderr)
+  ServerOptions http;           // but model_id (the model's file name) and max_running (below)
+  std::string embedding_model;  // POST /v1/embeddings; "" = all-MiniLM-L6-v2 beside the model, if installed
+  std::string budget_text;      // engine.kv_budget_bytes as the user wrote it (messages, the banner)
+  size_t prefill_chunk = 256;   // ServeOptions::prefill_chunk: a positive multiple of 32
+  size_t max_running = 64;      // requests decoding at once (engine and dashboard)
+};
+Status Serve(ServeConfig config);
+
 }  // namespace chorus
