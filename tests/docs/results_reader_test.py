@@ -21,6 +21,7 @@ CASES = [
     (["cpu-targets", f"{R}/cpu-targets-2026-12-01.jsonl"], f"{R}/cpu-targets-2026-12-01.md"),
     (["needle-allocator"] + sorted(glob.glob(f"{ROOT}/{R}/allocator/needle2/a1/*.json")),
      f"{R}/allocator/needle2/a1/summary.txt"),
+    (["ab", f"{R}/raw/table-ab-2026-12-07-6rounds"], f"{R}/raw/table-ab-2026-12-07-6rounds/table.md"),
 ]
 
 
