@@ -80,6 +80,9 @@ struct Engine::Impl {
   RemotePrefetcher remote_;
   ContextRegistry contexts_;
   Scheduler scheduler_;
+  // ScoreSequence's logit rows (tokens × n_vocab), kept between calls: an eval scores chunk after
+  // chunk of one size, and a fresh buffer each time would fault its pages in again.
+  std::vector<float> score_logits_;
 };
 
 // research.h's door into the engine: Engine's private constructor and its Impl.

@@ -66,7 +66,8 @@ Result<research::SequenceKv> Engine::Impl::ScoreSequence(std::span<const int32_t
     lease.SetSharedBlocks(SIZE_MAX);  // stored as a prompt is
   if (m.comix) CHORUS_RETURN_IF_ERROR(lease.AddUnit(tokens.size(), 0, 1.0, options.label, relevance));
   // One call: the forward pass splits it into the engine's micro-batches.
-  std::vector<float> logits(tokens.size() * V);
+  std::vector<float>& logits = score_logits_;
+  logits.resize(tokens.size() * V);
   CHORUS_RETURN_IF_ERROR(m.fwd->Run(tokens, *seq, *m.pool, LogitsFor::kAll, logits.data()));
   m.counters.prefilled_tokens += tokens.size();
   const KvUsage usage = m.store->Usage();

@@ -46,9 +46,9 @@ void KvRecord::Add(const research::SequenceKv& seq, size_t tokens) {
   n_layer_ = seq.k_formats.size();
   if (!seq.encoder.empty()) encoder_ = seq.encoder;
   last_ = seq;
-  const size_t last_bytes_ = seq.total_bytes;
-  peak_bytes_ = std::max(peak_bytes_, last_bytes_);
-  total_bytes_ += last_bytes_;
+  const size_t bytes = seq.total_bytes;
+  peak_bytes_ = std::max(peak_bytes_, bytes);
+  total_bytes_ += bytes;
   if (paper()) {
     CocktailChunk ch{.map = seq.blocks,
                      .s_min = seq.s_min,
@@ -56,7 +56,7 @@ void KvRecord::Add(const research::SequenceKv& seq, size_t tokens) {
                      .t_low = seq.t_low,
                      .t_high = seq.t_high,
                      .search_seconds = seq.search_seconds,
-                     .bytes = last_bytes_};
+                     .bytes = bytes};
     for (size_t b = 0; b < tokens / 32; ++b)  // sealed 32-token blocks only
       (ch.map[b] == 'S' ? ch.sink : ch.map[b] == 'F' ? ch.fp16 : ch.map[b] == '4' ? ch.int4 : ch.int2)++;
     cocktail_chunks_.push_back(std::move(ch));
@@ -69,7 +69,7 @@ void KvRecord::Add(const research::SequenceKv& seq, size_t tokens) {
     ComixChunk ch{.k_bits = BitsLine(seq.k_formats),
                   .v_bits = BitsLine(seq.v_formats),
                   .relevance = relevance() ? seq.blocks : "",
-                  .bytes = last_bytes_};
+                  .bytes = bytes};
     if (relevance())  // the value bits per block of the middle layer: where the relevance put them
       for (const std::string& name : seq.v_formats[n_layer_ / 2]) ch.v_blocks += name == "f16" ? 'F' : name.back();
     comix_chunks_.push_back(std::move(ch));
